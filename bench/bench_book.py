@@ -1,0 +1,91 @@
+"""Whole-book benchmark: each chapter's execution time and peak memory, and `make html`.
+
+Each chapter runs in a fresh process (jupytext -> nbclient, a fresh kernel), the way the
+book build runs it.  Peak RSS is the kernel's high-water mark, read from
+``getrusage(RUSAGE_CHILDREN).ru_maxrss`` of that process once the kernel has exited
+(Linux reports the largest descendant).  Then the full ``make html`` build is timed.
+
+Usage:  .venv/bin/python bench/bench_book.py [--no-build] [chapters/05_masking.md ...]
+Writes: bench/results/book.json and bench/results/book.md (a table; the README quotes it).
+Units: seconds (wall clock) and MiB (peak resident set size).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+
+RUN_ONE = r"""
+import resource, sys, time, jupytext, nbclient
+nb = jupytext.read(sys.argv[1])
+t0 = time.perf_counter()
+nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
+                        resources={"metadata": {"path": sys.argv[2]}}).execute()
+seconds = time.perf_counter() - t0
+print(seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+"""
+
+
+def toc_sources() -> list[Path]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]] + [c["file"] for part in toc.get("parts", []) for c in part["chapters"]]
+    return [ROOT / f"{f}.md" for f in files if (ROOT / f"{f}.md").read_text().startswith("---\njupytext")]
+
+
+def run_chapter(path: Path) -> dict:
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, "-c", RUN_ONE, str(path), str(path.parent)],
+                          capture_output=True, text=True, env=env, cwd=ROOT)
+    if proc.returncode != 0:
+        raise SystemExit(f"{path.name} failed:\n{proc.stderr[-3000:]}")
+    seconds, rss_mib = map(float, proc.stdout.split()[-2:])
+    return {"chapter": str(path.relative_to(ROOT)), "seconds": round(seconds, 1), "peak_rss_mib": round(rss_mib)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("chapters", nargs="*", help="chapter sources (default: every notebook in _toc.yml)")
+    ap.add_argument("--no-build", action="store_true", help="skip timing the full `make html` build")
+    args = ap.parse_args()
+    paths = [Path(p).resolve() for p in args.chapters] or toc_sources()
+    rows = []
+    for p in paths:
+        row = run_chapter(p)
+        rows.append(row)
+        print(f"{row['chapter']:<40} {row['seconds']:>7.1f} s {row['peak_rss_mib']:>7d} MiB", flush=True)
+    build_seconds = None
+    if not args.no_build:
+        t0 = time.perf_counter()
+        subprocess.run(["make", "--no-print-directory", "html"], cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL)
+        build_seconds = round(time.perf_counter() - t0, 1)
+        print(f"make html (all chapters executed + Sphinx): {build_seconds} s")
+    report = {
+        "date": dt.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}",
+        "chapters": rows, "make_html_seconds": build_seconds,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    if not args.chapters:
+        (RESULTS / "book.json").write_text(json.dumps(report, indent=2) + "\n")
+        lines = [f"Measured {report['date']} on {report['machine']}.", "",
+                 "| chapter | execution (s) | peak RSS (MiB) |", "|---|---:|---:|"]
+        lines += [f"| {r['chapter']} | {r['seconds']} | {r['peak_rss_mib']} |" for r in rows]
+        if build_seconds is not None:
+            lines += ["", f"`make html` (every chapter executed, then Sphinx): {build_seconds} s"]
+        (RESULTS / "book.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

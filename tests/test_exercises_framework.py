@@ -1,0 +1,147 @@
+"""The shared exercise machinery: parse helpers, the never-raise decorator, the four widget
+kinds, the registry, and the rule of at least two exercises per chapter."""
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib.exercises import REGISTRY, Feedback, checker, exercise, exercise_names, right, wrong
+from attnlib.exercises.core import parse_choice, parse_matrix, parse_number, parse_token
+from attnlib.exercises.widgets import ChoiceExercise, MatrixToggleExercise, NumberExercise, TokenExercise
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.md"))
+
+
+@pytest.mark.parametrize("raw,value", [(3, 3.0), (2.5, 2.5), ("0.75", 0.75), (" 1,5 ", 1.5),
+                                        (np.float32(2.0), 2.0), (torch.tensor(4.0), 4.0)])
+def test_parse_number_accepts(raw, value):
+    parsed, fb = parse_number(raw)
+    assert fb is None and parsed == pytest.approx(value)
+
+
+@pytest.mark.parametrize("raw,fragment", [(None, "empty"), ("", "empty"), ("abc", "text 'abc'"),
+                                          (math.nan, "finite"), (math.inf, "finite"), ("inf", "finite"),
+                                          (True, "yes/no"), ([1, 2], "list"), (torch.ones(3), "shape (3,)")])
+def test_parse_number_rejects_with_reason(raw, fragment):
+    parsed, fb = parse_number(raw)
+    assert parsed is None and isinstance(fb, Feedback) and not fb.correct and fragment in fb.message
+
+
+def test_parse_matrix():
+    ok, fb = parse_matrix([[1, 0], [0, 1]], (2, 2))
+    assert fb is None and ok.dtype == torch.bool and ok.tolist() == [[True, False], [False, True]]
+    for bad, fragment in [(None, "empty"), ([[1, 0]], "shape (2, 2), got shape (1, 2)"),
+                          ([[2, 0], [0, 1]], "True/False"), ([[1, 0], [0]], "could not read"),
+                          (torch.zeros(2, 2, dtype=torch.complex64), "dtype")]:
+        val, fb = parse_matrix(bad, (2, 2))
+        assert val is None and fragment in fb.message, (bad, fb)
+    val, fb = parse_matrix([[0.5, math.nan], [1, 2]], (2, 2), kind="float")
+    assert val is None and "finite" in fb.message
+
+
+def test_parse_choice_and_token():
+    assert parse_choice("b", ["a", "b"]) == ("b", None)
+    assert "not one of the options" in parse_choice("z", ["a", "b"])[1].message
+    tokens = ["[CLS]", "the", "cat", "the", "[SEP]"]
+    assert parse_token("cat", tokens) == (2, None)
+    assert parse_token(4, tokens) == (4, None)
+    assert "occurs 2 times" in parse_token("the", tokens)[1].message
+    assert "outside the sentence" in parse_token(9, tokens)[1].message
+    assert "not a token" in parse_token("dog", tokens)[1].message
+    assert "Please pick" in parse_token(None, tokens)[1].message
+
+
+def test_checker_decorator_turns_exceptions_into_feedback():
+    @checker
+    def check_explodes(answer):
+        return right("fine") if answer == 1 else 1 / 0
+
+    assert check_explodes(1).correct
+    fb = check_explodes(2)
+    assert not fb.correct and "ZeroDivisionError" in fb.message
+
+
+def _check_half(answer):
+    value, fb = parse_number(answer)
+    if fb:
+        return fb
+    return right("Yes, one half.") if abs(value - 0.5) < 1e-9 else wrong(f"{value} is not one half.", hint="Divide 1 by 2.")
+
+
+def test_number_widget_shows_feedback():
+    ex = NumberExercise("What is 1/2?", _check_half)
+    ex.control.value = "0.4"
+    fb = ex.check()
+    assert not fb.correct and "0.4 is not one half" in ex.feedback.value and "Hint" in ex.feedback.value
+    ex.control.value = "abc"
+    ex.button.click()  # the real button path
+    assert "Not yet" in ex.feedback.value and "text" in ex.feedback.value
+    ex.control.value = "0.5"
+    ex.button.click()
+    assert ex.last.correct and "Correct" in ex.feedback.value
+
+
+def test_widget_escapes_messages_and_survives_raising_checker():
+    ex = NumberExercise("q", lambda a: 1 / 0)
+    ex.control.value = "1"
+    assert not ex.check().correct and "could not be checked" in ex.feedback.value
+    ex2 = NumberExercise("q", lambda a: wrong("<script>alert(1)</script>"))
+    ex2.check()
+    assert "<script>" not in ex2.feedback.value and "&lt;script&gt;" in ex2.feedback.value
+
+
+def test_choice_token_and_matrix_widgets():
+    ch = ChoiceExercise("Pick b", ["a", "b"], lambda a: right("ok") if a == "b" else wrong(f"not {a}"))
+    assert not ch.check().correct  # nothing chosen yet -> feedback, no exception
+    ch.control.value = "b"
+    assert ch.check().correct
+
+    tokens = ["[CLS]", "cat", "[SEP]"]
+    tk = TokenExercise("Pick cat", tokens, lambda a: right("ok") if a == 1 else wrong(f"position {a}"))
+    tk.control.value = 2
+    assert not tk.check().correct and "position 2" in tk.feedback.value
+    tk.control.value = 1
+    assert tk.check().correct
+
+    target = [[True, False], [True, True]]
+    mx = MatrixToggleExercise("causal", ["a", "b"], ["a", "b"],
+                              lambda a: right("ok") if a == target else wrong("no"))
+    assert mx.answer == [[False, False], [False, False]]
+    mx.cells[0][0].value = True
+    assert not mx.check().correct
+    mx.set_answer(target)
+    assert mx.check().correct and "Correct" in mx.feedback.value
+
+
+@pytest.mark.parametrize("chapter", [int(p.name[:2]) for p in CHAPTERS])
+def test_every_chapter_has_two_exercises_wired_to_the_registry(chapter):
+    """At least two exercises per chapter, each with an {exercise} directive in the text, a
+    registered widget, and a {solution}; every exercise(NN, name) call resolves."""
+    path = next(p for p in CHAPTERS if int(p.name[:2]) == chapter)
+    text = path.read_text()
+    directives = re.findall(r"^[`:]{3,}\{exercise\}", text, flags=re.M)
+    solutions = re.findall(r"^[`:]{3,}\{solution\}", text, flags=re.M)
+    calls = re.findall(r"exercise\(\s*(\d+)\s*,\s*[\"'](\w+)[\"']\s*\)", text)
+    assert len(directives) >= 2, f"{path.name}: {len(directives)} exercise directives, need >= 2"
+    assert len(solutions) >= len(directives), f"{path.name}: every exercise needs a hidden solution"
+    assert len(exercise_names(chapter)) >= 2, f"chapter {chapter}: registry has {exercise_names(chapter)}"
+    assert len(calls) >= 2
+    for ch, name in calls:
+        assert int(ch) == chapter and name in REGISTRY[chapter], (ch, name)
+
+
+@pytest.mark.parametrize("chapter,name", [(c, n) for c in sorted(REGISTRY) for n in REGISTRY[c]])
+def test_every_registered_exercise_builds_and_handles_empty_answer(chapter, name):
+    ex = exercise(chapter, name)
+    fb = ex.check()  # nothing answered yet: feedback, never a traceback
+    assert isinstance(fb, Feedback) and not fb.correct and fb.message
+    assert "could not be checked" not in fb.message, "empty answers deserve a specific message"
+
+
+def test_unknown_exercise_lists_known_ones():
+    with pytest.raises(KeyError, match="no exercise 'nope' in chapter 99"):
+        exercise(99, "nope")
