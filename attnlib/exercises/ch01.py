@@ -1,0 +1,122 @@
+"""Exercises of chapter 1, "Attention is a weighted average".
+
+* ``reachable``: which point can softmax attention over a triangle of values produce exactly?
+* ``output``: the attention output for given scores and one-dimensional values.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..softmax import softmax
+from . import register
+from .core import checker, parse_choice, parse_number, right, wrong
+from .widgets import ChoiceExercise, NumberExercise
+
+__all__ = [
+    "REACHABLE_OPTIONS", "check_reachable", "OUTPUT_SCORES", "OUTPUT_VALUES",
+    "output_answer", "check_output",
+]
+
+# ----------------------------------------------------------------------------- reachable
+# Values: v1 = (0, 0), v2 = (4, 0), v3 = (0, 4).
+REACHABLE_OPTIONS = ["(4, 0)", "(1, 1)", "(3, 3)", "(-1, 2)", "(2, 2)"]
+_REACHABLE_FEEDBACK = {
+    "(4, 0)": "(4, 0) is the vertex v2 itself. It needs weights (0, 1, 0), but softmax gives "
+              "every token a weight exp(s_j) / sum > 0 for finite scores, so the output only "
+              "approaches a vertex as one score goes to infinity; it never reaches it.",
+    "(3, 3)": "(3, 3) lies outside the triangle: every convex combination of these values has "
+              "x + y <= 4 (each vertex does), and 3 + 3 = 6.",
+    "(-1, 2)": "(-1, 2) has a negative x, but every value has x >= 0, and an average with "
+               "non-negative weights cannot go below the smallest value in any coordinate.",
+    "(2, 2)": "(2, 2) lies on the edge between v2 and v3: it needs weights (0, 1/2, 1/2), i.e. "
+              "exactly 0 on v1. Softmax never gives exactly 0 from finite scores, so the output "
+              "is always strictly inside the triangle.",
+}
+
+
+@checker
+def check_reachable(answer):
+    """Grade the reachable-point question; the right answer is ``"(1, 1)"``."""
+    choice, problem = parse_choice(answer, REACHABLE_OPTIONS)
+    if problem:
+        return problem
+    if choice == "(1, 1)":
+        return right("(1, 1) = 1/2 v1 + 1/4 v2 + 1/4 v3, strictly inside the triangle; the "
+                     "scores (ln 2, 0, 0) give exactly these weights.")
+    return wrong(_REACHABLE_FEEDBACK[choice],
+                 hint="Softmax weights are strictly positive and sum to 1.")
+
+
+@register(1, "reachable")
+def build_reachable():
+    return ChoiceExercise(
+        "Values v1 = (0, 0), v2 = (4, 0), v3 = (0, 4). Which point can softmax attention with "
+        "finite scores produce <b>exactly</b>?",
+        REACHABLE_OPTIONS, check_reachable, title="Which points can attention reach?",
+    )
+
+
+# ----------------------------------------------------------------------------- output
+OUTPUT_SCORES = (1.0, 0.0, -1.0)
+OUTPUT_VALUES = (2.0, 4.0, 10.0)
+
+
+def output_answer() -> float:
+    """The exact answer, ``softmax(OUTPUT_SCORES) @ OUTPUT_VALUES``, in float64."""
+    s = torch.tensor(OUTPUT_SCORES, dtype=torch.float64)
+    return float(softmax(s) @ torch.tensor(OUTPUT_VALUES, dtype=torch.float64))
+
+
+def _typical_mistakes() -> dict[str, float]:
+    s, v = OUTPUT_SCORES, OUTPUT_VALUES
+    return {
+        "mean": sum(v) / len(v),
+        "scores_as_weights": sum(a * b for a, b in zip(s, v)),
+        "unnormalised": sum(math.exp(a) * b for a, b in zip(s, v)),
+        "argmax": v[max(range(len(s)), key=lambda j: s[j])],
+        "reversed": sum(a * b for a, b in zip([math.exp(x) for x in s], reversed(v)))
+        / sum(math.exp(x) for x in s),
+    }
+
+
+@checker
+def check_output(answer, tol: float = 0.01):
+    """Grade the output question (tolerance ``tol``, default 0.01)."""
+    value, problem = parse_number(answer, "the output, a number such as 3.14")
+    if problem:
+        return problem
+    truth = output_answer()
+    if abs(value - truth) <= tol:
+        return right(f"softmax(1, 0, -1) = (0.665, 0.245, 0.090), and "
+                     f"0.665*2 + 0.245*4 + 0.090*10 = {truth:.3f}.")
+    m = _typical_mistakes()
+    if abs(value - m["mean"]) <= tol:
+        return wrong("That is the plain mean of the values: it treats every token alike. "
+                     "Attention weights each value by softmax(s)_j.")
+    if abs(value - m["scores_as_weights"]) <= tol:
+        return wrong("You used the raw scores as weights. Scores can be negative and do not sum "
+                     "to 1; softmax turns them into weights first.")
+    if abs(value - m["unnormalised"]) <= tol:
+        return wrong("You used exp(s_j) without dividing by their sum, so the weights add up to "
+                     "more than 1 and the result leaves the interval [2, 10].")
+    if abs(value - m["argmax"]) <= tol:
+        return wrong("That is the value of the highest score alone (a hard argmax). Softmax keeps "
+                     "every token with a positive weight.")
+    if abs(value - m["reversed"]) <= tol:
+        return wrong("The weights are paired with the wrong values: score s_j goes with value v_j.")
+    if not min(OUTPUT_VALUES) <= value <= max(OUTPUT_VALUES):
+        return wrong(f"{value:g} lies outside [2, 10]. A weighted average with non-negative "
+                     "weights summing to 1 always lies between the smallest and largest value.")
+    return wrong(f"{value:g} is inside [2, 10], as an average must be, but not the right one.",
+                 hint="Compute a = softmax(s) first, then sum a_j * v_j.")
+
+
+@register(1, "output")
+def build_output():
+    return NumberExercise(
+        "Scores s = (1, 0, -1), values v = (2, 4, 10). What is "
+        "sum_j softmax(s)_j v_j? (two decimals)",
+        check_output, title="Compute one output",
+    )

@@ -1,0 +1,183 @@
+"""Exercises of chapter 2, "Queries, keys and values".
+
+* ``top_key``: which key does a query attend to most, in a real head of the course encoder?
+  The answer is computed from the model when the widget is built, never stored.
+* ``symmetric``: what stays symmetric after a row softmax of symmetric scores?
+* ``rank``: the largest possible rank of ``M = W_Q W_K^T``.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..corpus import BEARS
+from . import register
+from .core import checker, parse_choice, parse_number, parse_token, right, wrong
+from .widgets import ChoiceExercise, NumberExercise, TokenExercise
+
+__all__ = [
+    "head_weights", "make_top_key_checker", "TOP_KEY_SETUP",
+    "SYMMETRIC_OPTIONS", "check_symmetric", "check_rank",
+]
+
+# ----------------------------------------------------------------------------- top_key
+TOP_KEY_SETUP = {"text": BEARS["verb"], "layer": 0, "head": 11, "query": "bears"}
+
+
+def head_weights(text: str, layer: int, head: int, model=None, tokenizer=None):
+    """Tokens and the ``(T_q, T_k)`` attention weights of one head of the course encoder,
+    computed from its input embeddings and projections (chapter 2's recipe).
+
+    Shapes:
+        returns ``tokens`` (list of ``T`` str) and ``weights`` ``(T, T)``, rows sum to 1.
+
+    Raises:
+        ValueError: ``layer`` or ``head`` out of range, or ``text`` empty.
+    """
+    from ..models import embed, head_projections, load_encoder
+
+    if model is None or tokenizer is None:
+        model, tokenizer = load_encoder()
+    tokens, X = embed(text, model, tokenizer)                 # (T, d_model)
+    p = head_projections(model, layer, head)
+    with torch.no_grad():
+        q = X @ p["W_Q"] + p["b_Q"]                           # (T, d_k)
+        k = X @ p["W_K"] + p["b_K"]                           # (T, d_k)
+        weights = torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1)   # (T_q, T_k)
+    return tokens, weights.cpu()
+
+
+def make_top_key_checker(tokens, weights, query: str):
+    """A checker for "which key does ``query`` attend to most?" given a head's ``weights``.
+
+    The answer (a token position or a token string occurring once) is right when it is the
+    argmax of the query's row.  Reading the column instead of the row, choosing the query
+    itself, or choosing the runner-up get specific feedback.
+
+    Shapes:
+        ``len(tokens) == T``; weights: ``(T, T)``.
+
+    Raises:
+        ValueError: ``query`` is not exactly once in ``tokens``, or the shapes disagree.
+    """
+    tokens = list(tokens)
+    if tokens.count(query) != 1:
+        raise ValueError(f"query {query!r} must occur exactly once in {tokens}")
+    if tuple(weights.shape) != (len(tokens), len(tokens)):
+        raise ValueError(f"weights must be ({len(tokens)}, {len(tokens)}), got {tuple(weights.shape)}")
+    i = tokens.index(query)
+    row = weights[i]
+    order = torch.argsort(row, descending=True).tolist()
+    best, second = order[0], order[1]
+    col_best = int(weights[:, i].argmax())
+
+    @checker
+    def check_top_key(answer):
+        j, problem = parse_token(answer, tokens)
+        if problem:
+            return problem
+        share = f"{row[j].item():.2f}"
+        if j == best:
+            return right(f'"{tokens[j]}" (position {j}) gets {share} of the weight of query '
+                         f'"{query}", the largest in its row.')
+        if j == col_best and j != best:
+            return wrong(f'"{tokens[j]}" is the query that looks at "{query}" the most: you read '
+                         f'the column of "{query}". Its row (where "{query}" looks) gives '
+                         f'"{tokens[j]}" only {share}.',
+                         hint="Row i of A is where query i looks; column j is who looks at key j.")
+        if j == i:
+            return wrong(f'"{query}" gives itself only {share}. A token does not automatically '
+                         "attend to itself: the score is q_i . k_i, not |x_i|^2.")
+        if j == second:
+            return wrong(f'Close: "{tokens[j]}" is the runner-up with {share}; one key gets more.')
+        return wrong(f'"{tokens[j]}" gets {share} of the weight; the top key gets '
+                     f"{row[best].item():.2f}.",
+                     hint="Compute q = X W_Q + b_Q, k = X W_K + b_K, softmax(q k^T / sqrt(d_k)).")
+
+    return check_top_key
+
+
+@register(2, "top_key")
+def build_top_key():
+    s = TOP_KEY_SETUP
+    tokens, weights = head_weights(s["text"], s["layer"], s["head"])
+    check = make_top_key_checker(tokens, weights, s["query"])
+    return TokenExercise(
+        f'Layer {s["layer"]}, head {s["head"]}, sentence "{s["text"]}": which key does the query '
+        f'"<b>{s["query"]}</b>" give the largest weight?',
+        tokens, check, title="Which key wins?",
+    )
+
+
+# ----------------------------------------------------------------------------- symmetric
+SYMMETRIC_OPTIONS = ["A", "diag(Z) A", "diag(1/Z) A", "A^T"]
+_SYMMETRIC_FEEDBACK = {
+    "A": "A_ij = e^(S_ij) / Z_i and A_ji = e^(S_ij) / Z_j: equal only when the two rows happen to "
+         "have the same normaliser, which is not guaranteed.",
+    "diag(1/Z) A": "This divides every row by Z_i a second time: entries e^(S_ij) / Z_i^2, "
+                   "which differ from e^(S_ji) / Z_j^2 whenever Z_i != Z_j.",
+    "A^T": "A^T is symmetric exactly when A is, and A is not guaranteed to be symmetric.",
+}
+
+
+@checker
+def check_symmetric(answer):
+    """Grade the symmetry question; the right answer is ``"diag(Z) A"``."""
+    choice, problem = parse_choice(answer, SYMMETRIC_OPTIONS)
+    if problem:
+        return problem
+    if choice == "diag(Z) A":
+        return right("(diag(Z) A)_ij = Z_i A_ij = e^(S_ij), and e^S is symmetric because S is. "
+                     "Equivalently A_ij Z_i = A_ji Z_j (detailed balance).")
+    return wrong(_SYMMETRIC_FEEDBACK[choice],
+                 hint="Write A_ij = e^(S_ij) / Z_i and undo the division.")
+
+
+@register(2, "symmetric")
+def build_symmetric():
+    return ChoiceExercise(
+        "S is symmetric (tied W_Q = W_K), A = softmax(S) row by row, Z_i = sum_l exp(S_il). "
+        "Which matrix is <b>guaranteed</b> to be symmetric?",
+        SYMMETRIC_OPTIONS, check_symmetric, title="What stays symmetric?",
+    )
+
+
+# ----------------------------------------------------------------------------- rank
+RANK_D_MODEL, RANK_D_K = 384, 32
+
+
+@checker
+def check_rank(answer):
+    """Grade "largest possible rank of M = W_Q W_K^T" for d_model = 384, d_k = 32."""
+    value, problem = parse_number(answer, "a whole number (the rank)")
+    if problem:
+        return problem
+    if value != int(value):
+        return wrong(f"A rank counts independent directions, so it is a whole number; got {value:g}.")
+    value = int(value)
+    if value == RANK_D_K:
+        return right("M = W_Q W_K^T passes through d_k = 32 dimensions, so rank(M) <= 32; a "
+                     "generic head reaches it (the chapter measured 32).")
+    if value == RANK_D_MODEL:
+        return wrong("M is 384 x 384, but it is a product through a 32-dimensional middle: "
+                     "rank(AB) <= min(rank A, rank B).", hint="What is the inner dimension of W_Q W_K^T?")
+    if value == RANK_D_MODEL + 1:
+        return wrong("385 would count the bias row of homogeneous coordinates as full rank; even "
+                     "with biases the product still passes through 32 dimensions.")
+    if value == 2 * RANK_D_K:
+        return wrong("W_Q and W_K have 32 columns each, but they do not add up: the product "
+                     "factors through one 32-dimensional space.")
+    if value == RANK_D_MODEL // RANK_D_K:
+        return wrong("12 is the number of heads, not a rank.")
+    if value < 1 or value > RANK_D_MODEL:
+        return wrong(f"A rank of a 384 x 384 matrix lies between 0 and 384; got {value}.")
+    return wrong(f"{value} is not the bound. Think of the shapes: (384 x 32) times (32 x 384).")
+
+
+@register(2, "rank")
+def build_rank():
+    return NumberExercise(
+        "d_model = 384, d_k = 32: what is the largest possible rank of M = W_Q W_K^T for one head?",
+        check_rank, title="The rank of M",
+    )

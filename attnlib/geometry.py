@@ -1,0 +1,149 @@
+"""Convex hulls and convex combinations: the geometry behind "attention is a weighted
+average" (chapter 1).
+
+An attention output ``out_i = sum_j A[i, j] v_j`` with ``A[i, j] >= 0`` and
+``sum_j A[i, j] = 1`` is a *convex combination* of the value rows, so it lies in their
+convex hull.  This module computes 2-D hulls (for pictures) and a dimension-free test of
+hull membership through support functions (for checking real 384-d outputs).
+
+Shapes legend used across attnlib: ``B`` batch, ``H`` heads, ``T_q`` queries, ``T_k`` keys,
+``d_k`` query/key width, ``d_v`` value width, ``d_model`` model width.
+"""
+from __future__ import annotations
+
+import torch
+
+from .devices import as_tensor
+
+__all__ = ["convex_hull_2d", "in_convex_hull_2d", "support_excess"]
+
+
+def _points(x, name: str, *, width: int | None = None) -> torch.Tensor:
+    t = as_tensor(x, name)
+    if not t.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    if t.dim() != 2 or (width is not None and t.shape[1] != width):
+        form = f"(N, {width})" if width is not None else "(N, d)"
+        raise ValueError(f"{name} must have shape {form}, got {tuple(t.shape)}")
+    if t.shape[0] == 0:
+        raise ValueError(f"{name} must hold at least one point, got shape {tuple(t.shape)}")
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} must be finite (no NaN or infinity)")
+    return t
+
+
+def _cross(o, a, b) -> float:
+    """z-component of (a - o) x (b - o): > 0 when o -> a -> b turns counter-clockwise."""
+    return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+
+def convex_hull_2d(points) -> torch.Tensor:
+    """Indices of the vertices of the convex hull of 2-D points, counter-clockwise.
+
+    Andrew's monotone chain algorithm (A. M. Andrew, 1979, "Another efficient algorithm for
+    convex hulls in two dimensions"), ``O(N log N)``.  Points on a hull edge but not at a
+    corner are left out; duplicated points are reported once.  Degenerate inputs give a
+    single index (all points equal) or the two end points (all points on one line).
+
+    Shapes:
+        points: ``(N, 2)``; result: ``(n_vertices,)`` int64 indices into ``points``, on the
+        CPU, starting from the lowest-x (then lowest-y) point.
+
+    Raises:
+        TypeError: ``points`` is not a floating tensor or numpy array.
+        ValueError: ``points`` is not ``(N, 2)`` with ``N >= 1``, or is not finite.
+
+    >>> convex_hull_2d(torch.tensor([[0., 0.], [1., 0.], [1., 1.], [0., 1.], [.5, .5]]))
+    tensor([0, 1, 2, 3])
+    """
+    pts = _points(points, "points", width=2).detach().to("cpu", torch.float64)
+    coords = [tuple(p) for p in pts.tolist()]
+    order = sorted(range(len(coords)), key=lambda i: coords[i])
+    unique: list[int] = []
+    for i in order:  # drop exact duplicates, keeping the first index
+        if not unique or coords[unique[-1]] != coords[i]:
+            unique.append(i)
+    if len(unique) <= 2:
+        return torch.tensor(unique, dtype=torch.int64)
+
+    def chain(idx):
+        out: list[int] = []
+        for i in idx:
+            while len(out) >= 2 and _cross(coords[out[-2]], coords[out[-1]], coords[i]) <= 0:
+                out.pop()
+            out.append(i)
+        return out
+
+    lower, upper = chain(unique), chain(unique[::-1])
+    hull = lower[:-1] + upper[:-1]
+    return torch.tensor(hull, dtype=torch.int64)
+
+
+def in_convex_hull_2d(points, query, atol: float = 1e-9) -> torch.Tensor:
+    """Whether each query point lies in the convex hull of ``points`` (boundary included).
+
+    A point is inside a counter-clockwise convex polygon when it is on the left of (or on)
+    every edge.  ``atol`` is the tolerance on the cross products, in squared units of the
+    coordinates; raise it for float32 data.
+
+    Shapes:
+        points: ``(N, 2)``; query: ``(M, 2)``; result: ``(M,)`` bool on the CPU.
+
+    Raises:
+        TypeError: an input is not a floating tensor or numpy array.
+        ValueError: an input is not ``(N, 2)`` / ``(M, 2)``, is empty or not finite, or
+            ``atol`` is negative.
+    """
+    if not atol >= 0:
+        raise ValueError(f"atol must be >= 0, got {atol!r}")
+    pts = _points(points, "points", width=2).detach().to("cpu", torch.float64)
+    qs = _points(query, "query", width=2).detach().to("cpu", torch.float64)
+    poly = pts[convex_hull_2d(pts)]                                   # (n_vertices, 2)
+    if poly.shape[0] == 1:
+        return (qs - poly[0]).norm(dim=1) <= atol ** 0.5
+    a, b = poly, torch.roll(poly, -1, dims=0)                         # edges a -> b
+    if poly.shape[0] == 2:                                            # a segment
+        d = b[0] - a[0]
+        rel = qs - a[0]
+        cross = d[0] * rel[:, 1] - d[1] * rel[:, 0]
+        t = rel @ d / (d @ d)
+        return (cross.abs() <= atol) & (t >= -atol) & (t <= 1 + atol)
+    edge = (b - a)[None]                                              # (1, n, 2)
+    rel = qs[:, None, :] - a[None]                                    # (M, n, 2)
+    cross = edge[..., 0] * rel[..., 1] - edge[..., 1] * rel[..., 0]   # (M, n)
+    return (cross >= -atol).all(dim=1)
+
+
+def support_excess(values, out, directions) -> torch.Tensor:
+    """How far each point of ``out`` sticks out of the convex hull of ``values``, measured
+    along the given directions; works in any dimension.
+
+    For a direction ``u`` the hull reaches at most ``max_j u . v_j`` (its *support
+    function*).  A point ``p`` in the hull satisfies ``u . p <= max_j u . v_j`` for every
+    ``u``; a point outside violates it for some ``u`` (separating hyperplane theorem).  The
+    result is ``max_u (u . p - max_j u . v_j)`` per point: ``<= 0`` (up to rounding) for
+    every point inside, and a value ``> 0`` proves that the point is outside.  Directions
+    are used as given (normalise them to read the result as a distance).
+
+    Shapes:
+        values: ``(T_k, d)``; out: ``(M, d)``; directions: ``(n_dirs, d)``; result ``(M,)``.
+
+    Raises:
+        TypeError: an input is not a floating tensor or numpy array.
+        ValueError: an input is not 2-D, is empty or not finite, or the widths differ.
+
+    >>> v = torch.tensor([[0., 0.], [1., 0.], [0., 1.]])
+    >>> u = torch.tensor([[1., 0.], [0., 1.], [1., 1.]])
+    >>> support_excess(v, torch.tensor([[0.2, 0.2], [1., 1.]]), u)  # inside, outside
+    tensor([-0.6000,  1.0000])
+    """
+    v = _points(values, "values")
+    p = _points(out, "out")
+    u = _points(directions, "directions")
+    if not (v.shape[1] == p.shape[1] == u.shape[1]):
+        raise ValueError(
+            "values, out and directions must share their width d: "
+            f"values {tuple(v.shape)}, out {tuple(p.shape)}, directions {tuple(u.shape)}"
+        )
+    reach = (v @ u.T).amax(dim=0)          # (n_dirs,): how far the hull reaches along each u
+    return (p @ u.T - reach).amax(dim=1)   # (M,)

@@ -1,0 +1,172 @@
+"""Chapter 2 exercises: the top-key checker against the Hugging Face model's own attention
+weights (an independent oracle), the symmetry and rank checkers against numerical facts,
+bad inputs, and the widgets."""
+import numpy as np
+import pytest
+import torch
+
+import attnlib
+from attnlib.exercises import exercise, exercise_names
+from attnlib.exercises.ch02 import (
+    SYMMETRIC_OPTIONS, TOP_KEY_SETUP, check_rank, check_symmetric, head_weights,
+    make_top_key_checker,
+)
+
+BAD_INPUTS = [None, "", "abc", float("nan"), float("inf"), -float("inf"), [1.0, 2.0],
+              np.zeros((2, 2)), torch.zeros(3), True, {"a": 1}, object()]
+
+
+@pytest.fixture(scope="module")
+def hf_row():
+    """Tokens and the query's row of weights, straight from the model's eager attentions."""
+    model, tokenizer = attnlib.load_encoder()
+    s = TOP_KEY_SETUP
+    enc = tokenizer(s["text"], return_tensors="pt").to(model.device)
+    with torch.no_grad():
+        att = model(**enc, output_attentions=True).attentions[s["layer"]][0, s["head"]].cpu()
+    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+    return tokens, att
+
+
+def test_registered():
+    assert exercise_names(2) == ["top_key", "symmetric", "rank"]
+
+
+# ---------------------------------------------------------------------- top_key
+def test_head_weights_match_hugging_face(hf_row):
+    tokens, att = hf_row
+    s = TOP_KEY_SETUP
+    ours_tokens, ours = head_weights(s["text"], s["layer"], s["head"])
+    assert ours_tokens == tokens
+    torch.testing.assert_close(ours, att, atol=1e-5, rtol=0)
+
+
+def test_top_key_right_answer(hf_row):
+    tokens, att = hf_row
+    check = make_top_key_checker(tokens, att, TOP_KEY_SETUP["query"])
+    best = int(att[tokens.index(TOP_KEY_SETUP["query"])].argmax())
+    fb = check(best)
+    assert fb.correct and tokens[best] in fb.message
+    if tokens.count(tokens[best]) == 1:                  # also accepted as a string
+        assert check(tokens[best]).correct
+    assert check(np.int64(best)).correct
+
+
+def test_top_key_wrong_answers(hf_row):
+    tokens, att = hf_row
+    i = tokens.index(TOP_KEY_SETUP["query"])
+    check = make_top_key_checker(tokens, att, TOP_KEY_SETUP["query"])
+    fb_self = check(i)
+    assert not fb_self.correct and "itself" in fb_self.message
+    order = torch.argsort(att[i], descending=True).tolist()
+    col_best = int(att[:, i].argmax())
+    if order[1] not in (i, col_best):
+        assert "runner-up" in check(order[1]).message
+    last = order[-1]
+    fb = check(last)
+    assert not fb.correct and f"{att[i, last].item():.2f}" in fb.message
+
+
+def test_top_key_column_mistake_synthetic():
+    tokens = ["a", "q", "b", "c"]
+    weights = torch.tensor([[0.1, 0.1, 0.1, 0.7],
+                            [0.1, 0.2, 0.1, 0.6],    # query "q" looks at "c" most
+                            [0.1, 0.8, 0.05, 0.05],  # but "b" looks at "q" most (column of q)
+                            [0.25, 0.25, 0.25, 0.25]])
+    check = make_top_key_checker(tokens, weights, "q")
+    assert check("c").correct
+    fb = check("b")
+    assert not fb.correct and "column" in fb.message and fb.hint
+    with pytest.raises(ValueError):
+        make_top_key_checker(tokens, weights, "zzz")
+    with pytest.raises(ValueError):
+        make_top_key_checker(tokens, weights[:3], "q")
+
+
+@pytest.mark.parametrize("bad", BAD_INPUTS + [-1, 99, "not-a-token"])
+def test_top_key_bad_input(hf_row, bad):
+    tokens, att = hf_row
+    check = make_top_key_checker(tokens, att, TOP_KEY_SETUP["query"])
+    fb = check(bad)
+    assert fb.correct is False and fb.message
+
+
+def test_top_key_widget(hf_row):
+    tokens, att = hf_row
+    w = exercise(2, "top_key")
+    assert not w.check().correct                          # nothing picked
+    i = tokens.index(TOP_KEY_SETUP["query"])
+    w.control.value = i
+    assert not w.check().correct and "itself" in w.feedback.value
+    w.control.value = int(att[i].argmax())
+    assert w.check().correct and "Correct." in w.feedback.value
+
+
+# ---------------------------------------------------------------------- symmetric
+def test_symmetric_key_matches_numerics():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 5, generator=gen, dtype=torch.float64)
+    S = x @ x.T                                           # symmetric scores
+    A = torch.softmax(S, dim=-1)
+    Z = torch.exp(S).sum(-1)
+    candidates = {"A": A, "diag(Z) A": Z[:, None] * A, "diag(1/Z) A": A / Z[:, None], "A^T": A.T}
+    symmetric = [name for name, m in candidates.items() if torch.allclose(m, m.T, rtol=1e-10, atol=0)]
+    assert symmetric == ["diag(Z) A"]
+    assert set(candidates) == set(SYMMETRIC_OPTIONS)
+    assert check_symmetric("diag(Z) A").correct
+
+
+@pytest.mark.parametrize("choice, phrase", [("A", "normaliser"), ("diag(1/Z) A", "second time"), ("A^T", "exactly when")])
+def test_symmetric_wrong(choice, phrase):
+    fb = check_symmetric(choice)
+    assert not fb.correct and phrase in fb.message
+
+
+@pytest.mark.parametrize("bad", BAD_INPUTS + ["S"])
+def test_symmetric_bad_input(bad):
+    fb = check_symmetric(bad)
+    assert fb.correct is False and fb.message
+
+
+def test_symmetric_widget():
+    w = exercise(2, "symmetric")
+    w.control.value = "A"
+    assert not w.check().correct and "Not yet." in w.feedback.value
+    w.control.value = "diag(Z) A"
+    assert w.check().correct and "Correct." in w.feedback.value
+
+
+# ---------------------------------------------------------------------- rank
+def test_rank_right_answer_matches_real_head():
+    model, _ = attnlib.load_encoder()
+    p = attnlib.head_projections(model, 0, 0)
+    M = p["W_Q"].double() @ p["W_K"].double().T
+    measured = torch.linalg.matrix_rank(M).item()
+    assert measured == 32
+    for answer in [measured, "32", " 32.0 ", np.int32(32), torch.tensor(32.0)]:
+        assert check_rank(answer).correct, answer
+
+
+@pytest.mark.parametrize("answer, phrase", [
+    (384, "product through"), (385, "bias"), (64, "do not add up"), (12, "number of heads"),
+    (32.5, "whole number"), (1000, "between 0 and 384"), (16, "not the bound"),
+])
+def test_rank_wrong(answer, phrase):
+    fb = check_rank(answer)
+    assert not fb.correct and phrase in fb.message
+
+
+@pytest.mark.parametrize("bad", BAD_INPUTS)
+def test_rank_bad_input(bad):
+    fb = check_rank(bad)
+    assert fb.correct is False and fb.message
+
+
+def test_rank_widget():
+    w = exercise(2, "rank")
+    w.control.value = ""
+    assert not w.check().correct and "empty" in w.feedback.value
+    w.control.value = "384"
+    assert not w.check().correct
+    w.control.value = "32"
+    assert w.check().correct and "Correct." in w.feedback.value

@@ -1,0 +1,145 @@
+"""attnlib.geometry against independent oracles: matplotlib's point-in-polygon test,
+brute-force hull properties, and the convex-combination invariant of attention."""
+import numpy as np
+import pytest
+import torch
+from matplotlib.path import Path
+
+import attnlib
+from attnlib.geometry import convex_hull_2d, in_convex_hull_2d, support_excess
+
+
+def _cross(o, a, b):
+    return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+
+def test_square_with_interior_and_edge_points():
+    pts = torch.tensor([[0., 0.], [2., 0.], [2., 2.], [0., 2.], [1., 1.], [1., 0.], [0.5, 1.5]])
+    assert convex_hull_2d(pts).tolist() == [0, 1, 2, 3]  # interior and mid-edge points left out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_hull_properties_brute_force(seed):
+    gen = torch.Generator().manual_seed(seed)
+    pts = torch.randn(40, 2, generator=gen, dtype=torch.float64)
+    hull = convex_hull_2d(pts)
+    poly = pts[hull].numpy()
+    n = len(poly)
+    # counter-clockwise and convex: every point is on the left of every edge
+    for e in range(n):
+        a, b = poly[e], poly[(e + 1) % n]
+        for p in pts.numpy():
+            assert _cross(a, b, p) >= -1e-12
+    # every vertex is extreme: it lies outside the hull of the other points
+    for e in range(n):
+        others = np.delete(pts.numpy(), hull[e].item(), axis=0)
+        assert not in_convex_hull_2d(torch.from_numpy(others), pts[hull[e]][None]).item()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_in_hull_matches_matplotlib_path(seed):
+    gen = torch.Generator().manual_seed(seed)
+    pts = torch.randn(25, 2, generator=gen, dtype=torch.float64)
+    queries = 2.5 * torch.rand(500, 2, generator=gen, dtype=torch.float64) - 1.25
+    ours = in_convex_hull_2d(pts, queries).numpy()
+    oracle = Path(pts[convex_hull_2d(pts)].numpy()).contains_points(queries.numpy())
+    poly = pts[convex_hull_2d(pts)].numpy()
+    # compare away from the boundary, where the two tests may legitimately differ
+    dist = np.min([np.abs(_cross(poly[e], poly[(e + 1) % len(poly)], queries.numpy().T))
+                   / np.linalg.norm(poly[(e + 1) % len(poly)] - poly[e]) for e in range(len(poly))], axis=0)
+    far = dist > 1e-9
+    assert far.sum() > 400
+    assert (ours[far] == oracle[far]).all()
+
+
+def test_softmax_attention_outputs_lie_in_hull_2d():
+    gen = torch.Generator().manual_seed(0)
+    v = torch.randn(7, 2, generator=gen)
+    q, k = torch.randn(50, 4, generator=gen), torch.randn(7, 4, generator=gen)
+    out, weights = attnlib.scaled_dot_product_attention(q, k, v)
+    assert in_convex_hull_2d(v, out, atol=1e-5).all()
+    assert not in_convex_hull_2d(v, 3 * out.abs().max() * torch.ones(1, 2) + v.abs().max()).any()
+
+
+def test_degenerate_hulls():
+    same = torch.ones(4, 2)
+    assert convex_hull_2d(same).tolist() == [0]
+    assert in_convex_hull_2d(same, torch.tensor([[1., 1.], [1., 1.1]])).tolist() == [True, False]
+    line = torch.tensor([[0., 0.], [1., 1.], [2., 2.], [0.5, 0.5]])
+    assert sorted(convex_hull_2d(line).tolist()) == [0, 2]
+    got = in_convex_hull_2d(line, torch.tensor([[1.5, 1.5], [3., 3.], [1., 0.]]))
+    assert got.tolist() == [True, False, False]
+
+
+def test_support_excess_any_dimension():
+    gen = torch.Generator().manual_seed(1)
+    v = torch.randn(10, 64, generator=gen, dtype=torch.float64)
+    weights = torch.softmax(torch.randn(5, 10, generator=gen, dtype=torch.float64), dim=-1)
+    dirs = torch.randn(300, 64, generator=gen, dtype=torch.float64)
+    assert (support_excess(v, weights @ v, dirs) <= 1e-12).all()
+    # a point beyond the furthest value along the first direction is caught
+    u = dirs[0]
+    p = weights[0] @ v
+    outside = (p + ((v @ u).max() - u @ p + 1.0) * u / (u @ u))[None]  # u . outside = max_j u . v_j + 1
+    assert support_excess(v, outside, dirs).item() >= 1.0 - 1e-9
+    # hand-computed: (1, 1) is outside the unit triangle by 1 along (1, 1)
+    tri = torch.tensor([[0., 0.], [1., 0.], [0., 1.]])
+    assert support_excess(tri, torch.tensor([[1., 1.]]), torch.tensor([[1., 1.]])).item() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("bad, err", [
+    ([[0.0, 1.0]], TypeError),                       # a list, not a tensor
+    (torch.zeros(3, 3), ValueError),                 # wrong width
+    (torch.zeros(3), ValueError),                    # 1-D
+    (torch.zeros(0, 2), ValueError),                 # empty
+    (torch.zeros(3, 2, dtype=torch.int64), TypeError),
+    (torch.tensor([[0.0, float("nan")]]), ValueError),
+])
+def test_bad_input(bad, err):
+    with pytest.raises(err):
+        convex_hull_2d(bad)
+
+
+def test_width_mismatch_message():
+    with pytest.raises(ValueError, match="share their width"):
+        support_excess(torch.zeros(3, 4), torch.zeros(1, 5), torch.zeros(2, 4))
+    with pytest.raises(ValueError, match="atol"):
+        in_convex_hull_2d(torch.zeros(3, 2), torch.zeros(1, 2), atol=-1.0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_inputs():
+    v = torch.randn(6, 2, device="cuda")
+    w = torch.softmax(torch.randn(4, 6, device="cuda"), dim=-1)
+    assert in_convex_hull_2d(v, w @ v, atol=1e-5).all()
+    e = support_excess(v, w @ v, torch.randn(20, 2, device="cuda"))
+    assert e.device.type == "cuda" and (e <= 1e-5).all()
+
+
+def test_hull_plot_draws_and_validates():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from attnlib.plot_hull import hull_plot, weights_bar
+
+    v = torch.tensor([[0., 0.], [4., 0.], [0., 4.], [1., 1.]])
+    w = torch.softmax(torch.tensor([1., 0., 0., 2.]), dim=0)
+    fig = hull_plot(v, ["a", "b", "c", "d"], weights=w, out=w @ v, title="t")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts] == ["a", "b", "c", "d"]
+    assert len(fig.axes) == 2                                   # the plot and its colour bar
+    plt.close(fig)
+    fig = weights_bar(w, ["a", "b", "c", "d"])
+    assert len(fig.axes[0].patches) == 4
+    plt.close(fig)
+    with pytest.raises(ValueError, match="T_k, 2"):
+        hull_plot(torch.zeros(4, 3), list("abcd"))
+    with pytest.raises(ValueError, match="labels"):
+        hull_plot(v, ["a"])
+    with pytest.raises(ValueError, match="weights"):
+        hull_plot(v, list("abcd"), weights=torch.ones(3) / 3)
+    with pytest.raises(ValueError, match="2-vector"):
+        hull_plot(v, list("abcd"), out=torch.zeros(3))
+    with pytest.raises(ValueError, match="T_k"):
+        weights_bar(torch.ones(2, 2), ["a", "b"])
