@@ -1,0 +1,126 @@
+"""Figures for reading a pretrained encoder's heads (chapter 8): one head, all heads of a layer,
+per-head tables (layer x head) and per-layer curves.  Drawing only: every number shown is
+computed by :mod:`attnlib.inspect_model` or the caller.  Every function returns a
+``matplotlib.figure.Figure``.
+"""
+from __future__ import annotations
+
+import math
+
+import matplotlib
+import matplotlib.pyplot as plt
+
+from .plotting import attention_heatmap, to_numpy
+
+__all__ = ["head_heatmap", "layer_grid", "head_table", "layer_curves"]
+
+
+def head_heatmap(att, layer: int, head: int, *, ax=None, title: str | None = None, **kwargs):
+    """Labelled heatmap of one head's weights (rows = queries, columns = keys) of an
+    :class:`attnlib.inspect_model.EncoderAttention`; other keywords go to
+    :func:`attnlib.plotting.attention_heatmap`.
+
+    Shapes:
+        draws ``att.head(layer, head)``, ``(T_q, T_k)``.
+
+    Raises:
+        IndexError: ``layer`` or ``head`` out of range.
+    """
+    weights = att.head(layer, head)
+    n_layers, n_heads = att.n_layers, att.n_heads
+    if title is None:
+        title = f"layer {layer % n_layers}, head {head % n_heads}: attention weights"
+    kwargs.setdefault("vmin", 0.0)
+    kwargs.setdefault("vmax", 1.0)
+    return attention_heatmap(weights, att.tokens, ax=ax, title=title, **kwargs)
+
+
+def layer_grid(att, layer: int, *, ncols: int = 4, cmap: str = "viridis", panel_size: float = 2.3,
+               title: str | None = None):
+    """All ``H`` heads of one layer side by side on a shared 0..1 colour scale, with token
+    labels on the outer axes and one colour bar.
+
+    Shapes:
+        draws ``att.attentions[layer][0]``, ``(H, T_q, T_k)``.
+
+    Raises:
+        IndexError: ``layer`` out of range.  ValueError: ``ncols < 1``.
+    """
+    if not -att.n_layers <= layer < att.n_layers:
+        raise IndexError(f"layer must be in -{att.n_layers}..{att.n_layers - 1}, got {layer}")
+    if ncols < 1:
+        raise ValueError(f"ncols must be at least 1, got {ncols}")
+    weights = to_numpy(att.attentions[layer][0])  # (H, T, T)
+    n_heads, n_tokens = weights.shape[0], weights.shape[-1]
+    nrows = math.ceil(n_heads / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size * ncols + 1.2, panel_size * nrows + 0.6),
+                             constrained_layout=True, squeeze=False)
+    small = max(4.0, min(7.0, 70.0 / n_tokens))
+    image = None
+    for h, ax in enumerate(axes.flat):
+        if h >= n_heads:
+            ax.axis("off")
+            continue
+        image = ax.imshow(weights[h], cmap=matplotlib.colormaps[cmap], vmin=0.0, vmax=1.0, aspect="auto")
+        ax.set_title(f"head {h}", fontsize=9)
+        row, col = divmod(h, ncols)
+        ax.set_yticks(range(n_tokens), att.tokens if col == 0 else [], fontsize=small)
+        last_row = row == nrows - 1 or h + ncols >= n_heads
+        ax.set_xticks(range(n_tokens), att.tokens if last_row else [], fontsize=small, rotation=90)
+    fig.colorbar(image, ax=axes, label="attention weight", shrink=0.6)
+    fig.supylabel("query")
+    fig.supxlabel("key")
+    fig.suptitle(title or f"layer {layer % att.n_layers}: every head's attention weights")
+    return fig
+
+
+def head_table(values, *, title: str, colorbar_label: str, ax=None, cmap: str = "magma",
+               vmin=0.0, vmax=1.0, fmt: str = "{:.2f}"):
+    """Heatmap of one number per head, rows = layers and columns = heads (e.g. the share of
+    attention going to [CLS]), each cell annotated.
+
+    Shapes:
+        values: ``(n_layers, H)``.
+
+    Raises:
+        ValueError: ``values`` is not 2-D.
+    """
+    table = to_numpy(values)
+    if table.ndim != 2:
+        raise ValueError(f"head_table expects an (n_layers, H) table, got shape {table.shape}")
+    rows = [f"layer {i}" for i in range(table.shape[0])]
+    cols = [f"head {j}" for j in range(table.shape[1])]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.55 * table.shape[1] + 2.2, 0.42 * table.shape[0] + 1.3),
+                             constrained_layout=True)
+    return attention_heatmap(table, rows, cols, ax=ax, title=title, cmap=cmap, vmin=vmin, vmax=vmax,
+                             annotate=True, fmt=fmt, colorbar_label=colorbar_label,
+                             xlabel="head", ylabel="layer")
+
+
+def layer_curves(values, labels, *, ylabel: str, title: str, xlabel: str = "layer", ax=None):
+    """One line per series across layers (e.g. cosine similarity of two word vectors after
+    each layer), with markers and a legend.
+
+    Shapes:
+        values: ``(n_points, n_series)``; ``len(labels) == n_series``.
+
+    Raises:
+        ValueError: ``values`` is not 2-D or the label count differs from its columns.
+    """
+    table = to_numpy(values)
+    if table.ndim != 2 or table.shape[1] != len(labels):
+        raise ValueError(f"expected (n_points, {len(labels)}) values for {len(labels)} labels, got {table.shape}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 3.6), constrained_layout=True)
+    colours = matplotlib.colormaps["viridis"]
+    for s, label in enumerate(labels):
+        ax.plot(range(table.shape[0]), table[:, s], marker="o", label=str(label),
+                color=colours(s / max(1, len(labels) - 1) * 0.9))
+    ax.set_xticks(range(table.shape[0]))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, frameon=False)
+    return ax.figure

@@ -1,0 +1,125 @@
+"""Chapter 8 exercises: the right answers are recomputed here from the model called directly
+(not through attnlib.inspect_model), typical wrong answers get their specific message, and
+bad input never raises."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib.exercises import Feedback, exercise, exercise_names
+from attnlib.exercises import ch08
+
+BAD = [None, "", "   ", "abc", math.nan, math.inf, -math.inf, 2.0, True, [1, 2], (3,), {"x": 1},
+       np.array([1, 2]), torch.tensor([0.5]), 99, -1, "flies"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny inputs: one thread is as fast and avoids oversubscribing a busy CPU."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _direct(encoder, sentence, layer, head):
+    model, tokenizer = encoder
+    enc = tokenizer(sentence, return_tensors="pt")
+    with torch.no_grad():
+        weights = model(**enc, output_attentions=True).attentions[layer][0, head]  # (T, T)
+    return tokenizer.convert_ids_to_tokens(enc["input_ids"][0]), weights
+
+
+@pytest.fixture(scope="module")
+def sink_truth(encoder):
+    tokens, weights = _direct(encoder, ch08.SINK_SENTENCE, *ch08.SINK_HEAD)
+    received = weights.mean(dim=0)  # column means
+    return tokens, received
+
+
+@pytest.fixture(scope="module")
+def query_truth(encoder):
+    tokens, weights = _direct(encoder, ch08.QUERY_SENTENCE, *ch08.QUERY_HEAD)
+    i = tokens.index(ch08.QUERY_WORD)
+    return tokens, i, weights[i]
+
+
+def test_registered():
+    assert {"sink_token", "most_attended"} <= set(exercise_names(8))
+
+
+def test_cases_match_the_model(sink_truth, query_truth):
+    tokens, received = sink_truth
+    got_tokens, got_received = ch08.sink_case()
+    assert got_tokens == tokens
+    np.testing.assert_allclose(got_received, received.numpy(), atol=1e-6)
+    tokens, i, row = query_truth
+    got_tokens, got_i, got_row = ch08.query_case()
+    assert (got_tokens, got_i) == (tokens, i)
+    np.testing.assert_allclose(got_row, row.numpy(), atol=1e-6)
+    assert abs(sum(got_row) - 1) < 1e-5
+
+
+def test_sink_right_answer_by_position_and_text(sink_truth):
+    tokens, received = sink_truth
+    best = int(received.argmax())
+    assert tokens[best] == "."  # the exercise's premise: this head's sink is the full stop
+    for answer in (best, np.int64(best), tokens[best]):
+        fb = ch08.check_sink_token(answer)
+        assert fb.correct and f"{received[best].item():.0%}" in fb.message
+
+
+def test_sink_typical_wrong_answers(sink_truth):
+    tokens, received = sink_truth
+    fb = ch08.check_sink_token(tokens.index("[CLS]"))
+    assert not fb.correct and "[CLS] is the sink of most heads" in fb.message and fb.hint
+    for tok in (",", ";", "[SEP]"):
+        fb = ch08.check_sink_token(tokens.index(tok))
+        assert not fb.correct and "right kind of token" in fb.message
+        assert f"{received[tokens.index(tok)].item():.0%}" in fb.message
+    fb = ch08.check_sink_token(tokens.index("storm"))
+    assert not fb.correct and "not content words" in fb.message
+
+
+def test_most_attended_right_answer(query_truth):
+    tokens, i, row = query_truth
+    best = int(row.argmax())
+    assert tokens[best] == "[CLS]" and tokens[i + 1] == "in"  # the premise the solution explains
+    fb = ch08.check_most_attended(best)
+    assert fb.correct and f"{row[best].item():.0%}" in fb.message
+
+
+def test_most_attended_typical_wrong_answers(query_truth):
+    tokens, i, row = query_truth
+    fb = ch08.check_most_attended(i + 1)  # the next token: the head's job, but not the maximum
+    assert not fb.correct and "next token" in fb.message and f"{row[i + 1].item():.0%}" in fb.message
+    fb = ch08.check_most_attended(i - 1)
+    assert not fb.correct and "previous token" in fb.message
+    fb = ch08.check_most_attended(i)
+    assert not fb.correct and "attends to itself" in fb.message
+    fb = ch08.check_most_attended(tokens.index("river"))
+    assert not fb.correct and "'river' gets" in fb.message
+
+
+@pytest.mark.parametrize("bad", BAD, ids=repr)
+@pytest.mark.parametrize("check", [ch08.check_sink_token, ch08.check_most_attended])
+def test_bad_input_never_raises(check, bad):
+    fb = check(bad)
+    assert isinstance(fb, Feedback) and not fb.correct and fb.message
+
+
+@pytest.mark.parametrize("name,check", [("sink_token", ch08.check_sink_token),
+                                        ("most_attended", ch08.check_most_attended)])
+def test_widgets_give_feedback(name, check):
+    ex = exercise(8, name)
+    tokens = [label for label, _ in ex.control.options]
+    assert "[CLS]" in tokens and ex.check().correct is False  # nothing chosen yet
+    assert "Please pick a token" in ex.feedback.value
+    wrong_pos = tokens.index("[SEP]")
+    ex.control.value = wrong_pos
+    assert not ex.check().correct and "Not yet." in ex.feedback.value
+    right_pos = next(p for p in range(len(tokens)) if check(p).correct)
+    ex.control.value = right_pos
+    fb = ex.check()
+    assert fb.correct and "Correct." in ex.feedback.value and ex.last is fb
