@@ -1,0 +1,321 @@
+"""Time and peak memory of the ways attnlib and PyTorch compute attention, against the sequence length T.
+
+    python bench/bench_attention.py                 # CPU: writes bench/results/attention_cpu.{json,md}
+    python bench/bench_attention.py --device cuda   # GPU: writes bench/results/attention_cuda.{json,md}
+
+Implementations (one batch, ``--heads`` heads, ``d_head = 64``, float32, no mask):
+
+* ``reference``: ``attnlib.scaled_dot_product_attention``, the readable formula that builds
+  the ``(T, T)`` scores and weights;
+* ``tiled (block b)``: ``attnlib.tiled_attention(block_size=b)``, exact attention one
+  ``(b, b)`` tile at a time, written in Python over PyTorch operations;
+* ``torch``: ``torch.nn.functional.scaled_dot_product_attention``, PyTorch's fused kernel;
+* ``attnlib backend='torch'`` (``--fastpath``, on by default with ``--device cuda``): the fast
+  path of ``attnlib.scaled_dot_product_attention``, i.e. input checks plus the fused kernel.
+
+Times are the best (minimum) of repeated calls after one warm-up call, reported also as
+ratios to the torch kernel timed in the same run.  On the CPU the time is the CPU time the
+process spends in the call (``time.process_time``) with one thread by default: on one thread
+it equals the wall time of an idle machine, and unlike wall time it does not count the moments
+when other work on a shared machine holds the core.  Wall times are stored in the JSON file
+too.  Interference only ever adds time, so the minimum is the least disturbed estimate (as
+``timeit`` advises).  Peak memory is the memory a call adds on top of its inputs:
+
+* CPU: every (implementation, T) case runs in a fresh subprocess.  After imports, one call at
+  T = 64 (which loads the kernels' code) and input creation, the process's peak resident set size (``VmHWM``) is reset through
+  ``/proc/self/clear_refs``; the first call's peak minus the resident size before it is the
+  figure (``resource.getrusage`` ``ru_maxrss`` minus the same baseline where ``clear_refs`` is
+  unavailable).  It counts everything the call touches, allocator slack included, at page
+  resolution; figures below about 1 MiB are at the method's resolution.
+* CUDA: ``torch.cuda.max_memory_allocated`` minus the memory allocated before the call,
+  after ``reset_peak_memory_stats``; times are taken with CUDA events around synchronised
+  calls, warm-up excluded.
+
+This is a benchmark script, not a test; a full CPU run takes a few minutes.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).resolve().parent / "results"
+MIB = 2 ** 20
+
+
+# ---------------------------------------------------------------- one case
+
+def make_inputs(T: int, heads: int, d_head: int, device: str):
+    import torch
+
+    g = torch.Generator().manual_seed(T)
+    q, k, v = (torch.randn(1, heads, T, d_head, generator=g).to(device) for _ in range(3))  # (B, H, T, d_head)
+    return q, k, v
+
+
+def make_call(impl: str, q, k, v):
+    import torch.nn.functional as F
+
+    import attnlib
+
+    if impl == "reference":
+        return lambda: attnlib.scaled_dot_product_attention(q, k, v)
+    if impl == "torch":
+        return lambda: F.scaled_dot_product_attention(q, k, v)
+    if impl == "fastpath":
+        return lambda: attnlib.scaled_dot_product_attention(q, k, v, backend="torch")
+    match = re.fullmatch(r"tiled-(\d+)", impl)
+    if match:
+        block = int(match.group(1))
+        return lambda: attnlib.tiled_attention(q, k, v, block_size=block)
+    raise ValueError(f"unknown implementation {impl!r}")
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        text = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    found = re.search(rf"^{field}:\s+(\d+) kB", text, re.M)
+    return int(found.group(1)) if found else None
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
+        return True
+    except OSError:
+        return False
+
+
+def run_case_cpu(impl: str, T: int, heads: int, d_head: int, threads: int, budget_s: float) -> dict:
+    """Run in a fresh process: peak memory of the first call, then timed repeats."""
+    import gc
+
+    import torch
+
+    torch.set_num_threads(threads)
+    small = make_inputs(64, heads, d_head, "cpu")
+    make_call(impl, *small)()      # loads the kernels' code pages and lazy state, so they are not counted
+    q, k, v = make_inputs(T, heads, d_head, "cpu")
+    call = make_call(impl, q, k, v)
+    del small
+    gc.collect()
+    exact = _reset_peak_rss()
+    if exact:
+        before = _status_kib("VmRSS")
+    else:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    start = time.perf_counter()
+    result = call()                                                  # memory probe, and warm-up at size T
+    first = time.perf_counter() - start
+    peak = _status_kib("VmHWM") if exact else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    del result
+    repeats = 1 if first > 10 else max(2, min(20, int(budget_s / max(first, 1e-6))))
+    times, walls = [], []
+    for _ in range(repeats):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        call()
+        times.append(time.process_time() - start_cpu)
+        walls.append(time.perf_counter() - start)
+    return {"impl": impl, "T": T, "first_s": first, "times_s": times, "wall_s": walls, "time_s": min(times),
+            "time_kind": "process CPU time",
+            "peak_mib": max(0, peak - before) / 1024, "memory_method": "VmHWM" if exact else "ru_maxrss"}
+
+
+def run_case_cuda(impl: str, T: int, heads: int, d_head: int, budget_s: float) -> dict:
+    import torch
+
+    q, k, v = make_inputs(T, heads, d_head, "cuda")
+    call = make_call(impl, q, k, v)
+    for _ in range(2):                                               # warm-up: kernels, allocator, autotuning
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    result = call()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - before
+    del result
+    start_evt, end_evt = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start_evt.record()
+    call()
+    end_evt.record()
+    torch.cuda.synchronize()
+    once = start_evt.elapsed_time(end_evt) / 1e3
+    times = []
+    for _ in range(max(3, min(50, int(budget_s / max(once, 1e-6))))):
+        start_evt.record()
+        call()
+        end_evt.record()
+        torch.cuda.synchronize()
+        times.append(start_evt.elapsed_time(end_evt) / 1e3)
+    return {"impl": impl, "T": T, "first_s": once, "times_s": times, "time_s": min(times),
+            "time_kind": "CUDA event time",
+            "peak_mib": peak / MIB, "memory_method": "torch.cuda.max_memory_allocated"}
+
+
+# ---------------------------------------------------------------- the whole run
+
+def machine_description(device: str) -> dict:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+        cpu = names[0].strip() if names else cpu
+    except OSError:
+        pass
+    try:
+        mem_kib = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))
+        mem = f"{mem_kib / 2**20:.1f} GiB"
+    except (OSError, AttributeError):
+        mem = "unknown"
+    info = {"cpu": cpu, "logical_cores": os.cpu_count(), "memory": mem, "os": platform.platform(),
+            "python": platform.python_version(), "torch": torch.__version__}
+    if device == "cuda":
+        info["gpu"] = torch.cuda.get_device_name()
+        info["cuda"] = torch.version.cuda
+    return info
+
+
+def ratio(a, b):
+    return a / b if b else None
+
+
+def to_markdown(data: dict) -> str:
+    impls, rows = data["config"]["impls"], data["rows"]
+    by = {(r["impl"], r["T"]): r for r in rows}
+    Ts = sorted({r["T"] for r in rows})
+    names = {i: data["labels"][i] for i in impls}
+    others = [i for i in impls if i != "torch"]
+    meta = data["meta"]
+    where = (f"{meta['machine']['gpu']} (CUDA {meta['machine']['cuda']}), " if "gpu" in meta["machine"] else "")
+    threads = f", {data['config']['threads']} CPU thread(s)" if data["config"]["threads"] else ""
+    lines = [f"# Attention benchmark ({data['config']['device']})", "",
+             f"Measured {meta['date']} on {where}{meta['machine']['cpu']} ({meta['machine']['logical_cores']} logical "
+             f"cores, {meta['machine']['memory']}), PyTorch {meta['machine']['torch']}{threads}. {meta['note']}".rstrip(),
+             "",
+             f"One batch, {data['config']['heads']} head(s), d_head = {data['config']['d_head']}, float32, no mask. "
+             f"Time: {rows[0]['time_kind']} per call, best of the repeats after a warm-up call; "
+             "ratio = time / torch kernel time in the same run. "
+             "Memory: peak added by one call, on top of its inputs.", "",
+             "| T | " + " | ".join(f"{names[i]} (ms) | x torch" for i in others) + " | torch (ms) |",
+             "|---:|" + "---:|---:|" * len(others) + "---:|"]
+    for T in Ts:
+        cells = []
+        for i in others:
+            r = by.get((i, T))
+            cells += [f"{r['time_s'] * 1e3:.2f}", f"{r['time_ratio']:.1f}"] if r else ["-", "-"]
+        t = by.get(("torch", T))
+        lines.append(f"| {T} | " + " | ".join(cells) + f" | {t['time_s'] * 1e3:.2f} |")
+    lines += ["", f"Peak memory added by one call (MiB, {data['meta']['memory_method']}); "
+              "the last column is the size of one float32 (T, T) weight matrix per head.", "",
+              "| T | " + " | ".join(names[i] for i in impls) + " | T x T float32 |",
+              "|---:|" + "---:|" * (len(impls) + 1)]
+    for T in Ts:
+        cells = [f"{by[(i, T)]['peak_mib']:.1f}" if (i, T) in by else "-" for i in impls]
+        weights = T * T * 4 * data["config"]["heads"] / MIB
+        lines.append(f"| {T} | " + " | ".join(cells) + f" | {weights:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--min-T", type=int, default=128)
+    parser.add_argument("--max-T", type=int, default=16384)
+    parser.add_argument("--heads", type=int, default=1)
+    parser.add_argument("--d-head", type=int, default=64)
+    parser.add_argument("--block-sizes", type=int, nargs="+", default=[128, 512])
+    parser.add_argument("--threads", type=int, default=1,
+                        help="CPU threads for every implementation (default 1: stable on a shared machine)")
+    parser.add_argument("--budget", type=float, default=1.0, help="seconds of timed repeats per case")
+    parser.add_argument("--fastpath", action=argparse.BooleanOptionalAction, default=None,
+                        help="also time attnlib.scaled_dot_product_attention(backend='torch') "
+                             "(default: on for --device cuda, off for cpu)")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS)
+    parser.add_argument("--note", default="", help="free text stored with the results (e.g. machine load)")
+    parser.add_argument("--case", nargs=2, metavar=("IMPL", "T"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.case:                                                    # child process: one CPU case
+        impl, T = args.case[0], int(args.case[1])
+        print(json.dumps(run_case_cpu(impl, T, args.heads, args.d_head, args.threads, args.budget)))
+        return 0
+
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda needs a CUDA device, and none is available")
+    if args.device == "cuda" and str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))                                # import attnlib from this checkout
+    Ts = [T for T in (2 ** p for p in range(7, 20)) if args.min_T <= T <= args.max_T]
+    fastpath = ["fastpath"] if (args.fastpath if args.fastpath is not None else args.device == "cuda") else []
+    impls = ["reference", *[f"tiled-{b}" for b in args.block_sizes], *fastpath, "torch"]
+    labels = {"reference": "reference", "torch": "torch", "fastpath": "attnlib backend='torch'",
+              **{f"tiled-{b}": f"tiled (block {b})" for b in args.block_sizes}}
+    load_start = os.getloadavg()
+    started = time.perf_counter()
+    rows = []
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1"}
+    for T in Ts:
+        for impl in impls:
+            if args.device == "cpu":
+                cmd = [sys.executable, str(Path(__file__).resolve()), "--case", impl, str(T),
+                       "--heads", str(args.heads), "--d-head", str(args.d_head),
+                       "--threads", str(args.threads), "--budget", str(args.budget)]
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+                if proc.returncode != 0:
+                    print(proc.stderr, file=sys.stderr)
+                    raise SystemExit(f"case {impl} T={T} failed with exit code {proc.returncode}")
+                row = json.loads(proc.stdout.strip().splitlines()[-1])
+            else:
+                row = run_case_cuda(impl, T, args.heads, args.d_head, args.budget)
+            rows.append(row)
+            print(f"T={T:6d} {labels[impl]:>18s}: {row['time_s'] * 1e3:10.2f} ms  "
+                  f"({len(row['times_s'])} repeats)  peak +{row['peak_mib']:8.1f} MiB", flush=True)
+    for row in rows:
+        base = next(r for r in rows if r["T"] == row["T"] and r["impl"] == "torch")
+        row["time_ratio"] = ratio(row["time_s"], base["time_s"])
+        row["mem_ratio"] = ratio(row["peak_mib"], base["peak_mib"])
+    load_end = os.getloadavg()
+    methods = sorted({r["memory_method"] for r in rows})
+    note = (f"Load average (1 min) {load_start[0]:.1f} at the start and {load_end[0]:.1f} at the end of the run "
+            f"on {os.cpu_count()} logical cores shared with other work. CPU time leaves out the moments other "
+            "work holds the core, but shared caches and memory bandwidth still make the figures noisy (a few "
+            "tens of percent); ratios within one run are more reliable than absolute times."
+            if args.device == "cpu" else "")
+    data = {
+        "meta": {"date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+                 "machine": machine_description(args.device), "memory_method": ", ".join(methods),
+                 "wall_s": time.perf_counter() - started, "note": (note + " " + args.note).strip()},
+        "config": {"device": args.device, "heads": args.heads, "d_head": args.d_head, "dtype": "float32",
+                   "threads": args.threads if args.device == "cpu" else None, "Ts": Ts, "impls": impls,
+                   "budget_s": args.budget},
+        "labels": labels,
+        "rows": rows,
+    }
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    stem = args.out_dir / f"attention_{args.device}"
+    stem.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
+    table = to_markdown(data)
+    stem.with_suffix(".md").write_text(table)
+    print()
+    print(table)
+    print(f"wrote {stem.with_suffix('.json')} and {stem.with_suffix('.md')} in {data['meta']['wall_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
