@@ -43,10 +43,17 @@ html:
 	HF_HUB_OFFLINE=1 $(VENV)/bin/jupyter-book build . $(BOOK_FLAGS)
 
 unit: setup
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) --dist loadfile --doctest-modules -m "not book" tests attnlib
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) --dist loadfile --doctest-modules -rs -m "not book" tests attnlib
 
+# Two passes: the unit tests in parallel, then the `book` tests in one process, in file order,
+# so that tests/test_book.py builds _build/html once and the whole-book browser checks in
+# tests/test_browser.py load that build afterwards.  -rs prints every skip reason (e.g. no
+# Chromium: the browser tests are then skipped, and say so).  Both passes always run.
 test: setup
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) --dist loadfile --doctest-modules tests attnlib
+	rc=0; \
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) --dist loadfile --doctest-modules -rs -m "not book" tests attnlib || rc=1; \
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -rs -m book tests || rc=1; \
+	exit $$rc
 
 bench: setup
 	HF_HUB_OFFLINE=1 $(PY) bench/bench_book.py

@@ -1,0 +1,308 @@
+"""Interactive figures that work without a kernel: chapters 1, 4, 5, 7 and 8.
+
+Each function takes real tensors and the matching token strings, checks them, and returns
+an :class:`~attnlib._xp_html.Explorable`: a self-contained HTML + JavaScript figure with
+its data embedded (no CDN, no network, no kernel).  In a notebook the last expression of a
+cell displays it; in the published book MyST-NB keeps the ``text/html`` output, so the
+sliders, toggles and hovering keep working in the static page.  The JavaScript mirrors
+attnlib's maths (e.g. its softmax is :func:`attnlib.softmax`'s recipe: subtract the row
+maximum, exponentiate, normalise, ``-inf`` -> weight 0, a fully masked row -> zeros); the
+browser tests check it against :func:`attnlib.softmax` on real data.
+
+Shapes legend: ``B`` batch, ``H`` heads, ``T_q`` queries, ``T_k`` keys, ``d_k``
+query/key width, ``d_v`` value width, ``d_model`` model width.  Every function takes one
+head of one sentence: slice ``(B, H, T_q, T_k)`` weights with ``[b, h]`` first.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from ._xp_html import Explorable, render, standalone_page
+from .devices import as_tensor
+from .geometry import convex_hull_2d
+
+__all__ = ["convex_combination", "temperature_explorer", "mask_explorer", "graph_threshold",
+           "head_hover", "round_attentions", "Explorable", "standalone_page", "MAX_TOKENS"]
+
+MAX_TOKENS = 128  # beyond this a figure stops being readable (and a page grows past ~1 MB)
+
+
+def _float_tensor(x, name: str, form: str, dims: tuple[int, ...]) -> torch.Tensor:
+    t = as_tensor(x, name)
+    if not t.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor {form}, got dtype {t.dtype}")
+    if t.dim() not in dims:
+        raise ValueError(f"{name} must have shape {form}, got {tuple(t.shape)}")
+    if t.numel() == 0:
+        raise ValueError(f"{name} must not be empty, got shape {tuple(t.shape)}")
+    t = t.detach().to("cpu", torch.float64)
+    if bool(torch.isnan(t).any()) or bool((t == math.inf).any()):
+        raise ValueError(f"{name} must not contain NaN or +inf")
+    return t
+
+
+def _finite(t: torch.Tensor, name: str) -> None:
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} must be finite (no -inf here: pass unmasked values)")
+
+
+def _tokens(tokens, T: int, what: str) -> list[str]:
+    if isinstance(tokens, str) or not isinstance(tokens, (list, tuple)):
+        raise TypeError(f"tokens must be a list of str (one per {what}), got {type(tokens).__name__}")
+    for i, tok in enumerate(tokens):
+        if not isinstance(tok, str):
+            raise TypeError(f"tokens[{i}] must be a str, got {type(tok).__name__}")
+    if len(tokens) != T:
+        raise ValueError(f"tokens must hold one str per {what}: expected {T}, got {len(tokens)}")
+    if not 1 <= T <= MAX_TOKENS:
+        raise ValueError(f"explorables show 1 to {MAX_TOKENS} tokens, got {T}: slice the sequence first")
+    return list(tokens)
+
+
+def _index(value, n: int, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not 0 <= int(value) < n:
+        raise ValueError(f"{name} must be in 0..{n - 1}, got {value}")
+    return int(value)
+
+
+def _title(title, default: str) -> str:
+    if title is None:
+        return default
+    if not isinstance(title, str):
+        raise TypeError(f"title must be a str or None, got {type(title).__name__}")
+    return title
+
+
+def _numbers(t: torch.Tensor):
+    """Nested lists of floats with 7 significant digits (float32 precision); -inf -> None."""
+    if t.dim() == 0:
+        v = t.item()
+        return None if v == -math.inf else float(f"{v:.7g}")
+    return [_numbers(row) for row in t] if t.dim() > 1 else [
+        None if v == -math.inf else float(f"{v:.7g}") for v in t.tolist()]
+
+
+def _stochastic(weights, name: str = "weights") -> torch.Tensor:
+    w = _float_tensor(weights, name, "(T_q, T_k) with T_q = T_k", (2,))
+    _finite(w, name)
+    if w.shape[0] != w.shape[1]:
+        raise ValueError(f"{name} must be square (T_q, T_k) with T_q = T_k (self-attention), got {tuple(w.shape)}")
+    if bool((w < -1e-6).any()):
+        raise ValueError(f"{name} must be non-negative (softmax output), min is {w.min().item():.3g}")
+    sums = w.sum(-1)
+    bad = ((sums - 1).abs() > 1e-3) & (sums.abs() > 1e-3)
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0])
+        raise ValueError(f"each row of {name} must sum to 1 (or 0 when fully masked); row {i} sums to {sums[i].item():.4f}")
+    return w.clamp_min(0)
+
+
+def convex_combination(values_2d, tokens, scores, *, title: str | None = None) -> Explorable:
+    """Chapter 1: drag each score; watch ``softmax(scores)`` and ``softmax(scores) @ values_2d``.
+
+    Sliders set the scores of one query against ``T_k`` keys; bars show the softmax weights;
+    a star marks the weighted average ``sum_j a_j v_j`` of the 2-D value points, which stays
+    inside their convex hull (drawn, with a live check), Bahdanau et al. (2015), eq. (5)-(6).
+
+    Shapes:
+        values_2d: ``(T_k, 2)`` (e.g. value vectors projected onto two principal axes);
+        scores: ``(T_k,)``; tokens: ``T_k`` str.
+
+    Raises:
+        TypeError: a non-tensor, non-float input, or tokens that are not a list of str.
+        ValueError: wrong shapes, NaN or infinite entries, or ``len(tokens) != T_k``.
+
+    >>> xp = convex_combination(torch.tensor([[0., 0.], [1., 0.], [0., 1.]]), ["a", "b", "c"],
+    ...                         torch.tensor([0.5, -1.0, 2.0]))
+    >>> xp.kind, xp.n_tokens
+    ('convex', 3)
+    """
+    points = _float_tensor(values_2d, "values_2d", "(T_k, 2)", (2,))
+    if points.shape[1] != 2:
+        raise ValueError(f"values_2d must have shape (T_k, 2), got {tuple(points.shape)}")
+    _finite(points, "values_2d")
+    s = _float_tensor(scores, "scores", "(T_k,)", (1,))
+    _finite(s, "scores")
+    if s.shape[0] != points.shape[0]:
+        raise ValueError(f"scores (T_k,) and values_2d (T_k, 2) must share T_k: {tuple(s.shape)} vs {tuple(points.shape)}")
+    toks = _tokens(tokens, points.shape[0], "value point")
+    hull = convex_hull_2d(points).tolist()
+    data = {"tokens": toks, "points": _numbers(points), "scores": _numbers(s), "hull": hull}
+    return render("convex", data, _title(title, "Scores \u2192 softmax weights \u2192 a point inside the hull"), len(toks))
+
+
+def temperature_explorer(scores, tokens, d_k: int | None = None, *, query: int = 0,
+                         temperature: float = 1.0, title: str | None = None) -> Explorable:
+    """Chapter 4: a temperature slider (and a divide-by-``sqrt(d_k)`` toggle) on softmax.
+
+    Shows ``softmax(scores / (tau * sqrt(d_k)))`` (or ``/ tau`` with the toggle off) as bars,
+    with the row's entropy in nats against its maximum ``log(T_k)``.  Pass **unscaled** dot
+    products ``q k^T`` with ``d_k`` to compare with and without the scaling of Vaswani et
+    al. (2017), eq. (1); without ``d_k`` the toggle is hidden.  ``tau`` spans 0.01 to 100.
+
+    Shapes:
+        scores: ``(T_k,)`` for one query, or ``(T_q, T_k)`` with ``T_q = T_k`` (a query menu
+        appears); ``-inf`` entries are masked keys (weight 0).  tokens: ``T_k`` str.
+
+    Raises:
+        TypeError: non-tensor or non-float scores, tokens not a list of str, non-int
+            ``d_k``/``query``, non-number ``temperature``.
+        ValueError: wrong shape, NaN or ``+inf``, ``len(tokens) != T_k``, ``d_k < 1``,
+            ``query`` out of range, ``temperature`` outside [0.01, 100].
+
+    >>> temperature_explorer(torch.tensor([2.0, 1.0, -1.0]), ["a", "b", "c"], d_k=4).kind
+    'temperature'
+    """
+    s = _float_tensor(scores, "scores", "(T_k,) or (T_q, T_k)", (1, 2))
+    rows = s.reshape(1, -1) if s.dim() == 1 else s
+    if s.dim() == 2 and s.shape[0] != s.shape[1]:
+        raise ValueError(f"2-D scores must be square (T_q, T_k) with T_q = T_k, got {tuple(s.shape)}; pass one row instead")
+    toks = _tokens(tokens, rows.shape[1], "key")
+    if d_k is not None:
+        if isinstance(d_k, bool) or not isinstance(d_k, numbers.Integral):
+            raise TypeError(f"d_k must be an int or None, got {type(d_k).__name__}")
+        if d_k < 1:
+            raise ValueError(f"d_k must be >= 1, got {d_k}")
+    q = _index(query, rows.shape[0], "query")
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise TypeError(f"temperature must be a number, got {type(temperature).__name__}")
+    if not 0.01 <= float(temperature) <= 100:
+        raise ValueError(f"temperature must be in [0.01, 100], got {temperature}")
+    data = {"tokens": toks, "scores": _numbers(rows), "d_k": None if d_k is None else int(d_k),
+            "query": q, "temperature": float(temperature)}
+    return render("temperature", data, _title(title, "Temperature and the \u221ad_k scaling"), len(toks))
+
+
+def mask_explorer(scores, tokens, attention_mask=None, *, title: str | None = None) -> Explorable:
+    """Chapter 5: toggle a causal and a padding mask on a heatmap of attention weights.
+
+    Masked scores are set to ``-inf`` before the row softmax, so their weights are exactly 0
+    and the other keys of the row are renormalised; a row with every key masked gets all-zero
+    weights (as :func:`attnlib.softmax` returns).  The causal mask hides keys ``j > i``; the
+    padding mask hides keys whose ``attention_mask`` is 0, as :func:`attnlib.padding_mask`.
+
+    Shapes:
+        scores: ``(T_q, T_k)`` with ``T_q = T_k`` (``-inf`` entries stay masked);
+        tokens: ``T_k`` str; attention_mask: ``(T_k,)`` or ``(1, T_k)`` of 0/1, or None.
+
+    Raises:
+        TypeError: non-tensor or non-float scores, tokens not a list of str, a mask that is
+            not a tensor or numpy array.
+        ValueError: non-square scores, NaN or ``+inf``, a length mismatch, mask values
+            other than 0 and 1.
+
+    >>> mask_explorer(torch.zeros(3, 3), ["a", "b", "[PAD]"], torch.tensor([1, 1, 0])).kind
+    'mask'
+    """
+    s = _float_tensor(scores, "scores", "(T_q, T_k) with T_q = T_k", (2,))
+    if s.shape[0] != s.shape[1]:
+        raise ValueError(f"scores must be square (T_q, T_k) with T_q = T_k (self-attention), got {tuple(s.shape)}")
+    toks = _tokens(tokens, s.shape[1], "key")
+    pad = None
+    if attention_mask is not None:
+        m = as_tensor(attention_mask, "attention_mask")
+        if m.dim() == 2 and m.shape[0] == 1:
+            m = m[0]
+        if m.dim() != 1 or m.shape[0] != s.shape[1]:
+            raise ValueError(f"attention_mask must have shape (T_k,) or (1, T_k) with T_k = {s.shape[1]}, "
+                             f"got {tuple(as_tensor(attention_mask, 'attention_mask').shape)}")
+        m = m.detach().cpu()
+        if m.is_floating_point() and not bool(torch.isfinite(m).all()):
+            raise ValueError("attention_mask must hold only 0 and 1, found NaN or infinity")
+        if not bool(((m == 0) | (m == 1)).all()):
+            raise ValueError(f"attention_mask must hold only 0 and 1, got values {sorted(set(m.tolist()))[:4]}")
+        pad = [int(v) for v in m.tolist()]
+    data = {"tokens": toks, "scores": _numbers(s), "pad": pad}
+    return render("mask", data, _title(title, "Causal and padding masks"), len(toks))
+
+
+def graph_threshold(weights, tokens, *, threshold: float = 0.1, title: str | None = None) -> Explorable:
+    """Chapter 7: the weight matrix as a directed graph, with a threshold slider.
+
+    Nodes are the tokens in reading order; edge ``i -> j`` (query ``i`` attends to key
+    ``j``, weight ``weights[i, j]``) is an arc above the line when ``j > i``, below it when
+    ``j < i``, a loop when ``i = j``; width and opacity grow with the weight.  The slider
+    hides edges lighter than the threshold and counts the edges kept, as
+    :func:`attnlib.graphs.attention_graph` does with its ``threshold``.
+
+    Shapes:
+        weights: ``(T_q, T_k)`` with ``T_q = T_k``, non-negative rows summing to 1 (or 0
+        for a fully masked row); tokens: ``T_k`` str.
+
+    Raises:
+        TypeError: non-tensor or non-float weights, tokens not a list of str.
+        ValueError: non-square, negative or non-finite weights, rows not summing to 1,
+            a length mismatch, a threshold outside [0, 1].
+
+    >>> graph_threshold(torch.full((2, 2), 0.5), ["a", "b"]).kind
+    'graph'
+    """
+    w = _stochastic(weights)
+    toks = _tokens(tokens, w.shape[1], "key")
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not 0 <= threshold <= 1:
+        raise ValueError(f"threshold must be a number in [0, 1], got {threshold!r}")
+    data = {"tokens": toks, "weights": _numbers(w), "threshold": float(threshold)}
+    return render("graph", data, _title(title, "The attention graph, thresholded"), len(toks))
+
+
+def head_hover(weights, tokens, *, query: int = 0, title: str | None = None) -> Explorable:
+    """Chapter 8: hover over (or focus) a token to highlight its row of one head.
+
+    The tokens are shown as a sentence; the hovered token is the query ``i`` and every
+    token ``j`` is shaded by ``weights[i, j]`` with the number underneath, next to the
+    head's full heatmap with row ``i`` outlined and the three keys it weights most.
+
+    Shapes:
+        weights: ``(T_q, T_k)`` with ``T_q = T_k``, rows summing to 1, e.g.
+        ``attentions[layer][0, head]`` from a Hugging Face model; tokens: ``T_k`` str.
+
+    Raises:
+        TypeError: non-tensor or non-float weights, tokens not a list of str, non-int query.
+        ValueError: non-square, negative or non-finite weights, rows not summing to 1,
+            a length mismatch, ``query`` out of range.
+
+    >>> head_hover(torch.eye(3), ["[CLS]", "hi", "[SEP]"], query=1).kind
+    'hover'
+    """
+    w = _stochastic(weights)
+    toks = _tokens(tokens, w.shape[1], "key")
+    data = {"tokens": toks, "weights": _numbers(w), "query": _index(query, w.shape[0], "query")}
+    return render("hover", data, _title(title, "Where each token looks"), len(toks))
+
+
+def round_attentions(attentions, decimals: int = 3) -> tuple[torch.Tensor, ...]:
+    """Attention weights rounded for compact embedding, e.g. in bertviz's ``head_view``.
+
+    bertviz writes every weight into the page as JSON; float32 values print with ~18
+    characters each (``0.12345679104328156``), rounded float64 values with ~5
+    (``0.123``).  Three decimals are finer than any colour in the view.
+
+    Shapes:
+        attentions: a sequence of ``(B, H, T_q, T_k)`` tensors, one per layer (a Hugging
+        Face model's ``output.attentions``); result: the same shapes, float64 on the CPU.
+
+    Raises:
+        TypeError: not a list/tuple of floating tensors, or ``decimals`` not an int.
+        ValueError: ``decimals`` outside 1..7.
+
+    >>> round_attentions([torch.tensor([[[[0.123456, 0.876544]]]])])[0].tolist()
+    [[[[0.123, 0.877]]]]
+    """
+    if not isinstance(attentions, (list, tuple)) or not attentions:
+        raise TypeError(f"attentions must be a non-empty list or tuple of tensors, got {type(attentions).__name__}")
+    if isinstance(decimals, bool) or not isinstance(decimals, numbers.Integral):
+        raise TypeError(f"decimals must be an int, got {type(decimals).__name__}")
+    if not 1 <= decimals <= 7:
+        raise ValueError(f"decimals must be in 1..7, got {decimals}")
+    out = []
+    for i, a in enumerate(attentions):
+        a = as_tensor(a, f"attentions[{i}]")
+        if not a.is_floating_point():
+            raise TypeError(f"attentions[{i}] must be floating point, got dtype {a.dtype}")
+        out.append(torch.round(a.detach().to("cpu", torch.float64), decimals=int(decimals)))
+    return tuple(out)

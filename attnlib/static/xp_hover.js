@@ -1,0 +1,65 @@
+/* Chapter 8: hover (or focus) a token to see its row of one real head.
+ * data: {tokens (T), weights: T rows of T numbers, query: initial row, title} */
+function view(root, data, uid) {
+  var T = data.tokens.length, i, j;
+  var sentence = el("div", {"class": "xp-tokens", "data-role": "tokens"});
+  var chips = [];
+  for (j = 0; j < T; j++) {
+    var chip = el("span", {"class": "xp-chip", tabindex: "0", "data-j": String(j), role: "button",
+                           "aria-label": "show where token " + j + " looks"});
+    chip.appendChild(el("span", {"class": "xp-chip-tok"}, data.tokens[j]));
+    var num = el("span", {"class": "xp-chip-num"});
+    chip.appendChild(num);
+    chips.push({node: chip, num: num});
+    sentence.appendChild(chip);
+  }
+  root.appendChild(el("p", {"class": "xp-hint"}, "Hover over a token (or focus it with Tab) to colour every token by the weight it receives from it."));
+  root.appendChild(sentence);
+
+  var cell = Math.max(5, Math.min(22, Math.floor(420 / T)));
+  var room = labelRoom(data.tokens, 10), left = Math.max(50, room), top = Math.round(0.82 * room) + 10;
+  var W = left + T * cell + 20, H = top + T * cell + 40;
+  var svg = sv("svg", {width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img",
+                       "aria-label": "the head's full weight matrix; the hovered query's row is outlined"});
+  var vmax = 0;
+  for (i = 0; i < T; i++) for (j = 0; j < T; j++) vmax = Math.max(vmax, data.weights[i][j]);
+  for (i = 0; i < T; i++) {
+    for (j = 0; j < T; j++) {
+      svg.appendChild(sv("rect", {x: left + j * cell, y: top + i * cell, width: cell, height: cell,
+                                  fill: viridis(data.weights[i][j] / (vmax || 1))}));
+    }
+  }
+  tokenLabels(svg, data.tokens, function (k) { return left + k * cell + cell / 2; }, top - 6, "top", "ax-small");
+  tokenLabels(svg, data.tokens, function (k) { return top + k * cell + cell / 2; }, left - 6, "left", "ax-small");
+  var outline = sv("rect", {x: left - 2, width: T * cell + 4, height: cell, "class": "xp-outline", "data-role": "row"});
+  svg.appendChild(outline);
+  colourBar(svg, uid, left, top + T * cell + 10, Math.min(180, T * cell), vmax, "weight");
+  root.appendChild(svg);
+  var readout = el("p", {"class": "xp-readout", "data-role": "readout", "aria-live": "polite"});
+  root.appendChild(readout);
+
+  function select(q) {
+    var w = data.weights[q], best = [], k;
+    var rowMax = Math.max.apply(null, w) || 1;
+    for (k = 0; k < T; k++) {
+      var c = chips[k];
+      c.node.style.backgroundColor = "rgba(255, 140, 0, " + (0.9 * w[k] / rowMax).toFixed(3) + ")";
+      c.node.setAttribute("data-weight", String(w[k]));
+      c.node.classList.toggle("xp-query", k === q);
+      c.num.textContent = fmt(w[k], 2);
+      best.push(k);
+    }
+    best.sort(function (a, b) { return w[b] - w[a]; });
+    outline.setAttribute("y", top + q * cell);
+    root.setAttribute("data-query", String(q));
+    readout.textContent = "query \u201c" + data.tokens[q] + "\u201d (" + q + ") looks most at: " +
+      best.slice(0, 3).map(function (k) { return "\u201c" + data.tokens[k] + "\u201d " + fmt(w[k], 3); }).join(", ");
+  }
+  sentence.addEventListener("mouseover", pick);
+  sentence.addEventListener("focusin", pick);
+  function pick(ev) {
+    var t = ev.target.closest ? ev.target.closest(".xp-chip") : null;
+    if (t && sentence.contains(t)) select(+t.getAttribute("data-j"));
+  }
+  select(data.query);
+}
