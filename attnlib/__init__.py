@@ -14,13 +14,36 @@ from .devices import as_tensor, default_device
 from .masks import causal_mask, padding_mask, to_additive, to_boolean
 from .models import DEFAULT_MODEL, embed, head_projections, load_encoder
 from .softmax import entropy, softmax, softmax_jacobian
+from .geometry import convex_hull_2d, in_convex_hull_2d, support_excess
+from .graphs import (attention_graph, attention_rollout, graph_attention, in_weight, is_dag_without_self_loops,
+                     layered_graph, neighbourhood_mask, path_flow, received_attention, score_graph,
+                     stationary_distribution, strongest_edges)
+from .tiled import online_softmax, online_softmax_step, tiled_attention
+from . import explorables  # kernel-free interactive figures for the static book (chapters 1, 4, 5, 7, 8)
+from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .transformer import LookBackTask, TinyTransformer, ideal_pattern, pattern_closeness, train
+from .inspect_model import (EncoderAttention, asymmetry, attention_share, cosine_similarities, get_attentions,
+                            offset_share, sink_shares, token_vectors)
+
+from .views import column_view, dot_product_view, head_qkv, outer_product_view, row_view
 
 __version__ = "0.1.0"
 
 __all__ = [
     "scaled_dot_product_attention", "attention_scores",
     "softmax", "entropy", "softmax_jacobian",
+    "convex_hull_2d", "in_convex_hull_2d", "support_excess",
     "causal_mask", "padding_mask", "to_additive", "to_boolean",
     "default_device", "as_tensor",
     "load_encoder", "embed", "head_projections", "DEFAULT_MODEL",
+    "MultiHeadAttention", "split_heads", "merge_heads",
+    "TinyTransformer", "LookBackTask", "train", "ideal_pattern", "pattern_closeness",
+    "tiled_attention", "online_softmax", "online_softmax_step",
+    "get_attentions", "EncoderAttention", "attention_share", "sink_shares", "offset_share", "asymmetry",
+    "token_vectors", "cosine_similarities",
+    "attention_graph", "score_graph", "strongest_edges", "in_weight", "received_attention",
+    "is_dag_without_self_loops", "stationary_distribution", "neighbourhood_mask", "graph_attention",
+    "attention_rollout", "layered_graph", "path_flow",
+    "explorables",
+    "dot_product_view", "row_view", "column_view", "outer_product_view", "head_qkv",
 ]

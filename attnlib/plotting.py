@@ -53,8 +53,7 @@ def attention_heatmap(
         fig = ax.figure
     finite = np.isfinite(m)
     shown = np.ma.masked_where(~finite, m)
-    cm = matplotlib.colormaps[cmap].copy()
-    cm.set_bad("#bdbdbd")
+    cm = matplotlib.colormaps[cmap].with_extremes(bad="#bdbdbd")
     im = ax.imshow(shown, cmap=cm, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(m.shape[1]), [str(t) for t in col_tokens], rotation=60, ha="right")
     ax.set_yticks(range(m.shape[0]), [str(t) for t in row_tokens])

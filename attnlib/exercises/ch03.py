@@ -1,0 +1,193 @@
+"""Chapter 3 exercises: reading ``out = A V`` by rows, by columns and entry by entry.
+
+All data come from the pretrained encoder (layer 0, head 5, on the real sentence
+"Hello there!", a 5-token example small enough to compute by hand).  Nothing is computed at
+import time: :func:`example` runs the model the first time a builder or a test asks.
+"""
+from __future__ import annotations
+
+import functools
+import html
+import math
+
+from . import register
+from .core import checker, parse_choice, parse_number, parse_token, right, wrong
+from .widgets import ChoiceExercise, NumberExercise, TokenExercise
+
+__all__ = [
+    "SENTENCE", "LAYER", "HEAD", "example", "row_entry_expected", "check_row_entry",
+    "check_spread", "check_which_view", "VIEW_OPTIONS",
+]
+
+SENTENCE = "Hello there!"  # attnlib.corpus.PADDED_BATCH[2]
+LAYER, HEAD = 0, 5
+QUERY = "!"                # the query whose output entry the learner computes
+KEY = "there"              # the key whose value the learner perturbs in check_spread
+
+
+@functools.lru_cache(maxsize=1)
+def example() -> dict:
+    """The real numbers every chapter-3 exercise shows, rounded to 2 decimals as printed.
+
+    Returns a dict with ``tokens`` (list of T str), ``weights`` (T x T nested list, rows are
+    queries), ``feature`` (the value column ``c`` with the largest spread over tokens),
+    ``values`` (column ``c`` of ``V``, T numbers), ``query`` and ``key`` (positions).
+    """
+    from ..softmax import softmax
+    from ..views import head_qkv
+
+    tokens, q, k, v = head_qkv(SENTENCE, LAYER, HEAD)
+    weights = softmax(q @ k.T / math.sqrt(q.shape[-1]))                  # (T, T)
+    c = int(v.std(dim=0).argmax())                                         # most varied value feature
+    return {
+        "tokens": list(tokens),
+        "weights": [[round(float(x), 2) for x in row] for row in weights.cpu()],
+        "feature": c,
+        "values": [round(float(x), 2) for x in v[:, c].cpu()],
+        "query": tokens.index(QUERY),
+        "key": tokens.index(KEY),
+    }
+
+
+def row_entry_expected(data: dict | None = None) -> float:
+    """``out[i, c] = sum_j A[i, j] V[j, c]`` from the rounded numbers shown to the learner."""
+    data = data or example()
+    i = data["query"]
+    return sum(a * x for a, x in zip(data["weights"][i], data["values"]))
+
+
+def _close(a: float, b: float, tol: float = 0.01) -> bool:
+    return abs(a - b) <= tol + tol * abs(b)
+
+
+@checker
+def check_row_entry(answer, data: dict | None = None):
+    """Grade ``out[query, c]`` computed by the row view."""
+    value, bad = parse_number(answer, "a number (the entry of A V)")
+    if bad:
+        return bad
+    data = data or example()
+    tokens, A, vals, i = data["tokens"], data["weights"], data["values"], data["query"]
+    expected = row_entry_expected(data)
+    tok = tokens[i]
+    if _close(value, expected):
+        terms = " + ".join(f"{a:.2f}*({x:.2f})" for a, x in zip(A[i], vals))
+        return right(f"out[{tok!r}, c] = {terms} = {expected:.3f}: a weighted average of the "
+                     "feature's values, weighted by where the query looks.")
+    column = sum(A[j][i] * vals[j] for j in range(len(tokens)))
+    biggest = max(range(len(tokens)), key=lambda j: A[i][j])
+    traps = [
+        (column, f"You combined column {tok!r} of A (how much each query takes from key {tok!r}) "
+                 f"with the values. The row view uses row {tok!r} of A: where query {tok!r} looks."),
+        (sum(vals) / len(vals), "That is the plain average of the values. Attention averages "
+                                "with unequal weights: use row %r of A." % tok),
+        (sum(vals), "That is the sum of the values without weights. Multiply each value by its "
+                    "weight from row %r of A first." % tok),
+        (vals[i], f"That is token {tok!r}'s own value. Its output mixes all tokens' values, and "
+                  f"it gives only {A[i][i]:.2f} of its attention to itself."),
+        (A[i][i] * vals[i], "You kept only the diagonal term A[i, i] V[i, c]. Row i of A V sums "
+                            "over every key j, not only j = i."),
+        (A[i][biggest] * vals[biggest], f"You kept only the largest term (key {tokens[biggest]!r}). "
+                                        "Add the other keys' contributions too."),
+    ]
+    for trap, message in traps:
+        if _close(value, trap, 0.004) and not _close(trap, expected):
+            return wrong(message)
+    side = "large" if value > expected else "small"
+    return wrong(f"{value:g} is too {side} to be the row-view sum.",
+                 hint=f"Multiply each number in row {tok!r} of A by the value of the same key "
+                      "and add the T products.")
+
+
+@checker
+def check_spread(answer, data: dict | None = None):
+    """Grade the query whose output moves most when ``V[key, c]`` grows by 1 (column view)."""
+    data = data or example()
+    tokens, A, j = data["tokens"], data["weights"], data["key"]
+    pos, bad = parse_token(answer, tokens)
+    if bad:
+        return bad
+    column = [A[i][j] for i in range(len(tokens))]
+    best = max(range(len(tokens)), key=lambda i: column[i])
+    key = tokens[j]
+    if column[pos] >= column[best] - 1e-9:
+        return right(f"Raising V[{key!r}, c] by 1 adds column {key!r} of A to out[:, c]; query "
+                     f"{tokens[pos]!r} has the largest entry there ({column[pos]:.2f}), so its "
+                     f"output moves by {column[pos]:.2f}.")
+    if pos == j:
+        return wrong(f"Token {key!r} owns that value, but its own query gives only "
+                     f"{column[pos]:.2f} of its attention to key {key!r}: owning a value does "
+                     "not mean reading it.",
+                     hint=f"Look down column {key!r} of A, not along a row.")
+    if A[j][pos] >= max(A[j]) - 1e-9:
+        return wrong(f"That is where query {key!r} looks most (row {key!r} of A). The question is "
+                     f"who reads key {key!r}: column {key!r}, where {tokens[pos]!r} has only "
+                     f"{column[pos]:.2f}.")
+    return wrong(f"Query {tokens[pos]!r} gives key {key!r} a weight of {column[pos]:.2f}, so its "
+                 "output moves by only that much.",
+                 hint=f"By the column view, out[:, c] changes by (column {key!r} of A) times the "
+                      "change; find that column's largest entry.")
+
+
+VIEW_OPTIONS = ("dot-product view", "row view", "column view", "outer-product view")
+_VIEW_FEEDBACK = {
+    "dot-product view": "The dot-product view reads entries of Q K^T: how well a query aligns "
+                        "with a key. It says how the weights arise, not how the values are mixed.",
+    "column view": "The column view handles one value feature at a time: it shows that each "
+                   "coordinate stays between that feature's smallest and largest value (a box), "
+                   "but the hull is a statement about whole output rows.",
+    "outer-product view": "The outer-product view adds up each key's contribution to all the "
+                          "queries at once; convexity is a statement about one query's row.",
+}
+
+
+@checker
+def check_which_view(answer):
+    """Grade the view that shows each output row lies in the convex hull of the value rows."""
+    choice, bad = parse_choice(answer, VIEW_OPTIONS)
+    if bad:
+        return bad
+    if choice == "row view":
+        return right("Row i of A V = sum_j A[i, j] v_j with A[i, j] >= 0 summing to 1: a convex "
+                     "combination of the value rows, so it lies in their convex hull.")
+    return wrong(_VIEW_FEEDBACK[choice])
+
+
+def _matrix_html(data: dict) -> str:
+    tokens = [html.escape(t) for t in data["tokens"]]
+    head = "".join(f"<th>{t}</th>" for t in tokens)
+    rows = "".join(
+        f"<tr><th>{t}</th>" + "".join(f"<td>{a:.2f}</td>" for a in row) + "</tr>"
+        for t, row in zip(tokens, data["weights"])
+    )
+    vals = "".join(f"<td>{x:.2f}</td>" for x in data["values"])
+    return (f"<table><tr><th>A (query \\ key)</th>{head}</tr>{rows}"
+            f"<tr><th>V[:, c]</th>{vals}</tr></table>")
+
+
+@register(3, "row_entry")
+def build_row_entry():
+    data = example()
+    tok = data["tokens"][data["query"]]
+    question = (f"Layer {LAYER}, head {HEAD} on <i>{html.escape(SENTENCE)}</i>: the weights A and "
+                f"value feature c = {data['feature']}. Compute out[{html.escape(tok)!r}, c] by the "
+                f"row view (use the numbers as printed).{_matrix_html(data)}")
+    return NumberExercise(question, functools.partial(check_row_entry, data=data),
+                          placeholder="e.g. 0.123", title="One entry of A V, by the row view")
+
+
+@register(3, "spread")
+def build_spread():
+    data = example()
+    key = html.escape(data["tokens"][data["key"]])
+    question = (f"Same head and sentence. If V[{key!r}, c] grew by 1, whose output out[query, c] "
+                f"would change the most?{_matrix_html(data)}")
+    return TokenExercise(question, data["tokens"], functools.partial(check_spread, data=data),
+                         title="Where a value feature spreads (column view)")
+
+
+@register(3, "which_view")
+def build_which_view():
+    question = ("Which reading of out = A V shows at once that every output vector lies inside the "
+                "convex hull of the value vectors?")
+    return ChoiceExercise(question, VIEW_OPTIONS, check_which_view, title="Which view explains it?")

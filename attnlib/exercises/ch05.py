@@ -1,0 +1,178 @@
+"""Exercises of chapter 5, "Masking".
+
+* ``causal_cells``: toggle the cells of a score matrix that a causal mask removes.
+* ``padding_zero_keys``: how many keys get weight exactly 0 for a padded sentence.
+* ``fully_masked_row``: what attention returns for a query whose every key is masked.
+
+The token lists are the real WordPiece tokens of the course's encoder (the chapter-5 tests
+check them against the tokenizer), written out so that importing this module stays cheap.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import register
+from .core import checker, parse_choice, parse_matrix, parse_number, right, wrong
+from .widgets import ChoiceExercise, MatrixToggleExercise, NumberExercise
+
+__all__ = [
+    "CAUSAL_SENTENCE", "CAUSAL_TOKENS", "check_causal_cells",
+    "PADDED_SENTENCE", "PADDED_TOKENS", "check_padding_zero_keys",
+    "FULLY_MASKED_OPTIONS", "check_fully_masked_row",
+]
+
+# ----------------------------------------------------------------------------- causal_cells
+CAUSAL_SENTENCE = "Attention is all you need."
+# tokenizer(CAUSAL_SENTENCE) without [CLS] and [SEP]: one query row and one key column each.
+CAUSAL_TOKENS = ("attention", "is", "all", "you", "need", ".")
+
+
+def _cell(tokens, i: int, j: int) -> str:
+    return f"(query '{tokens[i]}', key '{tokens[j]}')"
+
+
+@checker
+def check_causal_cells(answer, tokens=CAUSAL_TOKENS):
+    """Grade a ``(T, T)`` boolean matrix that should be ``True`` exactly where a causal mask
+    removes a score (key after query: ``j > i``), ``False`` where attention is allowed."""
+    T = len(tokens)
+    removed, problem = parse_matrix(answer, (T, T), kind="bool")
+    if problem:
+        return problem
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)  # the cells the mask removes
+    if torch.equal(removed, future):
+        return right(f"Exactly the {int(future.sum())} cells above the diagonal: query i may use "
+                     "keys 0..i (itself and the past), never a later token.")
+    if not removed.any():
+        return wrong("Nothing is switched on. Switch on the cells whose key comes after the "
+                     "query: those scores are set to -inf.")
+    if torch.equal(removed, ~future):
+        return wrong("You switched on the cells the mask keeps (the diagonal and below). "
+                     "Switch on the ones it removes instead: key after query.")
+    if torch.equal(removed, future.T):
+        return wrong("You removed the past instead of the future. Rows are queries, columns are "
+                     "keys: query i loses the keys to its right (j > i), the words not yet written.")
+    parts = [f"{int((removed != future).sum())} of {T * T} cells are wrong."]
+    diag = removed.diagonal().nonzero().flatten().tolist()
+    if diag:
+        parts.append(f"You removed the diagonal at {_cell(tokens, diag[0], diag[0])}: a token may "
+                     "attend to itself; causal masking only hides later tokens.")
+    past = [(i, j) for i, j in (removed & ~future).nonzero().tolist() if i != j]
+    if past:
+        i, j = past[0]
+        parts.append(f"Cell {_cell(tokens, i, j)} is in the past of '{tokens[i]}' "
+                     f"({len(past)} such cell(s)): earlier keys stay visible, switch it off.")
+    missed = (future & ~removed).nonzero().tolist()
+    if missed:
+        i, j = missed[0]
+        parts.append(f"Cell {_cell(tokens, i, j)} is in the future of '{tokens[i]}' "
+                     f"({len(missed)} such cell(s) left on): the mask removes it.")
+    return wrong(" ".join(parts), hint="Cell (i, j) is removed exactly when j > i.")
+
+
+@register(5, "causal_cells")
+def build_causal_cells():
+    return MatrixToggleExercise(
+        f"Scores of the sentence <i>{CAUSAL_SENTENCE}</i> (rows = queries, columns = keys). "
+        "Switch <b>on</b> every cell that a causal (look-ahead) mask sets to -inf before the "
+        "softmax, and leave the cells it keeps off.",
+        CAUSAL_TOKENS, CAUSAL_TOKENS,
+        lambda answer: check_causal_cells(answer, CAUSAL_TOKENS),
+        title="Which scores does a causal mask remove?",
+    )
+
+
+# ----------------------------------------------------------------------------- padding_zero_keys
+PADDED_SENTENCE = "Hello there!"
+# Its row of tokenizer(attnlib.corpus.PADDED_BATCH, padding=True): the longest sentence of the
+# batch has 12 tokens, so this 5-token sentence is padded with 7 [PAD] tokens.
+PADDED_TOKENS = ("[CLS]", "hello", "there", "!", "[SEP]") + ("[PAD]",) * 7
+
+
+@checker
+def check_padding_zero_keys(answer, tokens=PADDED_TOKENS):
+    """Grade the number of keys that get weight exactly 0 in every query row of the padded
+    sentence ``tokens`` under its padding mask (the number of ``[PAD]`` tokens)."""
+    value, problem = parse_number(answer, "a count of keys, a whole number")
+    if problem:
+        return problem
+    T = len(tokens)
+    n_pad = sum(t == "[PAD]" for t in tokens)
+    n_real = T - n_pad
+    if value != int(value):
+        return wrong(f"{value:g} is not a whole number: count the keys whose weight is exactly 0.")
+    value = int(value)
+    if value == n_pad:
+        return right(f"The {n_pad} [PAD] keys: the attention_mask is 0 there, their scores become "
+                     f"-inf and their weights exactly 0; the {n_real} real tokens share the weight.")
+    if not 0 <= value <= T:
+        return wrong(f"The padded sentence has {T} keys, so the count lies between 0 and {T}.")
+    if value == n_real:
+        return wrong(f"{n_real} is the number of keys that are kept: {' '.join(tokens[:n_real])}. "
+                     "The question asks for the keys that get weight zero.")
+    if value == T:
+        return wrong(f"{T} is every key. Then the weights could not sum to 1; the real tokens "
+                     "(attention_mask 1) keep positive weight.")
+    if value == 0:
+        return wrong("Softmax of finite scores is never 0, but the padding mask sets the scores "
+                     "of the [PAD] keys to -inf, and exp(-inf) = 0 exactly.")
+    if value == n_pad + 2:
+        return wrong("[CLS] and [SEP] are real tokens of the sentence (attention_mask 1 there): "
+                     "the padding mask keeps them. Only [PAD] keys are removed.")
+    return wrong(f"{value} is not it. Count the positions where the attention_mask of "
+                 f"'{PADDED_SENTENCE}' is 0.", hint="Tokens: " + " ".join(tokens))
+
+
+@register(5, "padding_zero_keys")
+def build_padding_zero_keys():
+    return NumberExercise(
+        "The batch <code>attnlib.corpus.PADDED_BATCH</code> is tokenized with "
+        f"<code>padding=True</code>. Its row for <i>{PADDED_SENTENCE}</i> reads "
+        f"<code>{' '.join(PADDED_TOKENS)}</code>. Under its padding mask, how many keys get "
+        "weight <b>exactly 0</b> in every query row of this sentence?",
+        lambda answer: check_padding_zero_keys(answer, PADDED_TOKENS),
+        label="Keys", placeholder="a whole number", title="Which keys does padding remove?",
+    )
+
+
+# ----------------------------------------------------------------------------- fully_masked_row
+FULLY_MASKED_OPTIONS = [
+    "NaN in every entry",
+    "the average of all value rows (uniform weights)",
+    "a vector of zeros",
+    "the value row of the query's own position",
+]
+_FULLY_MASKED_FEEDBACK = {
+    FULLY_MASKED_OPTIONS[0]: "That is the textbook softmax: every exp(-inf) is 0, the sum is 0, "
+                             "and 0/0 is NaN. attnlib and PyTorch's kernels treat this row "
+                             "specially so that no NaN spreads through the network.",
+    FULLY_MASKED_OPTIONS[1]: "That is what a large finite mask such as -1e9 in float32 gives: all "
+                             "scores become equally tiny and softmax spreads the weight evenly, "
+                             "so the query silently reads keys it was meant not to see.",
+    FULLY_MASKED_OPTIONS[3]: "No key is special here: the query's own position is masked like "
+                             "every other key, so its value cannot be read either.",
+}
+
+
+@checker
+def check_fully_masked_row(answer):
+    """Grade the fully-masked-row question; the right answer is "a vector of zeros"."""
+    choice, problem = parse_choice(answer, FULLY_MASKED_OPTIONS)
+    if problem:
+        return problem
+    if choice == FULLY_MASKED_OPTIONS[2]:
+        return right("Its weights are all exactly 0, so its output, a weighted sum of the value "
+                     "rows, is the zero vector: the course's convention and PyTorch's.")
+    return wrong(_FULLY_MASKED_FEEDBACK[choice],
+                 hint="The weights of a row whose every score is -inf are set to 0.")
+
+
+@register(5, "fully_masked_row")
+def build_fully_masked_row():
+    return ChoiceExercise(
+        "A query has <b>every</b> key masked (all <code>False</code> in a boolean mask). What "
+        "does <code>attnlib.scaled_dot_product_attention</code> (like "
+        "<code>torch.nn.functional.scaled_dot_product_attention</code>) return as that "
+        "query's output?",
+        FULLY_MASKED_OPTIONS, check_fully_masked_row, title="A row with nothing to attend to",
+    )

@@ -1,0 +1,200 @@
+"""Three ways to read one matrix product, written out with explicit loops (chapter 3).
+
+Attention multiplies two matrices twice: ``S = Q K^T`` (then scaled and softmaxed into
+``A``) and ``out = A V``.  The functions here compute those products the slow, explicit way,
+each following one reading of matrix multiplication as Gilbert Strang teaches it
+(*Introduction to Linear Algebra*, 5th ed., 2016, section 1.3 and chapter 2):
+
+* :func:`dot_product_view`: entry ``(i, j)`` of ``Q K^T`` is the dot product of query row
+  ``i`` with key row ``j``.
+* :func:`row_view`: row ``i`` of ``A V`` is a combination of the rows of ``V`` with the
+  weights in row ``i`` of ``A``.
+* :func:`column_view`: column ``c`` of ``A V`` is a combination of the columns of ``A`` with
+  the numbers in column ``c`` of ``V``.
+* :func:`outer_product_view`: ``A V`` is a sum of rank-one pieces, column ``j`` of ``A``
+  times row ``j`` of ``V``, one piece per key.
+
+They are for teaching and testing, not speed: each must equal ``@`` / ``torch.einsum`` up to
+rounding.  :func:`head_qkv` provides real inputs: one head's ``q, k, v`` in the pretrained
+encoder for a sentence.
+
+Shapes legend: ``B`` batch, ``H`` heads, ``T_q`` queries, ``T_k`` keys, ``d_k`` query/key
+width, ``d_v`` value width, ``d_model`` model width.  ``...`` is any broadcastable batch
+shape such as ``(B, H)``.
+"""
+from __future__ import annotations
+
+import torch
+
+from .devices import as_tensor
+
+__all__ = ["dot_product_view", "row_view", "column_view", "outer_product_view", "head_qkv"]
+
+
+def _check_pair(a, b, a_name: str, b_name: str, a_form: str, b_form: str, *, transpose_b: bool):
+    """Check that ``a`` and ``b`` can be multiplied as ``a @ b`` (or ``a @ b^T``)."""
+    a, b = as_tensor(a, a_name), as_tensor(b, b_name)
+    for name, form, t in ((a_name, a_form, a), (b_name, b_form, b)):
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have at least 2 dimensions {form}, got shape {tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"{a_name} and {b_name} must share a dtype, got {a.dtype} and {b.dtype}")
+    if a.device != b.device:
+        raise ValueError(f"{a_name} and {b_name} must be on one device, got {a.device} and {b.device}")
+    inner_b = b.shape[-1] if transpose_b else b.shape[-2]
+    if a.shape[-1] != inner_b:
+        raise ValueError(
+            f"shapes do not fit {a_form} x {b_form}: {a_name} {tuple(a.shape)} vs {b_name} {tuple(b.shape)}"
+        )
+    try:
+        torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"the leading (batch) dimensions must broadcast: {a_name} {tuple(a.shape)}, "
+            f"{b_name} {tuple(b.shape)}"
+        ) from None
+    return a, b
+
+
+def dot_product_view(q, k) -> torch.Tensor:
+    """``Q K^T`` entry by entry: ``S[..., i, j] = sum_c q[..., i, c] * k[..., j, c]``.
+
+    Each entry is one dot product between a query row and a key row: how well query ``i``
+    aligns with key ``j``.  Unscaled: divide by ``sqrt(d_k)`` yourself to get the scores of
+    Vaswani et al. (2017), eq. (1).
+
+    Shapes:
+        q: ``(..., T_q, d_k)``, k: ``(..., T_k, d_k)``; result ``(..., T_q, T_k)``.
+
+    Raises:
+        TypeError: non-tensor input, non-float dtype, or q and k differ in dtype.
+        ValueError: rank below 2, different ``d_k``, batch dimensions that do not broadcast,
+            or different devices.
+
+    >>> dot_product_view(torch.ones(2, 3), torch.ones(4, 3)).shape
+    torch.Size([2, 4])
+    """
+    q, k = _check_pair(q, k, "q", "k", "(..., T_q, d_k)", "(..., T_k, d_k)", transpose_b=True)
+    rows = []
+    for i in range(q.shape[-2]):
+        entries = [(q[..., i, :] * k[..., j, :]).sum(-1) for j in range(k.shape[-2])]  # T_k x (...)
+        rows.append(torch.stack(entries, dim=-1))  # (..., T_k)
+    return torch.stack(rows, dim=-2)  # (..., T_q, T_k)
+
+
+def row_view(weights, v) -> torch.Tensor:
+    """``A V`` row by row: ``out[..., i, :] = sum_j weights[..., i, j] * v[..., j, :]``.
+
+    Output row ``i`` is a combination of the rows of ``v`` (one per key) with the numbers in
+    row ``i`` of ``weights``; for attention weights (non-negative rows summing to 1) it is
+    a weighted average of the value vectors.
+
+    Shapes:
+        weights: ``(..., T_q, T_k)``, v: ``(..., T_k, d_v)``; result ``(..., T_q, d_v)``.
+
+    Raises:
+        TypeError: non-tensor input, non-float dtype, or mixed dtypes.
+        ValueError: rank below 2, ``T_k`` mismatch, batch dimensions that do not broadcast,
+            or different devices.
+
+    >>> row_view(torch.tensor([[0.25, 0.75]]), torch.tensor([[0.0, 4.0], [8.0, 0.0]]))
+    tensor([[6., 1.]])
+    """
+    weights, v = _check_pair(weights, v, "weights", "v", "(..., T_q, T_k)", "(..., T_k, d_v)", transpose_b=False)
+    rows = []
+    for i in range(weights.shape[-2]):
+        row = 0
+        for j in range(v.shape[-2]):
+            row = row + weights[..., i, j, None] * v[..., j, :]  # scalar weight times value row j
+        rows.append(row)  # (..., d_v)
+    return torch.stack(rows, dim=-2)  # (..., T_q, d_v)
+
+
+def column_view(weights, v) -> torch.Tensor:
+    """``A V`` column by column: ``out[..., :, c] = sum_j v[..., j, c] * weights[..., :, j]``.
+
+    Output column ``c`` (value feature ``c`` at every position) is a combination of the
+    columns of ``weights`` (one per key) with the numbers in column ``c`` of ``v``.
+
+    Shapes:
+        weights: ``(..., T_q, T_k)``, v: ``(..., T_k, d_v)``; result ``(..., T_q, d_v)``.
+
+    Raises:
+        TypeError: non-tensor input, non-float dtype, or mixed dtypes.
+        ValueError: rank below 2, ``T_k`` mismatch, batch dimensions that do not broadcast,
+            or different devices.
+
+    >>> column_view(torch.tensor([[0.25, 0.75]]), torch.tensor([[0.0, 4.0], [8.0, 0.0]]))
+    tensor([[6., 1.]])
+    """
+    weights, v = _check_pair(weights, v, "weights", "v", "(..., T_q, T_k)", "(..., T_k, d_v)", transpose_b=False)
+    cols = []
+    for c in range(v.shape[-1]):
+        col = 0
+        for j in range(weights.shape[-1]):
+            col = col + v[..., j, c, None] * weights[..., :, j]  # number v[j, c] times column j of A
+        cols.append(col)  # (..., T_q)
+    return torch.stack(cols, dim=-1)  # (..., T_q, d_v)
+
+
+def outer_product_view(weights, v) -> torch.Tensor:
+    """``A V`` as a sum of rank-one pieces: ``sum_j outer(weights[..., :, j], v[..., j, :])``.
+
+    Piece ``j`` is key ``j``'s whole contribution: its value row, handed to every query in
+    proportion to how much that query attends to key ``j`` (column ``j`` of ``A``).
+
+    Shapes:
+        weights: ``(..., T_q, T_k)``, v: ``(..., T_k, d_v)``; result ``(..., T_q, d_v)``.
+
+    Raises:
+        TypeError: non-tensor input, non-float dtype, or mixed dtypes.
+        ValueError: rank below 2, ``T_k`` mismatch, batch dimensions that do not broadcast,
+            or different devices.
+
+    >>> outer_product_view(torch.tensor([[0.25, 0.75]]), torch.tensor([[0.0, 4.0], [8.0, 0.0]]))
+    tensor([[6., 1.]])
+    """
+    weights, v = _check_pair(weights, v, "weights", "v", "(..., T_q, T_k)", "(..., T_k, d_v)", transpose_b=False)
+    total = 0
+    for j in range(v.shape[-2]):
+        total = total + weights[..., :, j, None] * v[..., j, None, :]  # (..., T_q, 1) * (..., 1, d_v)
+    return total  # (..., T_q, d_v)
+
+
+def head_qkv(text: str, layer: int, head: int, model=None, tokenizer=None):
+    """One head's queries, keys and values for a sentence, in the pretrained encoder.
+
+    Runs the encoder on ``text`` to get the input ``X`` of layer ``layer`` (the embeddings
+    for layer 0, the previous layer's output otherwise), then applies that head's
+    projections from :func:`attnlib.head_projections`: ``q = X W_Q + b_Q`` and likewise for
+    ``k`` and ``v``.  ``softmax(q k^T / sqrt(d_k))`` equals the attention weights the model
+    itself returns for that head.
+
+    Shapes:
+        returns ``tokens`` (list of ``T`` str) and ``q, k, v`` each ``(T, d_k)`` (here
+        ``d_v = d_k``), on the model's device.
+
+    Raises:
+        TypeError: ``text`` is not a str.  ValueError: empty text, or ``layer`` / ``head``
+        out of range.
+    """
+    from .models import head_projections, load_encoder
+
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError("text must contain at least one non-space character")
+    if model is None or tokenizer is None:
+        model, tokenizer = load_encoder()
+    p = head_projections(model, layer, head)  # validates layer and head first
+    enc = tokenizer(text, return_tensors="pt").to(model.device)
+    with torch.no_grad():
+        hidden = model(**enc, output_hidden_states=True).hidden_states  # (n_layers + 1) x (1, T, d_model)
+    X = hidden[layer][0]  # (T, d_model): the input of `layer`
+    q = X @ p["W_Q"] + p["b_Q"]  # (T, d_model) @ (d_model, d_k) -> (T, d_k)
+    k = X @ p["W_K"] + p["b_K"]
+    v = X @ p["W_V"] + p["b_V"]
+    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+    return tokens, q, k, v

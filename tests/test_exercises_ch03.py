@@ -1,0 +1,142 @@
+"""Chapter 3 exercise checkers and widgets: right answers pass, typical slips get their message."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib import softmax
+from attnlib.exercises import ch03, exercise, exercise_names
+from attnlib.views import head_qkv
+
+BAD_INPUTS = [None, "", "abc", float("nan"), float("inf"), [1.0, 2.0], np.ones((2, 2)), torch.ones(3), True]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return ch03.example()
+
+
+def _matvec(rows, vec):
+    return [sum(a * x for a, x in zip(row, vec)) for row in rows]
+
+
+def test_example_is_the_real_head(data):
+    # Oracle: the encoder's own attention for layer 0, head 5, rounded like the table.
+    from attnlib import load_encoder
+
+    model, tokenizer = load_encoder()
+    enc = tokenizer(ch03.SENTENCE, return_tensors="pt").to(model.device)
+    with torch.no_grad():
+        ref = model(**enc, output_attentions=True).attentions[ch03.LAYER][0, ch03.HEAD].cpu()
+    assert data["tokens"] == ["[CLS]", "hello", "there", "!", "[SEP]"]
+    np.testing.assert_allclose(np.array(data["weights"]), ref.numpy(), atol=0.005 + 1e-6)
+    tokens, q, k, v = head_qkv(ch03.SENTENCE, ch03.LAYER, ch03.HEAD)
+    np.testing.assert_allclose(data["values"], v[:, data["feature"]].cpu().numpy(), atol=0.005 + 1e-6)
+
+
+def test_row_entry_accepts_the_row_view_sum(data):
+    i = data["query"]
+    expected = _matvec(data["weights"], data["values"])[i]           # independent recomputation
+    assert math.isclose(ch03.row_entry_expected(data), expected, abs_tol=1e-12)
+    for answer in (expected, f"{expected:.3f}", str(round(expected, 2)).replace(".", ","), np.float32(expected)):
+        fb = ch03.check_row_entry(answer, data=data)
+        assert fb.correct, (answer, fb.message)
+
+
+def test_row_entry_names_the_typical_slips(data):
+    i, A, vals = data["query"], data["weights"], data["values"]
+    column = sum(A[j][i] * vals[j] for j in range(len(vals)))
+    cases = {
+        column: "column",
+        sum(vals) / len(vals): "plain average",
+        sum(vals): "without weights",
+        vals[i]: "own value",
+        A[i][i] * vals[i]: "diagonal",
+    }
+    for answer, phrase in cases.items():
+        fb = ch03.check_row_entry(answer, data=data)
+        assert not fb.correct and phrase in fb.message, (answer, fb.message)
+    fb = ch03.check_row_entry(ch03.row_entry_expected(data) + 0.5, data=data)
+    assert not fb.correct and "too large" in fb.message and fb.hint
+
+
+@pytest.mark.parametrize("bad", BAD_INPUTS)
+def test_row_entry_bad_inputs_never_raise(data, bad):
+    fb = ch03.check_row_entry(bad, data=data)
+    assert fb.correct is False and fb.message
+
+
+def test_spread_accepts_the_largest_entry_of_the_column(data):
+    j = data["key"]
+    column = [row[j] for row in data["weights"]]
+    best = int(np.argmax(column))
+    assert data["tokens"][best] == "!"
+    assert ch03.check_spread(best, data=data).correct
+    assert ch03.check_spread("!", data=data).correct
+
+
+def test_spread_explains_row_column_confusion(data):
+    j = data["key"]
+    fb = ch03.check_spread(j, data=data)                               # the owner of the value
+    assert not fb.correct and "owning a value" in fb.message
+    row_best = int(np.argmax(data["weights"][j]))                      # where 'there' looks most
+    fb = ch03.check_spread(row_best, data=data)
+    assert not fb.correct and "row" in fb.message and "column" in fb.message
+    fb = ch03.check_spread(1, data=data)
+    assert not fb.correct and "moves by only" in fb.message
+
+
+@pytest.mark.parametrize("bad", [None, "", "zebra", 99, -1, 2.5, float("nan"), True, [0]])
+def test_spread_bad_inputs_never_raise(data, bad):
+    fb = ch03.check_spread(bad, data=data)
+    assert fb.correct is False and fb.message
+
+
+def test_which_view():
+    assert ch03.check_which_view("row view").correct
+    for option in ch03.VIEW_OPTIONS:
+        if option != "row view":
+            fb = ch03.check_which_view(option)
+            assert not fb.correct and len(fb.message) > 40
+    assert "box" in ch03.check_which_view("column view").message
+    for bad in (None, "", "abc", 3, float("nan")):
+        assert ch03.check_which_view(bad).correct is False
+
+
+def test_exercises_are_registered():
+    assert set(exercise_names(3)) == {"row_entry", "spread", "which_view"}
+
+
+def test_row_entry_widget(data):
+    w = exercise(3, "row_entry")
+    w.control.value = f"{ch03.row_entry_expected(data):.4f}"
+    assert w.check().correct and "Correct." in w.feedback.value
+    w.control.value = str(data["values"][data["query"]])
+    assert not w.check().correct and "own value" in w.feedback.value
+    w.control.value = "abc"
+    assert not w.check().correct and "Not yet." in w.feedback.value
+
+
+def test_spread_widget(data):
+    w = exercise(3, "spread")
+    w.control.value = 3                                                  # the query '!'
+    assert w.check().correct and "Correct." in w.feedback.value
+    w.control.value = data["key"]
+    assert not w.check().correct and "owning a value" in w.feedback.value
+
+
+def test_which_view_widget():
+    w = exercise(3, "which_view")
+    w.control.value = "column view"
+    assert not w.check().correct and "box" in w.feedback.value
+    w.control.value = "row view"
+    assert w.check().correct and "convex" in w.feedback.value
+
+
+def test_example_weights_rows_are_distributions(data):
+    # The rounded table must still read as attention: rows close to summing to 1.
+    assert np.allclose(np.sum(data["weights"], axis=1), 1.0, atol=0.03)
+    tokens, q, k, v = head_qkv(ch03.SENTENCE, ch03.LAYER, ch03.HEAD)
+    exact = softmax(q @ k.T / math.sqrt(q.shape[-1]))
+    assert int(exact[:, data["key"]].argmax()) == 3

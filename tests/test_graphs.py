@@ -1,0 +1,301 @@
+"""attnlib.graphs and attnlib.graph_plots: graphs must equal the matrices they come from,
+checked against independent oracles (numpy products, path sums, PyTorch SDPA, the
+pretrained encoder's own attention weights)."""
+import functools
+import math
+
+import matplotlib
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+import attnlib  # noqa: E402
+from attnlib.corpus import RUNNING  # noqa: E402
+from attnlib.graph_plots import draw_attention_graph, draw_layered_graph  # noqa: E402
+from attnlib.graphs import (  # noqa: E402
+    attention_graph, attention_rollout, graph_attention, in_weight, is_dag_without_self_loops,
+    layered_graph, neighbourhood_mask, path_flow, received_attention, score_graph,
+    stationary_distribution, strongest_edges,
+)
+
+TOKENS = ["[CLS]", "the", "cat", "sat", "the", "[SEP]"]
+T = len(TOKENS)
+
+
+def random_weights(seed=0, T=T, dtype=torch.float32, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(torch.randn(T, T, generator=g, dtype=dtype), dim=-1).to(device)
+
+
+# --- structure: the graph is the matrix ------------------------------------------------------
+def test_graph_equals_matrix():
+    w = random_weights()
+    G = attention_graph(w, TOKENS)
+    assert isinstance(G, nx.DiGraph)
+    assert G.number_of_nodes() == T and G.number_of_edges() == T * T
+    assert nx.number_of_selfloops(G) == T
+    assert [G.nodes[i]["token"] for i in range(T)] == TOKENS  # repeated "the" stays two nodes
+    adjacency = nx.to_numpy_array(G, nodelist=range(T), weight="weight")
+    np.testing.assert_array_equal(adjacency, w.double().numpy())
+    assert G.edges[3, 2]["weight"] == pytest.approx(w[3, 2].item())
+
+
+def test_out_weights_sum_to_one_and_in_weight_is_column_sum():
+    w = random_weights(1)
+    G = attention_graph(w, TOKENS)
+    out = dict(G.out_degree(weight="weight"))
+    assert max(abs(out[i] - 1.0) for i in range(T)) < 1e-6
+    col = w.double().sum(0).numpy()
+    got = in_weight(G)
+    np.testing.assert_allclose([got[i] for i in range(T)], col, atol=1e-6)
+    share = in_weight(G, share=True)
+    np.testing.assert_allclose([share[i] for i in range(T)], received_attention(w).double().numpy(), atol=1e-6)
+    assert received_attention(torch.softmax(torch.randn(3, 4, T, T), -1)).sum(-1).sub(1).abs().max() < 1e-5
+
+
+def test_threshold_and_zero_weights():
+    w = random_weights(2)
+    thr = 0.15
+    G = attention_graph(w, TOKENS, threshold=thr)
+    assert G.number_of_edges() == int((w >= thr).sum())
+    assert G.number_of_nodes() == T  # nodes stay even when all their edges go
+    assert all(v >= thr for _, _, v in G.edges(data="weight"))
+    masked = w.clone()
+    masked[0, 1:] = 0.0
+    assert attention_graph(masked, TOKENS).out_degree(0) == 1  # exact zeros are not edges
+
+
+def test_strongest_edges_match_topk():
+    w = random_weights(3)
+    top = strongest_edges(attention_graph(w, TOKENS), k=4)
+    values, flat = torch.topk(w.flatten(), 4)
+    assert [(i, j) for i, j, _ in top] == [(int(f) // T, int(f) % T) for f in flat]
+    np.testing.assert_allclose([v for *_, v in top], values.double().numpy(), rtol=1e-6)
+
+
+# --- causal DAG ------------------------------------------------------------------------------
+def test_causal_mask_gives_dag_plus_self_loops():
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(T, 8, generator=g) for _ in range(3))
+    _, causal = attnlib.scaled_dot_product_attention(q, k, v, is_causal=True)
+    G = attention_graph(causal, TOKENS)
+    assert G.number_of_edges() == T * (T + 1) // 2
+    assert all(j <= i for i, j in G.edges)
+    assert is_dag_without_self_loops(G)
+    assert nx.number_of_selfloops(G) == T  # the self-loops are still there
+    _, full = attnlib.scaled_dot_product_attention(q, k, v)
+    G_full = attention_graph(full, TOKENS)
+    assert not is_dag_without_self_loops(G_full)
+    core = nx.DiGraph(G_full)
+    core.remove_edges_from(list(nx.selfloop_edges(core)))
+    assert len(nx.find_cycle(core)) >= 2
+    window = attention_graph(torch.softmax(torch.randn(T, T), -1) * neighbourhood_mask(nx.path_graph(T)), TOKENS)
+    assert not is_dag_without_self_loops(window)  # i <-> i+1 is a 2-cycle
+    assert is_dag_without_self_loops(attention_graph(causal.T.contiguous(), TOKENS))  # anti-causal too
+
+
+# --- symmetric scores -------------------------------------------------------------------------
+def test_tied_projection_gives_undirected_score_graph():
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(T, 16, generator=g, dtype=torch.float64)
+    W = torch.randn(16, 8, generator=g, dtype=torch.float64) / 4
+    q = x @ W
+    scores = q @ q.T / math.sqrt(8)  # tied W_Q = W_K
+    S = score_graph(scores, TOKENS, symmetric=True)
+    assert isinstance(S, nx.Graph) and not S.is_directed()
+    assert S.number_of_edges() == T * (T + 1) // 2
+    assert S.edges[4, 1]["score"] == pytest.approx(scores[1, 4].item())
+    k = x @ torch.randn(16, 8, generator=g, dtype=torch.float64)
+    with pytest.raises(ValueError, match="not symmetric"):
+        score_graph(q @ k.T, TOKENS, symmetric=True)
+    D = score_graph(q @ k.T, TOKENS)
+    assert D.is_directed() and D.number_of_edges() == T * T
+    # softmax breaks the symmetry, but the chain is reversible: pi_i ∝ sum_j exp(S_ij)
+    weights = torch.softmax(scores, -1)
+    assert (weights - weights.T).abs().max() > 1e-3
+    z = torch.exp(scores).sum(-1)
+    torch.testing.assert_close(stationary_distribution(weights), z / z.sum(), atol=1e-9, rtol=1e-7)
+
+
+def test_score_graph_drops_masked_scores():
+    s = torch.randn(T, T).masked_fill(~attnlib.causal_mask(T), float("-inf"))
+    G = score_graph(s, TOKENS)
+    assert G.number_of_edges() == T * (T + 1) // 2
+
+
+# --- Markov chain ----------------------------------------------------------------------------
+def test_stationary_distribution_against_power_iteration():
+    w = random_weights(6).double()
+    w = w / w.sum(-1, keepdim=True)  # exactly stochastic in float64, so powers do not drift
+    pi = stationary_distribution(w)
+    limit = torch.linalg.matrix_power(w, 200)
+    torch.testing.assert_close(limit, pi.expand(T, T), atol=1e-9, rtol=0)
+    causal = torch.softmax(torch.randn(T, T, dtype=torch.float64).masked_fill(~attnlib.causal_mask(T), -math.inf), -1)
+    torch.testing.assert_close(stationary_distribution(causal), torch.eye(T, dtype=torch.float64)[0])
+    with pytest.raises(ValueError, match="attracting components"):
+        stationary_distribution(torch.eye(T))
+    with pytest.raises(ValueError, match="row-stochastic"):
+        stationary_distribution(torch.ones(T, T))
+
+
+# --- graph attention = masked attention --------------------------------------------------------
+@pytest.mark.parametrize("kind", ["complete", "path", "causal"])
+def test_graph_attention_matches_masked_sdpa(kind, device):
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(T, 8, generator=g).to(device) for _ in range(3))
+    if kind == "complete":
+        G = nx.complete_graph(T, create_using=nx.DiGraph)
+    elif kind == "path":
+        G = nx.path_graph(T)
+    else:
+        G = nx.DiGraph([(i, j) for i in range(T) for j in range(i)])
+    G.add_edges_from((i, i) for i in range(T))
+    mask = neighbourhood_mask(G, device=device)
+    out, weights = graph_attention(q, k, v, G)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    assert out.device == q.device and weights.dtype == q.dtype
+    assert bool((weights[~mask] == 0).all())
+    if kind == "causal":
+        torch.testing.assert_close(mask.cpu(), attnlib.causal_mask(T))
+    lonely = nx.empty_graph(T)
+    with pytest.raises(ValueError, match="no neighbours"):
+        graph_attention(q, k, v, lonely)
+
+
+def test_complete_graph_attention_is_the_real_encoder(encoder):
+    model, tok = encoder
+    enc = tok(RUNNING, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**enc, output_attentions=True, output_hidden_states=True)
+    layer, head = 5, 11
+    p = attnlib.head_projections(model, layer, head)
+    x = out.hidden_states[layer][0]  # input of this layer, (T, d_model)
+    q, k, v = x @ p["W_Q"] + p["b_Q"], x @ p["W_K"] + p["b_K"], x @ p["W_V"] + p["b_V"]
+    n = x.shape[0]
+    G = nx.complete_graph(n, create_using=nx.DiGraph)
+    G.add_edges_from((i, i) for i in range(n))
+    _, weights = graph_attention(q, k, v, G)
+    hf = out.attentions[layer][0, head]
+    torch.testing.assert_close(weights, hf, atol=1e-5, rtol=1e-4)
+    tokens = tok.convert_ids_to_tokens(enc["input_ids"][0])
+    got = in_weight(attention_graph(hf, tokens))
+    np.testing.assert_allclose([got[i] for i in range(n)], hf.double().sum(0).numpy(), atol=1e-6)
+
+
+# --- rollout ---------------------------------------------------------------------------------
+def explicit_rollout(layers, residual=0.5):
+    mats = []
+    for a in layers:
+        a_hat = residual * np.eye(a.shape[0]) + (1 - residual) * a
+        mats.append(a_hat / a_hat.sum(1, keepdims=True))
+    return functools.reduce(lambda acc, m: m @ acc, mats, np.eye(layers[0].shape[0]))
+
+
+def test_rollout_equals_explicit_product_and_rows_sum_to_one():
+    g = torch.Generator().manual_seed(8)
+    layers = torch.softmax(torch.randn(4, T, T, generator=g, dtype=torch.float64), -1)
+    R = attention_rollout(layers)
+    np.testing.assert_allclose(R.numpy(), explicit_rollout(layers.numpy()), atol=1e-12)
+    torch.testing.assert_close(R.sum(-1), torch.ones(T, dtype=torch.float64))
+    steps = attention_rollout(list(layers), cumulative=True)
+    assert steps.shape == (4, T, T)
+    torch.testing.assert_close(steps[-1], R)
+    np.testing.assert_allclose(steps[1].numpy(), explicit_rollout(layers[:2].numpy()), atol=1e-12)
+    plain = layers[2] @ layers[1] @ layers[0]
+    torch.testing.assert_close(attention_rollout(layers[:3], residual=0.0), plain)
+    torch.testing.assert_close(attention_rollout(layers, residual=1.0), torch.eye(T, dtype=torch.float64))
+
+
+def test_rollout_is_the_sum_over_paths_of_the_layered_graph():
+    g = torch.Generator().manual_seed(9)
+    n = 4
+    layers = torch.softmax(torch.randn(2, n, n, generator=g, dtype=torch.float64), -1)
+    L = layered_graph(layers, ["a", "b", "c", "d"])
+    assert L.number_of_nodes() == 3 * n and L.number_of_edges() == 2 * n * n
+    assert nx.is_directed_acyclic_graph(L)
+    R = attention_rollout(layers)
+    for i in range(n):
+        for j in range(n):
+            assert path_flow(L, (2, i), (0, j)) == pytest.approx(R[i, j].item(), abs=1e-12)
+    sparse = layered_graph(layers, ["a", "b", "c", "d"], threshold=0.3)
+    assert all(v >= 0.3 for *_, v in sparse.edges(data="weight"))
+
+
+def test_rollout_follows_device_and_dtype(device):
+    layers = torch.softmax(torch.randn(3, T, T), -1).to(device)
+    R = attention_rollout(layers)
+    assert R.device == layers.device and R.dtype == torch.float32
+    G = attention_graph(layers[0], TOKENS)  # a GPU tensor is read back for the graph
+    assert G.number_of_edges() == T * T
+
+
+# --- bad input gives clear errors ------------------------------------------------------------
+@pytest.mark.parametrize("weights, tokens, kwargs, error, match", [
+    (torch.rand(4, 5), ["a"] * 4, {}, ValueError, r"square .*\(4, 5\)"),
+    (torch.rand(4, 4), ["a"] * 3, {}, ValueError, "3 tokens for a \\(4, 4\\)"),
+    (torch.rand(4, 4), ["a"] * 4, {"threshold": -0.1}, ValueError, "threshold must be .*>= 0"),
+    (torch.rand(4, 4), ["a"] * 4, {"threshold": float("nan")}, ValueError, "threshold"),
+    (torch.rand(4, 4), ["a"] * 4, {"threshold": True}, TypeError, "threshold must be a number"),
+    (torch.rand(1, 4, 4), ["a"] * 4, {}, ValueError, r"\(1, 4, 4\).*pick one head.*weights\[0\]"),
+    (torch.rand(12, 4, 4), ["a"] * 4, {}, ValueError, r"\(12, 4, 4\).*weights\[h\]"),
+    (torch.rand(1, 12, 4, 4), ["a"] * 4, {}, ValueError, r"weights\[0, h\]"),
+    (torch.ones(4, 4, dtype=torch.int64), ["a"] * 4, {}, TypeError, "floating-point"),
+    ([[0.5, 0.5], [0.5, 0.5]], ["a"] * 2, {}, TypeError, "torch.Tensor or numpy.ndarray"),
+    (torch.full((2, 2), -0.5), ["a"] * 2, {}, ValueError, "score_graph"),
+    (torch.full((2, 2), float("nan")), ["a"] * 2, {}, ValueError, "NaN"),
+    (torch.rand(2, 2), "ab", {}, TypeError, "list of T strings"),
+])
+def test_attention_graph_rejects_bad_input(weights, tokens, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        attention_graph(weights, tokens, **kwargs)
+
+
+def test_rollout_and_layered_graph_reject_bad_input():
+    with pytest.raises(ValueError, match="average the heads"):
+        attention_rollout(torch.rand(6, 12, 5, 5))
+    with pytest.raises(ValueError, match=r"\(L, T, T\)"):
+        attention_rollout(torch.rand(6, 5, 4))
+    with pytest.raises(ValueError, match="residual"):
+        attention_rollout(torch.rand(2, 3, 3), residual=1.5)
+    with pytest.raises(ValueError, match="non-negative"):
+        attention_rollout(-torch.rand(2, 3, 3))
+    with pytest.raises(ValueError, match="one shape"):
+        attention_rollout([torch.rand(3, 3), torch.rand(4, 4)])
+    with pytest.raises(ValueError, match="tokens"):
+        layered_graph(torch.rand(2, 3, 3), ["a", "b"])
+    with pytest.raises(ValueError, match="k must be"):
+        strongest_edges(attention_graph(torch.rand(2, 2), ["a", "b"]), k=0)
+
+
+# --- drawings return figures that show every edge --------------------------------------------
+def test_draw_attention_graph_draws_every_edge_and_a_colorbar():
+    G = attention_graph(random_weights(10), TOKENS, threshold=0.2)
+    fig = draw_attention_graph(G, node_values=in_weight(G), title="t")
+    ax = fig.axes[0]
+    assert len(ax.patches) == G.number_of_edges()  # one arrow patch per edge, self-loops included
+    assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "edge weight"
+    assert sorted(t.get_text() for t in ax.texts) == sorted(TOKENS)
+    plt.close(fig)
+    S = score_graph(torch.randn(T, T), TOKENS)
+    fig = draw_attention_graph(S, cmap="cividis")
+    assert fig.axes[1].get_ylabel() == "edge score"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="no edges"):
+        draw_attention_graph(attention_graph(random_weights(10), TOKENS, threshold=0.99))
+
+
+def test_draw_layered_graph_labels_tokens_and_layers():
+    L = layered_graph(torch.softmax(torch.randn(3, T, T), -1), TOKENS, threshold=0.1)
+    fig = draw_layered_graph(L, title="rollout paths")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["input", "layer 1", "layer 2", "layer 3"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="layered_graph"):
+        draw_layered_graph(attention_graph(random_weights(), TOKENS))
