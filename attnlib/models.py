@@ -147,6 +147,19 @@ def load_encoder(name: str = DEFAULT_MODEL, *, device=None):
     return model, tokenizer
 
 
+def check_text(text) -> str:
+    """Return ``text`` if it is a non-blank str.
+
+    Raises:
+        TypeError: ``text`` is not a str.  ValueError: ``text`` is empty or only spaces.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError("text must contain at least one non-space character")
+    return text
+
+
 def embed(text: str, model=None, tokenizer=None):
     """Tokens of ``text`` and the matrix ``X`` the first attention layer receives.
 
@@ -159,10 +172,7 @@ def embed(text: str, model=None, tokenizer=None):
     Raises:
         TypeError: ``text`` is not a str.  ValueError: ``text`` is empty.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    if not text.strip():
-        raise ValueError("text must contain at least one non-space character")
+    check_text(text)
     if model is None or tokenizer is None:
         model, tokenizer = load_encoder()
     enc = tokenizer(text, return_tensors="pt").to(model.device)

@@ -180,12 +180,9 @@ def head_qkv(text: str, layer: int, head: int, model=None, tokenizer=None):
         TypeError: ``text`` is not a str.  ValueError: empty text, or ``layer`` / ``head``
         out of range.
     """
-    from .models import head_projections, load_encoder
+    from .models import check_text, head_projections, load_encoder
 
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    if not text.strip():
-        raise ValueError("text must contain at least one non-space character")
+    check_text(text)
     if model is None or tokenizer is None:
         model, tokenizer = load_encoder()
     p = head_projections(model, layer, head)  # validates layer and head first
