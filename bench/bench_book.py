@@ -66,6 +66,8 @@ def main() -> None:
         print(f"{row['chapter']:<40} {row['seconds']:>7.1f} s {row['peak_rss_mib']:>7d} MiB", flush=True)
     build_seconds = None
     if not args.no_build:
+        # from an empty _build: Sphinx would otherwise skip unchanged pages and execute nothing
+        subprocess.run(["make", "--no-print-directory", "clean"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
         t0 = time.perf_counter()
         subprocess.run(["make", "--no-print-directory", "html"], cwd=ROOT, check=True,
                        stdout=subprocess.DEVNULL)
