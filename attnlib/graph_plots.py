@@ -43,6 +43,9 @@ def draw_attention_graph(
     ``node_values`` (a dict node -> value, e.g. from :func:`attnlib.in_weight`) sets the area
     of the disc behind each token.
 
+    Returns:
+        the ``matplotlib.figure.Figure`` (the one holding ``ax`` when ``ax`` is given).
+
     Raises:
         ValueError: the graph has no edges to draw, or nodes are not ``0..T-1``.
     """
@@ -104,6 +107,9 @@ def draw_layered_graph(
     layer (input at the bottom), an edge from each token to the tokens it reads from in the
     layer below, width/opacity/colour by weight.  Following edges downward from a top node
     traces the paths whose weight products attention rollout adds up.
+
+    Returns:
+        the ``matplotlib.figure.Figure`` (the one holding ``ax`` when ``ax`` is given).
 
     Raises:
         ValueError: the graph is not a layered graph (nodes ``(layer, position)``) or has no edges.

@@ -121,7 +121,15 @@ def score_graph(scores, tokens, *, symmetric: bool = False, atol: float = 1e-5):
 
 
 def strongest_edges(graph, k: int = 5, *, attr: str = "weight") -> list[tuple[int, int, float]]:
-    """The ``k`` edges with the largest ``attr``, as ``(i, j, value)``, largest first."""
+    """The ``k`` edges with the largest ``attr``, as ``(i, j, value)``, largest first (ties by
+    ``(i, j)``).  Use ``attr="score"`` on a :func:`score_graph`.
+
+    Shapes:
+        a graph on ``T`` nodes; returns ``min(k, number of edges)`` tuples.
+
+    Raises:
+        ValueError: ``k`` is not a positive int.
+    """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive int, got {k!r}")
     edges = [(i, j, float(v)) for i, j, v in graph.edges(data=attr) if v is not None]
@@ -133,6 +141,10 @@ def in_weight(graph, *, share: bool = False) -> dict[int, float]:
 
     With ``share=True`` it is divided by the number of nodes: since every query hands out
     exactly 1, this is the fraction of all attention that lands on the token.
+
+    Shapes:
+        a weight graph on ``T`` nodes; returns ``{node: float}`` with ``T`` entries (summing to
+        ``T``, or to 1 with ``share=True``, when every row of ``A`` sums to 1).
     """
     n = graph.number_of_nodes()
     return {node: value / (n if share else 1) for node, value in graph.in_degree(weight="weight")}
@@ -153,7 +165,13 @@ def received_attention(weights) -> torch.Tensor:
 
 
 def is_dag_without_self_loops(graph) -> bool:
-    """True when ``graph`` has no directed cycle apart from self-loops (a causal graph)."""
+    """True when ``graph`` has no directed cycle apart from self-loops, as for a causally
+    masked head (every edge ``i -> j`` has ``j <= i``).  Uses
+    ``networkx.is_directed_acyclic_graph`` on a copy without the self-loops.
+
+    Shapes:
+        any directed graph; the input is not modified.
+    """
     core = nx.DiGraph(graph)
     core.remove_edges_from(list(nx.selfloop_edges(core)))
     return nx.is_directed_acyclic_graph(core)
@@ -187,7 +205,12 @@ def stationary_distribution(weights) -> torch.Tensor:
 
 def neighbourhood_mask(graph, *, device=None) -> torch.Tensor:
     """Boolean mask ``M[i, j] = True`` when ``j`` is a neighbour of ``i`` (a successor in a
-    DiGraph), in node order ``0..T-1``: the ``mask`` that turns attention into graph attention."""
+    DiGraph), in node order ``0..T-1``: the ``mask`` that turns attention into graph attention.
+    True means "may attend", as in PyTorch's SDPA.
+
+    Shapes:
+        a graph on ``T`` nodes; returns a bool ``(T, T)`` = ``(T_q, T_k)`` tensor on ``device``.
+    """
     nodes = sorted(graph.nodes)
     return torch.as_tensor(nx.to_numpy_array(graph, nodelist=nodes, weight=None) > 0, device=device)
 
@@ -292,6 +315,11 @@ def path_flow(graph, source, target) -> float:
     """Sum over all simple paths ``source -> target`` of the product of edge weights.
 
     Exponential in the path length: for checking rollout on a few layers, not for 6 layers.
+    On a :func:`layered_graph`, ``path_flow(G, (l, i), (0, j))`` equals
+    ``attention_rollout(layer_weights[:l])[i, j]``.
+
+    Raises:
+        networkx.NodeNotFound: ``source`` or ``target`` is not a node.
     """
     return sum(math.prod(graph.edges[u, v]["weight"] for u, v in pairwise(path))
                for path in nx.all_simple_paths(graph, source, target))

@@ -266,6 +266,10 @@ def train(model: nn.Module, task, *, steps: int = 500, batch_size: int = 64, lr:
     small trains fastest on one: splitting a 32-wide matrix product across cores costs more
     in synchronisation than it saves, and far more on a busy machine.
 
+    Shapes:
+        ``task.batch`` returns tokens ``(B, T)`` and targets ``(B, T, n_targets)``; the model
+        maps tokens to logits ``(B, T, n_targets, V)`` (and a list of weights).
+
     Returns:
         dict with ``loss`` (one float per step), ``probe_step`` and ``probe`` (the steps
         probed and what ``probe`` returned), and ``seconds`` (wall time).
@@ -319,6 +323,11 @@ def train(model: nn.Module, task, *, steps: int = 500, batch_size: int = 64, lr:
 @torch.no_grad()
 def evaluate(model: nn.Module, task, *, batch_size: int = 256, seed: int = 12345) -> dict:
     """Loss, accuracy per answer and attention weights on one fresh batch (no training).
+    The batch comes from ``task.batch(batch_size, generator)`` with a generator seeded by
+    ``seed``, a stream of its own, apart from the batches drawn during training.
+
+    Shapes:
+        see Returns; ``B = batch_size``, ``H`` heads, ``T = task.seq_len``.
 
     Returns:
         dict with ``tokens`` ``(B, T)``, ``targets`` ``(B, T, n_targets)``, ``loss`` (float),

@@ -210,5 +210,5 @@ def rollout_exercise():
         f"Tokens ([CLS], rain). Layer 1: A1 = [[{a}, {b}], [{c}, {d}]]; layer 2: A2 = "
         f"[[{e}, {f}], [{g}, {h}]]. With residual 0.5, what is the rollout entry R[1, 0], the "
         "share of the input [CLS] that reaches position 'rain' after layer 2?",
-        check_rollout, label="R[1, 0]", placeholder="e.g. 0.5", title="Roll out two layers",
+        check_rollout, label="R[1, 0]", title="Roll out two layers",
     )
