@@ -177,7 +177,7 @@ def figures(real):
 
 
 @pytest.fixture(scope="module")
-def test_page(browser, figures, tmp_path_factory):
+def explorer_page(browser, figures, tmp_path_factory):
     folder = tmp_path_factory.mktemp("explorables")
     (folder / "index.html").write_text(xp.standalone_page(figures.values()), encoding="utf-8")
     visit = Visit(browser, serve(str(folder)) + "index.html")
@@ -194,26 +194,26 @@ def as_scores(rows) -> torch.Tensor:
     return torch.tensor([[-math.inf if s is None else s for s in row] for row in rows], dtype=torch.float64)
 
 
-def test_page_renders_every_figure_offline_without_errors(test_page, figures):
-    page = test_page.page
+def test_page_renders_every_figure_offline_without_errors(explorer_page, figures):
+    page = explorer_page.page
     assert page.eval_on_selector_all(".attnlib-xp[data-ready]", "els => els.map(e => e.id)") == [f.uid for f in figures.values()]
     ids = page.eval_on_selector_all("[id]", "els => els.map(e => e.id)")
     assert len(ids) == len(set(ids)), "duplicate element ids on the page"
-    assert test_page.errors == [] and test_page.external == [] and test_page.failed == []
+    assert explorer_page.errors == [] and explorer_page.external == [] and explorer_page.failed == []
 
 
-def test_escaping_probe_stays_text(test_page, figures):
-    page = test_page.page
+def test_escaping_probe_stays_text(explorer_page, figures):
+    page = explorer_page.page
     assert page.eval_on_selector_all("img", "els => els.length") == 0, "a token was parsed as markup"
-    assert test_page.dialogs == []
+    assert explorer_page.dialogs == []
     hover = figures["hover"].uid
     assert page.eval_on_selector_all(f"#{hover} .xp-chip-tok", "els => els.map(e => e.textContent)")[2] == PROBE
     options = page.eval_on_selector_all(f"#{figures['temperature'].uid} option", "els => els.map(e => e.textContent)")
     assert options[2] == "2: " + PROBE
 
 
-def test_temperature_js_softmax_equals_attnlib(test_page, figures):
-    page, x = test_page.page, figures["temperature"]
+def test_temperature_js_softmax_equals_attnlib(explorer_page, figures):
+    page, x = explorer_page.page, figures["temperature"]
     data, uid = data_of(x), x.uid
     rows = as_scores(data["scores"])
     seen = []
@@ -236,15 +236,15 @@ def test_temperature_js_softmax_equals_attnlib(test_page, figures):
     torch.testing.assert_close(got, attnlib.softmax(rows[0], temperature=10 ** 2), rtol=0, atol=1e-12)
 
 
-def test_two_instances_do_not_share_state(test_page, figures):
-    page, a, b = test_page.page, figures["temperature"].uid, figures["temperature2"].uid
+def test_two_instances_do_not_share_state(explorer_page, figures):
+    page, a, b = explorer_page.page, figures["temperature"].uid, figures["temperature2"].uid
     before = page.get_attribute(f"#{b}", "data-divisor")
     page.evaluate(SET_RANGE, [f"#{a}-temperature", -2])
     assert page.get_attribute(f"#{b}", "data-divisor") == before
 
 
-def test_mask_toggles_recompute_renormalised_weights(test_page, figures, real):
-    page, x = test_page.page, figures["mask"]
+def test_mask_toggles_recompute_renormalised_weights(explorer_page, figures, real):
+    page, x = explorer_page.page, figures["mask"]
     data, uid = data_of(x), x.uid
     scores, T = as_scores(data["scores"]), len(data["tokens"])
     key_ok = real["pad_mask"].bool()[None, :]  # (1, T_k): padding keys removed
@@ -266,8 +266,8 @@ def test_mask_toggles_recompute_renormalised_weights(test_page, figures, real):
             assert int((~allowed).all(-1).sum()) > 0 and bool((got[(~allowed).all(-1)] == 0).all())
 
 
-def test_graph_threshold_counts_edges(test_page, figures):
-    page, x = test_page.page, figures["graph"]
+def test_graph_threshold_counts_edges(explorer_page, figures):
+    page, x = explorer_page.page, figures["graph"]
     w, uid = torch.tensor(data_of(x)["weights"], dtype=torch.float64), x.uid
     counts = []
     for t in (0.0, 0.05, 0.2, 0.5, 1.0):
@@ -280,8 +280,8 @@ def test_graph_threshold_counts_edges(test_page, figures):
     assert counts[0][1] > counts[2][1] > 0 and counts[-1][1] == 0, f"ink drawn per threshold: {counts}"
 
 
-def test_hover_highlights_the_row(test_page, figures):
-    page, x = test_page.page, figures["hover"]
+def test_hover_highlights_the_row(explorer_page, figures):
+    page, x = explorer_page.page, figures["hover"]
     w, uid = data_of(x)["weights"], x.uid
     for j in (0, 5, len(w) - 1):
         page.hover(f"#{uid} .xp-chip[data-j='{j}']")
@@ -290,8 +290,8 @@ def test_hover_highlights_the_row(test_page, figures):
         assert page.get_attribute(f"#{uid} [data-role=row]", "y") is not None
 
 
-def test_convex_point_follows_the_sliders_and_stays_in_the_hull(test_page, figures):
-    page, x = test_page.page, figures["convex"]
+def test_convex_point_follows_the_sliders_and_stays_in_the_hull(explorer_page, figures):
+    page, x = explorer_page.page, figures["convex"]
     data, uid = data_of(x), x.uid
     points = torch.tensor(data["points"], dtype=torch.float64)
     scores = torch.tensor(data["scores"], dtype=torch.float64)
