@@ -8,7 +8,7 @@ global scope, so the HTML works in a static page (a Jupyter Book built by MyST-N
 JupyterLab alike, and any number of instances can share one page.
 
 Safety: the JSON is written with ``<``, ``>`` and ``&`` (and U+2028/U+2029) escaped as
-``\\uXXXX``, so no token can close the ``<script>`` element; the JavaScript inserts every
+``\\u``-escapes (``\\u003c`` for ``<``), so no token can close the ``<script>`` element; the JavaScript inserts every
 token with ``textContent``, never ``innerHTML``; the caption is HTML-escaped here.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _asset(name: str) -> str:
 def safe_json(obj) -> str:
     """``obj`` as compact JSON that can sit inside an HTML ``<script>`` element.
 
-    ``<``, ``>``, ``&``, U+2028 and U+2029 are written as ``\\uXXXX`` escapes (valid JSON and
+    ``<``, ``>``, ``&``, U+2028 and U+2029 are written as ``\\u`` escapes, e.g. ``\\u003c`` for ``<`` (valid JSON and
     valid JavaScript), so a string such as ``"</script><img src=x onerror=alert(1)>"``
     cannot end the script or start markup.  NaN and infinities are refused (``ValueError``).
 

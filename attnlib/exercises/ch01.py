@@ -11,7 +11,7 @@ import torch
 
 from ..softmax import softmax
 from . import register
-from .core import checker, parse_choice, parse_number, right, wrong
+from .core import checker, grade_choice, parse_number, right, wrong
 from .widgets import ChoiceExercise, NumberExercise
 
 __all__ = [
@@ -39,14 +39,10 @@ _REACHABLE_FEEDBACK = {
 @checker
 def check_reachable(answer):
     """Grade the reachable-point question; the right answer is ``"(1, 1)"``."""
-    choice, problem = parse_choice(answer, REACHABLE_OPTIONS)
-    if problem:
-        return problem
-    if choice == "(1, 1)":
-        return right("(1, 1) = 1/2 v1 + 1/4 v2 + 1/4 v3, strictly inside the triangle; the "
-                     "scores (ln 2, 0, 0) give exactly these weights.")
-    return wrong(_REACHABLE_FEEDBACK[choice],
-                 hint="Softmax weights are strictly positive and sum to 1.")
+    return grade_choice(answer, REACHABLE_OPTIONS, "(1, 1)",
+                        "(1, 1) = 1/2 v1 + 1/4 v2 + 1/4 v3, strictly inside the triangle; the "
+                        "scores (ln 2, 0, 0) give exactly these weights.",
+                        _REACHABLE_FEEDBACK, hint="Softmax weights are strictly positive and sum to 1.")
 
 
 @register(1, "reachable")

@@ -13,7 +13,7 @@ import torch
 
 from ..corpus import BEARS
 from . import register
-from .core import checker, parse_choice, parse_number, parse_token, right, wrong
+from .core import checker, grade_choice, parse_number, parse_token, right, wrong
 from .widgets import ChoiceExercise, NumberExercise, TokenExercise
 
 __all__ = [
@@ -124,14 +124,10 @@ _SYMMETRIC_FEEDBACK = {
 @checker
 def check_symmetric(answer):
     """Grade the symmetry question; the right answer is ``"diag(Z) A"``."""
-    choice, problem = parse_choice(answer, SYMMETRIC_OPTIONS)
-    if problem:
-        return problem
-    if choice == "diag(Z) A":
-        return right("(diag(Z) A)_ij = Z_i A_ij = e^(S_ij), and e^S is symmetric because S is. "
-                     "Equivalently A_ij Z_i = A_ji Z_j (detailed balance).")
-    return wrong(_SYMMETRIC_FEEDBACK[choice],
-                 hint="Write A_ij = e^(S_ij) / Z_i and undo the division.")
+    return grade_choice(answer, SYMMETRIC_OPTIONS, "diag(Z) A",
+                        "(diag(Z) A)_ij = Z_i A_ij = e^(S_ij), and e^S is symmetric because S is. "
+                        "Equivalently A_ij Z_i = A_ji Z_j (detailed balance).",
+                        _SYMMETRIC_FEEDBACK, hint="Write A_ij = e^(S_ij) / Z_i and undo the division.")
 
 
 @register(2, "symmetric")

@@ -11,7 +11,7 @@ import html
 import math
 
 from . import register
-from .core import checker, parse_choice, parse_number, parse_token, right, wrong
+from .core import checker, grade_choice, parse_number, parse_token, right, wrong
 from .widgets import ChoiceExercise, NumberExercise, TokenExercise
 
 __all__ = [
@@ -144,13 +144,10 @@ _VIEW_FEEDBACK = {
 @checker
 def check_which_view(answer):
     """Grade the view that shows each output row lies in the convex hull of the value rows."""
-    choice, bad = parse_choice(answer, VIEW_OPTIONS)
-    if bad:
-        return bad
-    if choice == "row view":
-        return right("Row i of A V = sum_j A[i, j] v_j with A[i, j] >= 0 summing to 1: a convex "
-                     "combination of the value rows, so it lies in their convex hull.")
-    return wrong(_VIEW_FEEDBACK[choice])
+    return grade_choice(answer, VIEW_OPTIONS, "row view",
+                        "Row i of A V = sum_j A[i, j] v_j with A[i, j] >= 0 summing to 1: a convex "
+                        "combination of the value rows, so it lies in their convex hull.",
+                        _VIEW_FEEDBACK)
 
 
 def _matrix_html(data: dict) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from . import register
-from .core import checker, parse_choice, parse_matrix, parse_number, right, wrong
+from .core import checker, grade_choice, parse_matrix, parse_number, right, wrong
 from .widgets import ChoiceExercise, MatrixToggleExercise, NumberExercise
 
 __all__ = [
@@ -157,14 +157,10 @@ _FULLY_MASKED_FEEDBACK = {
 @checker
 def check_fully_masked_row(answer):
     """Grade the fully-masked-row question; the right answer is "a vector of zeros"."""
-    choice, problem = parse_choice(answer, FULLY_MASKED_OPTIONS)
-    if problem:
-        return problem
-    if choice == FULLY_MASKED_OPTIONS[2]:
-        return right("Its weights are all exactly 0, so its output, a weighted sum of the value "
-                     "rows, is the zero vector: the course's convention and PyTorch's.")
-    return wrong(_FULLY_MASKED_FEEDBACK[choice],
-                 hint="The weights of a row whose every score is -inf are set to 0.")
+    return grade_choice(answer, FULLY_MASKED_OPTIONS, FULLY_MASKED_OPTIONS[2],
+                        "Its weights are all exactly 0, so its output, a weighted sum of the value "
+                        "rows, is the zero vector: the course's convention and PyTorch's.",
+                        _FULLY_MASKED_FEEDBACK, hint="The weights of a row whose every score is -inf are set to 0.")
 
 
 @register(5, "fully_masked_row")

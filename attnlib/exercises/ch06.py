@@ -14,7 +14,7 @@ import re
 import torch
 
 from . import register
-from .core import checker, parse_choice, parse_matrix, parse_number, right, wrong
+from .core import checker, grade_choice, parse_matrix, parse_number, right, wrong
 from .widgets import ChoiceExercise, MatrixToggleExercise, NumberExercise
 
 __all__ = [
@@ -166,14 +166,10 @@ _TORCH_MASK_FEEDBACK = {
 @checker
 def check_torch_mask(answer):
     """Grade the mask-convention question; the right answer is ``attn_mask=~allowed``."""
-    choice, problem = parse_choice(answer, TORCH_MASK_OPTIONS)
-    if problem:
-        return problem
-    if choice == TORCH_MASK_OPTIONS[1]:
-        return right("PyTorch's module marks the keys to hide with True, so the mask is inverted. "
-                     "An additive mask (0 where allowed, -inf elsewhere) works in both, unchanged.")
-    return wrong(_TORCH_MASK_FEEDBACK[choice],
-                 hint="Which convention does torch.nn.MultiheadAttention use for boolean masks?")
+    return grade_choice(answer, TORCH_MASK_OPTIONS, TORCH_MASK_OPTIONS[1],
+                        "PyTorch's module marks the keys to hide with True, so the mask is inverted. "
+                        "An additive mask (0 where allowed, -inf elsewhere) works in both, unchanged.",
+                        _TORCH_MASK_FEEDBACK, hint="Which convention does torch.nn.MultiheadAttention use for boolean masks?")
 
 
 @register(6, "torch_mask")

@@ -16,7 +16,7 @@ import torch
 
 __all__ = [
     "Feedback", "right", "wrong", "checker", "parse_number", "parse_matrix",
-    "parse_choice", "parse_token",
+    "parse_choice", "parse_token", "grade_choice",
 ]
 
 
@@ -138,3 +138,15 @@ def parse_token(answer, tokens):
             return None, wrong(f"{answer!r} is not a token of this sentence: {' '.join(tokens)}")
         return None, wrong(f"{answer!r} occurs {len(hits)} times; give its position instead ({hits}).")
     return None, wrong(f"Expected a token or its position, got a {type(answer).__name__}.")
+
+
+def grade_choice(answer, options, correct, right_message: str, feedback: dict, hint: str | None = None) -> Feedback:
+    """Grade a multiple-choice answer: ``right_message`` for ``correct``, the option's own
+    explanation from ``feedback`` (what that choice gets wrong) for any other option, and the
+    ``parse_choice`` message for an answer that is not an option at all."""
+    choice, problem = parse_choice(answer, options)
+    if problem:
+        return problem
+    if choice == correct:
+        return right(right_message)
+    return wrong(feedback[choice], hint=hint)
