@@ -1,0 +1,203 @@
+"""The one place for argument checks, and the one error policy of attnlib.
+
+Every public function checks what it is given with the helpers below, so that the same
+mistake gets the same kind of error and the same wording wherever it is made:
+
+* ``TypeError``: the argument has the wrong type or dtype (a str where a number was expected,
+  an int tensor where a float tensor was expected, a bool where an int was expected).
+* ``ValueError``: the type is right but the value is not: a shape that does not fit, a number
+  out of range, NaN or infinity, an unknown option, a tensor on another device.
+* ``IndexError``: a layer or head index outside the model.  Negative indices count from the
+  end, as in Python (``-1`` is the last layer); anything outside ``-n .. n-1`` is refused.
+
+Messages name the argument, say what was expected and show what arrived, in the manner of
+einops: ``"q and k must share d_k: q (2, 4, 5, 8) vs k (2, 4, 5, 16)"``.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import torch
+
+__all__ = [
+    "tensor", "floating", "shape_of", "positive_int", "non_negative_int", "real", "flag",
+    "index", "choice", "float_dtype", "text", "same_device",
+]
+
+
+def shape_of(t) -> tuple:
+    """The shape of a tensor as a plain tuple, for messages: ``(2, 4, 5, 8)``."""
+    return tuple(t.shape)
+
+
+def tensor(x, name: str = "input") -> torch.Tensor:
+    """``x`` as a tensor: tensors pass through unchanged, numpy arrays are wrapped (sharing
+    memory, on the CPU).
+
+    Raises:
+        TypeError: ``x`` is neither a ``torch.Tensor`` nor a ``numpy.ndarray``.
+    """
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(x)
+    raise TypeError(f"{name} must be a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
+
+
+def floating(x, name: str = "input") -> torch.Tensor:
+    """``x`` as a floating-point tensor.
+
+    Raises:
+        TypeError: not a tensor/array, or its dtype is not floating point (int, bool, complex).
+    """
+    t = tensor(x, name)
+    if not t.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    return t
+
+
+def _is_int(value) -> bool:
+    # bool is an int subclass in Python; True as a length is always a mistake.
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def positive_int(value, name: str) -> int:
+    """``value`` as an int of at least 1.
+
+    Raises:
+        TypeError: not an int (bools, floats and strings are refused).
+        ValueError: an int below 1.
+    """
+    if not _is_int(value):
+        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def non_negative_int(value, name: str) -> int:
+    """``value`` as an int of at least 0.
+
+    Raises:
+        TypeError: not an int.  ValueError: negative.
+    """
+    if not _is_int(value):
+        raise TypeError(f"{name} must be a non-negative int, got {type(value).__name__} {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    return int(value)
+
+
+def real(value, name: str, *, low: float | None = None, high: float | None = None,
+         low_open: bool = False, allow_inf: bool = False) -> float:
+    """``value`` as a finite Python float (any ``numbers.Real``: int, float, numpy scalar,
+    or a one-element tensor), optionally inside ``[low, high]`` (``(low, high]`` with
+    ``low_open=True``).
+
+    Raises:
+        TypeError: not a real number (a str, None, a bool, a complex, a tensor of several
+            elements).
+        ValueError: NaN, infinite (unless ``allow_inf``), or outside the range.
+    """
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_complex \
+            and value.dtype != torch.bool:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if math.isnan(value) or (math.isinf(value) and not allow_inf):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if low is not None and (value <= low if low_open else value < low):
+        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value!r}")
+    return value
+
+
+def flag(value, name: str) -> bool:
+    """``value`` as a bool.  Only ``True`` and ``False`` (and numpy bools) are accepted, so that
+    ``is_causal="no"`` is an error rather than a truthy string.
+
+    Raises:
+        TypeError: anything else.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+
+
+def index(value, size: int, name: str) -> int:
+    """A layer or head index into ``size`` items, normalised to ``0 .. size-1``.  Negative
+    values count from the end, as in Python.
+
+    Raises:
+        TypeError: not an int.  IndexError: outside ``-size .. size-1``.
+    """
+    if not _is_int(value):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if not -size <= value < size:
+        raise IndexError(f"{name} must be in 0..{size - 1} (or -{size}..-1 from the end), got {value}")
+    return int(value) % size
+
+
+def choice(value, options, name: str):
+    """``value`` if it is one of ``options``.
+
+    Raises:
+        ValueError: anything else; the message lists the options.
+    """
+    try:
+        ok = value in options
+    except TypeError:  # unhashable value and a set of options
+        ok = False
+    if not ok:
+        listed = ", ".join(repr(o) for o in options)
+        raise ValueError(f"{name} must be one of {listed}; got {value!r}")
+    return value
+
+
+def float_dtype(value, name: str = "dtype") -> torch.dtype:
+    """A floating torch dtype, given as ``torch.float16`` or as its name ``"float16"``.
+
+    Raises:
+        TypeError: not a dtype or dtype name, or not a floating dtype.
+    """
+    if isinstance(value, str):
+        found = getattr(torch, value, None)
+        if not isinstance(found, torch.dtype):
+            raise TypeError(f"{name} must be a floating torch dtype such as torch.float32, got {value!r}")
+        value = found
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"{name} must be a floating torch dtype such as torch.float32, "
+                        f"got {type(value).__name__} {value!r}")
+    if not value.is_floating_point:
+        raise TypeError(f"{name} must be a floating dtype, got {value}")
+    return value
+
+
+def text(value, name: str = "text") -> str:
+    """``value`` if it is a str with at least one non-space character.
+
+    Raises:
+        TypeError: not a str.  ValueError: empty or only white space.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{name} must contain at least one non-space character, got {value!r}")
+    return value
+
+
+def same_device(**tensors) -> torch.device:
+    """The one device that every tensor given by keyword is on.
+
+    Raises:
+        ValueError: they are on different devices; the message lists each one's device.
+    """
+    devices = {name: t.device for name, t in tensors.items()}
+    if len(set(devices.values())) > 1:
+        listed = ", ".join(f"{n} {d}" for n, d in devices.items())
+        raise ValueError(f"{', '.join(devices)} must be on one device, got {listed}")
+    return next(iter(devices.values()))
