@@ -13,13 +13,18 @@ Implementations (one batch, ``--heads`` heads, ``d_head = 64``, float32, no mask
 * ``attnlib backend='torch'`` (``--fastpath``, on by default with ``--device cuda``): the fast
   path of ``attnlib.scaled_dot_product_attention``, i.e. input checks plus the fused kernel.
 
-Times are the best (minimum) of repeated calls after one warm-up call, reported also as
-ratios to the torch kernel timed in the same run.  On the CPU the time is the CPU time the
-process spends in the call (``time.process_time``) with one thread by default: on one thread
-it equals the wall time of an idle machine, and unlike wall time it does not count the moments
-when other work on a shared machine holds the core.  Wall times are stored in the JSON file
-too.  Interference only ever adds time, so the minimum is the least disturbed estimate (as
-``timeit`` advises).  Peak memory is the memory a call adds on top of its inputs:
+Times are measured with the implementations **interleaved in one process**: for each T one
+fresh process builds the inputs, warms every implementation up once, then runs rounds in which
+every implementation is called once, in an order shuffled (seeded) from round to round.  Each
+round gives each implementation's time and its ratio to the torch kernel in that same round;
+the tables report the **median** time and the **median ratio** over the rounds.  Interleaving
+puts every implementation under the same load at the same moment, so the ratios are far
+steadier than absolute times on a shared machine.  On the CPU the time is the CPU time the
+process spends in the call (``time.process_time``) with one thread by default; wall times are
+stored in the JSON file too.  ``--causal`` adds the same measurements with the causal mask
+(``is_causal=True`` everywhere).
+
+Peak memory is the memory a call adds on top of its inputs:
 
 * CPU: every (implementation, T) case runs in a fresh subprocess.  After imports, one call at
   T = 64 (which loads the kernels' code) and input creation, the process's peak resident set size (``VmHWM``) is reset through
@@ -62,21 +67,21 @@ def make_inputs(T: int, heads: int, d_head: int, device: str):
     return q, k, v
 
 
-def make_call(impl: str, q, k, v):
+def make_call(impl: str, q, k, v, causal: bool = False):
     import torch.nn.functional as F
 
     import attnlib
 
     if impl == "reference":
-        return lambda: attnlib.scaled_dot_product_attention(q, k, v)
+        return lambda: attnlib.scaled_dot_product_attention(q, k, v, is_causal=causal)
     if impl == "torch":
-        return lambda: F.scaled_dot_product_attention(q, k, v)
+        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     if impl == "fastpath":
-        return lambda: attnlib.scaled_dot_product_attention(q, k, v, backend="torch")
+        return lambda: attnlib.scaled_dot_product_attention(q, k, v, is_causal=causal, backend="torch")
     match = re.fullmatch(r"tiled-(\d+)", impl)
     if match:
         block = int(match.group(1))
-        return lambda: attnlib.tiled_attention(q, k, v, block_size=block)
+        return lambda: attnlib.tiled_attention(q, k, v, is_causal=causal, block_size=block)
     raise ValueError(f"unknown implementation {impl!r}")
 
 
@@ -97,17 +102,17 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def run_case_cpu(impl: str, T: int, heads: int, d_head: int, threads: int, budget_s: float) -> dict:
-    """Run in a fresh process: peak memory of the first call, then timed repeats."""
+def memory_case_cpu(impl: str, T: int, heads: int, d_head: int, threads: int, causal: bool) -> dict:
+    """Run in a fresh process: the peak memory that the first call at size T adds."""
     import gc
 
     import torch
 
     torch.set_num_threads(threads)
     small = make_inputs(64, heads, d_head, "cpu")
-    make_call(impl, *small)()      # loads the kernels' code pages and lazy state, so they are not counted
+    make_call(impl, *small, causal)()  # loads the kernels' code pages and lazy state, so they are not counted
     q, k, v = make_inputs(T, heads, d_head, "cpu")
-    call = make_call(impl, q, k, v)
+    call = make_call(impl, q, k, v, causal)
     del small
     gc.collect()
     exact = _reset_peak_rss()
@@ -115,28 +120,59 @@ def run_case_cpu(impl: str, T: int, heads: int, d_head: int, threads: int, budge
         before = _status_kib("VmRSS")
     else:
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    start = time.perf_counter()
-    result = call()                                                  # memory probe, and warm-up at size T
-    first = time.perf_counter() - start
+    result = call()
     peak = _status_kib("VmHWM") if exact else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     del result
-    repeats = 1 if first > 10 else max(2, min(20, int(budget_s / max(first, 1e-6))))
-    times, walls = [], []
-    for _ in range(repeats):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        call()
-        times.append(time.process_time() - start_cpu)
-        walls.append(time.perf_counter() - start)
-    return {"impl": impl, "T": T, "first_s": first, "times_s": times, "wall_s": walls, "time_s": min(times),
-            "time_kind": "process CPU time",
-            "peak_mib": max(0, peak - before) / 1024, "memory_method": "VmHWM" if exact else "ru_maxrss"}
+    return {"impl": impl, "T": T, "peak_mib": max(0, peak - before) / 1024,
+            "memory_method": "VmHWM" if exact else "ru_maxrss"}
 
 
-def run_case_cuda(impl: str, T: int, heads: int, d_head: int, budget_s: float) -> dict:
+def time_case_cpu(impls: list, T: int, heads: int, d_head: int, threads: int, causal: bool,
+                  budget_s: float, seed: int = 0) -> list:
+    """Run in a fresh process: every implementation at size T, interleaved round by round."""
+    import random
+    import statistics
+
+    import torch
+
+    torch.set_num_threads(threads)
+    q, k, v = make_inputs(T, heads, d_head, "cpu")
+    calls = {impl: make_call(impl, q, k, v, causal) for impl in impls}
+    for impl in impls:                                               # warm-up at size T (first-call costs)
+        calls[impl]()
+    round_s = 0.0
+    for impl in impls:                                               # one more, to size the rounds
+        start = time.process_time()
+        calls[impl]()
+        round_s += time.process_time() - start
+    rounds = max(3, min(30, int(budget_s * len(impls) / max(round_s, 1e-6))))
+    rng = random.Random(seed * 1_000_003 + T)
+    cpu = {impl: [] for impl in impls}
+    wall = {impl: [] for impl in impls}
+    for _ in range(rounds):
+        order = list(impls)
+        rng.shuffle(order)
+        for impl in order:
+            start, start_cpu = time.perf_counter(), time.process_time()
+            calls[impl]()
+            cpu[impl].append(time.process_time() - start_cpu)
+            wall[impl].append(time.perf_counter() - start)
+    rows = []
+    for impl in impls:
+        ratios = [a / b for a, b in zip(cpu[impl], cpu["torch"]) if b > 0]
+        rows.append({"impl": impl, "T": T, "rounds": rounds, "times_s": cpu[impl], "wall_s": wall[impl],
+                     "time_s": statistics.median(cpu[impl]), "time_kind": "process CPU time",
+                     "time_ratio": statistics.median(ratios) if ratios else None})
+    return rows
+
+
+def run_case_cuda(impl: str, T: int, heads: int, d_head: int, budget_s: float, causal: bool = False) -> dict:
+    import statistics
+
     import torch
 
     q, k, v = make_inputs(T, heads, d_head, "cuda")
-    call = make_call(impl, q, k, v)
+    call = make_call(impl, q, k, v, causal)
     for _ in range(2):                                               # warm-up: kernels, allocator, autotuning
         call()
     torch.cuda.synchronize()
@@ -159,7 +195,7 @@ def run_case_cuda(impl: str, T: int, heads: int, d_head: int, budget_s: float) -
         end_evt.record()
         torch.cuda.synchronize()
         times.append(start_evt.elapsed_time(end_evt) / 1e3)
-    return {"impl": impl, "T": T, "first_s": once, "times_s": times, "time_s": min(times),
+    return {"impl": impl, "T": T, "first_s": once, "times_s": times, "time_s": statistics.median(times),
             "time_kind": "CUDA event time",
             "peak_mib": peak / MIB, "memory_method": "torch.cuda.max_memory_allocated"}
 
@@ -193,40 +229,55 @@ def ratio(a, b):
 
 
 def to_markdown(data: dict) -> str:
-    impls, rows = data["config"]["impls"], data["rows"]
-    by = {(r["impl"], r["T"]): r for r in rows}
-    Ts = sorted({r["T"] for r in rows})
+    impls, rows, cfg, meta = data["config"]["impls"], data["rows"], data["config"], data["meta"]
     names = {i: data["labels"][i] for i in impls}
     others = [i for i in impls if i != "torch"]
-    meta = data["meta"]
     where = (f"{meta['machine']['gpu']} (CUDA {meta['machine']['cuda']}), " if "gpu" in meta["machine"] else "")
-    threads = f", {data['config']['threads']} CPU thread(s)" if data["config"]["threads"] else ""
-    lines = [f"# Attention benchmark ({data['config']['device']})", "",
-             f"Measured {meta['date']} on {where}{meta['machine']['cpu']} ({meta['machine']['logical_cores']} logical "
-             f"cores, {meta['machine']['memory']}), PyTorch {meta['machine']['torch']}{threads}. {meta['note']}".rstrip(),
-             "",
-             f"One batch, {data['config']['heads']} head(s), d_head = {data['config']['d_head']}, float32, no mask. "
-             f"Time: {rows[0]['time_kind']} per call, best of the repeats after a warm-up call; "
-             "ratio = time / torch kernel time in the same run. "
-             "Memory: peak added by one call, on top of its inputs.", "",
-             "| T | " + " | ".join(f"{names[i]} (ms) | x torch" for i in others) + " | torch (ms) |",
-             "|---:|" + "---:|---:|" * len(others) + "---:|"]
-    for T in Ts:
-        cells = []
-        for i in others:
-            r = by.get((i, T))
-            cells += [f"{r['time_s'] * 1e3:.2f}", f"{r['time_ratio']:.1f}"] if r else ["-", "-"]
-        t = by.get(("torch", T))
-        lines.append(f"| {T} | " + " | ".join(cells) + f" | {t['time_s'] * 1e3:.2f} |")
-    lines += ["", f"Peak memory added by one call (MiB, {data['meta']['memory_method']}); "
-              "the last column is the size of one float32 (T, T) weight matrix per head.", "",
-              "| T | " + " | ".join(names[i] for i in impls) + " | T x T float32 |",
-              "|---:|" + "---:|" * (len(impls) + 1)]
-    for T in Ts:
-        cells = [f"{by[(i, T)]['peak_mib']:.1f}" if (i, T) in by else "-" for i in impls]
-        weights = T * T * 4 * data["config"]["heads"] / MIB
-        lines.append(f"| {T} | " + " | ".join(cells) + f" | {weights:.1f} |")
-    return "\n".join(lines) + "\n"
+    threads = f", {cfg['threads']} CPU thread(s)" if cfg["threads"] else ""
+    how = ("median over rounds in which the implementations run interleaved in one process (order shuffled "
+           "each round); ratio = median over rounds of time / torch kernel time in the same round"
+           if cfg["device"] == "cpu" else "median of repeated calls after warm-up; ratio = time / torch kernel time")
+    lines = [f"# Attention benchmark ({cfg['device']})", "",
+             f"Written by `bench/bench_attention.py` on {meta['date']}: {where}{meta['machine']['cpu']} "
+             f"({meta['machine']['logical_cores']} logical cores, {meta['machine']['memory']}), "
+             f"PyTorch {meta['machine']['torch']}{threads}. {meta['note']}".rstrip(), "",
+             f"Settings: one batch, {cfg['heads']} head(s), d_head = {cfg['d_head']}, float32. "
+             f"Time: {rows[0]['time_kind']} per call, {how}. "
+             "Memory: peak added by the first call at that size, on top of its inputs, in a fresh process.", ""]
+    for mask in cfg["masks"]:
+        by = {(r["impl"], r["T"]): r for r in rows if r["mask"] == mask}
+        Ts = sorted({r["T"] for r in rows if r["mask"] == mask})
+        title = "no mask" if mask == "none" else "causal mask (is_causal=True)"
+        lines += [f"## Time, {title}", "",
+                  "| T | " + " | ".join(f"{names[i]} (ms) | x torch" for i in others) + " | torch (ms) | rounds |",
+                  "|---:|" + "---:|---:|" * len(others) + "---:|---:|"]
+        for T in Ts:
+            cells = []
+            for i in others:
+                r = by.get((i, T))
+                cells += [f"{r['time_s'] * 1e3:.2f}", f"{r['time_ratio']:.1f}"] if r else ["-", "-"]
+            t = by[("torch", T)]
+            lines.append(f"| {T} | " + " | ".join(cells) + f" | {t['time_s'] * 1e3:.2f} | {len(t['times_s'])} |")
+        lines += ["", f"## Peak memory, {title}", "",
+                  f"MiB added by one call ({meta['memory_method']}); the last column is the size of one float32 "
+                  "(T, T) weight matrix per head.", "",
+                  "| T | " + " | ".join(names[i] for i in impls) + " | T x T float32 |",
+                  "|---:|" + "---:|" * (len(impls) + 1)]
+        for T in Ts:
+            cells = [f"{by[(i, T)]['peak_mib']:.1f}" if (i, T) in by else "-" for i in impls]
+            weights = T * T * 4 * cfg["heads"] / MIB
+            lines.append(f"| {T} | " + " | ".join(cells) + f" | {weights:.1f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _child(env, *args) -> object:
+    cmd = [sys.executable, str(Path(__file__).resolve()), *map(str, args)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != 0:
+        print(proc.stderr, file=sys.stderr)
+        raise SystemExit(f"child {' '.join(map(str, args))} failed with exit code {proc.returncode}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:
@@ -239,18 +290,26 @@ def main(argv=None) -> int:
     parser.add_argument("--block-sizes", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--threads", type=int, default=1,
                         help="CPU threads for every implementation (default 1: stable on a shared machine)")
-    parser.add_argument("--budget", type=float, default=1.0, help="seconds of timed repeats per case")
+    parser.add_argument("--budget", type=float, default=1.0, help="seconds of timed calls per implementation and T")
+    parser.add_argument("--causal", action=argparse.BooleanOptionalAction, default=True,
+                        help="also measure with the causal mask (default: on)")
     parser.add_argument("--fastpath", action=argparse.BooleanOptionalAction, default=None,
                         help="also time attnlib.scaled_dot_product_attention(backend='torch') "
                              "(default: on for --device cuda, off for cpu)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     parser.add_argument("--note", default="", help="free text stored with the results (e.g. machine load)")
-    parser.add_argument("--case", nargs=2, metavar=("IMPL", "T"), help=argparse.SUPPRESS)
+    parser.add_argument("--memory-case", nargs=3, metavar=("IMPL", "T", "MASK"), help=argparse.SUPPRESS)
+    parser.add_argument("--time-case", nargs=3, metavar=("IMPLS", "T", "MASK"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
-    if args.case:                                                    # child process: one CPU case
-        impl, T = args.case[0], int(args.case[1])
-        print(json.dumps(run_case_cpu(impl, T, args.heads, args.d_head, args.threads, args.budget)))
+    if args.memory_case:                                             # child process: one memory case
+        impl, T, mask = args.memory_case
+        print(json.dumps(memory_case_cpu(impl, int(T), args.heads, args.d_head, args.threads, mask == "causal")))
+        return 0
+    if args.time_case:                                               # child process: one T, all impls
+        impls, T, mask = args.time_case
+        print(json.dumps(time_case_cpu(impls.split(","), int(T), args.heads, args.d_head, args.threads,
+                                       mask == "causal", args.budget)))
         return 0
 
     import torch
@@ -262,6 +321,7 @@ def main(argv=None) -> int:
     Ts = [T for T in (2 ** p for p in range(7, 20)) if args.min_T <= T <= args.max_T]
     fastpath = ["fastpath"] if (args.fastpath if args.fastpath is not None else args.device == "cuda") else []
     impls = ["reference", *[f"tiled-{b}" for b in args.block_sizes], *fastpath, "torch"]
+    masks = ["none", "causal"] if args.causal else ["none"]
     labels = {"reference": "reference", "torch": "torch", "fastpath": "attnlib backend='torch'",
               **{f"tiled-{b}": f"tiled (block {b})" for b in args.block_sizes}}
     load_start = os.getloadavg()
@@ -269,40 +329,38 @@ def main(argv=None) -> int:
     rows = []
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1"}
-    for T in Ts:
-        for impl in impls:
+    common = ["--heads", args.heads, "--d-head", args.d_head, "--threads", args.threads, "--budget", args.budget]
+    for mask in masks:
+        for T in Ts:
             if args.device == "cpu":
-                cmd = [sys.executable, str(Path(__file__).resolve()), "--case", impl, str(T),
-                       "--heads", str(args.heads), "--d-head", str(args.d_head),
-                       "--threads", str(args.threads), "--budget", str(args.budget)]
-                proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-                if proc.returncode != 0:
-                    print(proc.stderr, file=sys.stderr)
-                    raise SystemExit(f"case {impl} T={T} failed with exit code {proc.returncode}")
-                row = json.loads(proc.stdout.strip().splitlines()[-1])
+                timed = _child(env, "--time-case", ",".join(impls), T, mask, *common)
+                for row in timed:
+                    row.update(_child(env, "--memory-case", row["impl"], T, mask, *common))
             else:
-                row = run_case_cuda(impl, T, args.heads, args.d_head, args.budget)
-            rows.append(row)
-            print(f"T={T:6d} {labels[impl]:>18s}: {row['time_s'] * 1e3:10.2f} ms  "
-                  f"({len(row['times_s'])} repeats)  peak +{row['peak_mib']:8.1f} MiB", flush=True)
-    for row in rows:
-        base = next(r for r in rows if r["T"] == row["T"] and r["impl"] == "torch")
-        row["time_ratio"] = ratio(row["time_s"], base["time_s"])
-        row["mem_ratio"] = ratio(row["peak_mib"], base["peak_mib"])
+                timed = [run_case_cuda(impl, T, args.heads, args.d_head, args.budget, mask == "causal")
+                         for impl in impls]
+                base = next(r for r in timed if r["impl"] == "torch")
+                for row in timed:
+                    row["time_ratio"] = ratio(row["time_s"], base["time_s"])
+            for row in timed:
+                row["mask"] = mask
+                rows.append(row)
+                print(f"{mask:6s} T={T:6d} {labels[row['impl']]:>18s}: {row['time_s'] * 1e3:10.2f} ms  "
+                      f"x{row['time_ratio']:.2f}  peak +{row['peak_mib']:8.1f} MiB", flush=True)
     load_end = os.getloadavg()
     methods = sorted({r["memory_method"] for r in rows})
     note = (f"Load average (1 min) {load_start[0]:.1f} at the start and {load_end[0]:.1f} at the end of the run "
-            f"on {os.cpu_count()} logical cores shared with other work. CPU time leaves out the moments other "
-            "work holds the core, but shared caches and memory bandwidth still make the figures noisy (a few "
-            "tens of percent); ratios within one run are more reliable than absolute times."
+            f"on {os.cpu_count()} logical cores, which other work may share: absolute times are noisy (tens of "
+            "percent), the interleaved ratios much less."
             if args.device == "cpu" else "")
     data = {
         "meta": {"date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
                  "machine": machine_description(args.device), "memory_method": ", ".join(methods),
-                 "wall_s": time.perf_counter() - started, "note": (note + " " + args.note).strip()},
+                 "wall_s": time.perf_counter() - started, "note": (note + " " + args.note).strip(),
+                 "command": "python bench/bench_attention.py " + " ".join(sys.argv[1:] if argv is None else argv)},
         "config": {"device": args.device, "heads": args.heads, "d_head": args.d_head, "dtype": "float32",
                    "threads": args.threads if args.device == "cpu" else None, "Ts": Ts, "impls": impls,
-                   "budget_s": args.budget},
+                   "masks": masks, "budget_s": args.budget, "block_sizes": args.block_sizes},
         "labels": labels,
         "rows": rows,
     }

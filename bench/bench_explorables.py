@@ -17,7 +17,7 @@ after a warm-up, in ``--runs`` fresh page loads; the table gives the median, the
 percentile and the maximum of the pooled samples, in ms.
 
 Usage:  .venv/bin/python bench/bench_explorables.py [--repeats 200] [--runs 3]
-Writes: bench/results/explorables.md
+Writes: bench/results/explorables.md and explorables.json
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ import argparse
 import datetime as dt
 import functools
 import http.server
+import json
 import math
 import os
 import platform
@@ -169,7 +170,11 @@ def main() -> None:
     out = ROOT / "bench" / "results" / "explorables.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines), encoding="utf-8")
-    print(f"wrote {out}")
+    data = {"date": dt.date.today().isoformat(), "chromium": version, "runs": args.runs, "repeats": args.repeats,
+            "T": T, "units": "ms", "views": {kind: {k: list(v) for k, v in stats.items()} for kind, stats in rows},
+            "worst_p95_layout_ms": worst, "html_kib": {kind: len(fig.html) / 1024 for kind, fig in figures.items()}}
+    out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {out} and {out.with_suffix('.json')}")
 
 
 if __name__ == "__main__":

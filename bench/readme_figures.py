@@ -1,0 +1,137 @@
+"""Write the README's "Measured figures" section from the committed benchmark outputs.
+
+Every number that section quotes is read from a file under ``bench/results/`` that a
+benchmark script wrote (its settings are stored beside the numbers), so that the README
+cannot drift from what was measured:
+
+* ``book.json``: ``bench/bench_book.py`` (each chapter executed in a fresh kernel);
+* ``attention_cpu.json``: ``bench/bench_attention.py`` (interleaved rounds, median ratios);
+* ``explorables.json``: ``bench/bench_explorables.py`` (headless Chromium).
+
+    python bench/readme_figures.py           # rewrite the section between the markers in README.md
+    python bench/readme_figures.py --check   # exit 1 if README.md differs from the results
+
+``tests/test_readme_figures.py`` runs the check, so a benchmark re-run that is not carried
+into the README (or a figure edited by hand) fails the tests.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+README = ROOT / "README.md"
+BEGIN = "<!-- figures:begin (written by bench/readme_figures.py from bench/results; do not edit by hand) -->"
+END = "<!-- figures:end -->"
+
+CHAPTER_NAMES = {
+    "intro.md": "preface",
+}
+
+
+def _load(name: str) -> dict | None:
+    path = RESULTS / name
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _chapter_label(path: str) -> str:
+    if path in CHAPTER_NAMES:
+        return f"{CHAPTER_NAMES[path]} (`{path}`)"
+    return f"`{path}`"
+
+
+def book_section(book: dict) -> list[str]:
+    lines = [f"Each chapter executed in a fresh kernel (`make bench`, `bench/bench_book.py`, "
+             f"{book['date']}, {book['machine']}; `bench/results/book.md`):", "",
+             "| chapter | execution (s) | peak RSS (MiB) |", "|---|---:|---:|"]
+    for row in book["chapters"]:
+        lines.append(f"| {_chapter_label(row['chapter'])} | {row['seconds']:.1f} | {row['peak_rss_mib']:.0f} |")
+    slowest = max(book["chapters"], key=lambda r: r["seconds"])
+    lines += ["", f"Slowest chapter: `{slowest['chapter']}`, {slowest['seconds']:.1f} s."]
+    if book.get("make_html_seconds") is not None:
+        lines += [f"The whole `make html` (every chapter executed, then Sphinx, from an empty `_build`) took "
+                  f"{book['make_html_seconds']:.1f} s."]
+    return lines
+
+
+def attention_section(att: dict) -> list[str]:
+    cfg, meta = att["config"], att["meta"]
+    rows = att["rows"]
+    T = max(cfg["Ts"])
+
+    def row(impl, mask):
+        return next(r for r in rows if r["impl"] == impl and r["T"] == T and r["mask"] == mask)
+
+    blocks = cfg["block_sizes"]
+    lines = [f"Attention on the CPU (`bench/bench_attention.py`, {meta['date'][:10]}; "
+             f"`bench/results/attention_cpu.md`): one head, d_head {cfg['d_head']}, {cfg['dtype']}, "
+             f"{cfg['threads']} thread; times are medians over rounds in which the implementations run "
+             "interleaved in one process, ratios are medians of the per-round ratio to PyTorch's fused "
+             f"kernel (`torch.nn.functional.scaled_dot_product_attention`).  At T = {T}:", "",
+             "| implementation | no mask: ms | x torch | causal: ms | x torch | peak memory added (MiB) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for impl in cfg["impls"]:
+        a, c = row(impl, "none"), row(impl, "causal") if "causal" in cfg["masks"] else None
+        label = att["labels"][impl]
+        if impl.startswith("tiled-") and int(impl.split("-")[1]) == 128:
+            label += ", the default"
+        causal = [f"{c['time_s'] * 1e3:.0f}", f"{c['time_ratio']:.1f}"] if c else ["-", "-"]
+        lines.append(f"| {label} | {a['time_s'] * 1e3:.0f} | {a['time_ratio']:.1f} | "
+                     + " | ".join(causal) + f" | {a['peak_mib']:.1f} |")
+    weights = T * T * 4 / 2 ** 20
+    lines += ["", f"One float32 T x T weight matrix is {weights:.0f} MiB at this length; the reference path "
+              "holds the scores and the weights, `tiled_attention` never more than a few "
+              f"(block x block) tiles (block sizes measured: {', '.join(map(str, blocks))}).  "
+              "GPU figures have not been measured (no GPU was available; `--device cuda` is implemented)."]
+    return lines
+
+
+def explorables_section(xp: dict) -> list[str]:
+    worst = xp["worst_p95_layout_ms"]
+    best = min(v["layout"][1] for v in xp["views"].values())
+    return [f"Explorables in headless Chromium {xp['chromium']}, T = {xp['T']} "
+            f"(`bench/bench_explorables.py`, {xp['date']}; `bench/results/explorables.md`): one update, "
+            f"including layout and raster, takes {best:.1f}-{worst:.1f} ms at the 95th percentile "
+            f"({'inside' if worst < 16.7 else 'over'} one 16.7 ms frame)."]
+
+
+def render() -> str:
+    parts = []
+    for name, section in (("book.json", book_section), ("attention_cpu.json", attention_section),
+                          ("explorables.json", explorables_section)):
+        data = _load(name)
+        if data is not None:
+            parts.append("\n".join(section(data)))
+    return "\n\n".join([BEGIN, *parts, END])
+
+
+def replace_block(readme: str, block: str) -> str:
+    if BEGIN not in readme or END not in readme:
+        raise SystemExit(f"README.md lacks the markers {BEGIN!r} ... {END!r}")
+    head, rest = readme.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return head + block + tail
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date")
+    args = parser.parse_args(argv)
+    current = README.read_text(encoding="utf-8")
+    wanted = replace_block(current, render())
+    if args.check:
+        if wanted != current:
+            print("README.md's measured figures differ from bench/results: run python bench/readme_figures.py",
+                  file=sys.stderr)
+            return 1
+        return 0
+    README.write_text(wanted, encoding="utf-8")
+    print("README.md: measured figures rewritten from bench/results")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

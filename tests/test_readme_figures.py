@@ -1,0 +1,45 @@
+"""The README's measured figures are the committed benchmark outputs, not numbers typed by hand."""
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("readme_figures", ROOT / "bench" / "readme_figures.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_readme_figures_match_the_benchmark_outputs():
+    mod = _module()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert mod.BEGIN in readme and mod.END in readme, "README.md lost its figures markers"
+    assert mod.replace_block(readme, mod.render()) == readme, \
+        "README.md's measured figures differ from bench/results: run python bench/readme_figures.py"
+
+
+def test_every_results_file_the_readme_quotes_exists_and_states_its_settings():
+    for name, keys in (("book.json", ("date", "machine", "chapters")),
+                       ("attention_cpu.json", ("meta", "config", "rows")),
+                       ("explorables.json", ("date", "chromium", "runs", "repeats", "views"))):
+        data = json.loads((ROOT / "bench" / "results" / name).read_text())
+        for key in keys:
+            assert key in data, f"bench/results/{name} has no {key!r}"
+
+
+def test_a_changed_result_changes_the_readme(tmp_path, monkeypatch):
+    # The check can fail: edit one measured time and the rendered section differs.
+    mod = _module()
+    before = mod.render()
+    results = tmp_path / "results"
+    results.mkdir()
+    for f in (ROOT / "bench" / "results").glob("*.json"):
+        (results / f.name).write_text(f.read_text())
+    book = json.loads((results / "book.json").read_text())
+    book["chapters"][0]["seconds"] += 1.0
+    (results / "book.json").write_text(json.dumps(book))
+    monkeypatch.setattr(mod, "RESULTS", results)
+    assert mod.render() != before
