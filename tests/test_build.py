@@ -71,16 +71,10 @@ def test_package_data_covers_every_static_and_data_file():
 
 
 def test_runtime_dependencies_cover_every_import():
-    """Every third-party module attnlib imports belongs to a distribution listed in
-    pyproject.toml (or installed by one of them), and nothing listed is unused."""
+    """Every third-party module attnlib imports belongs to a distribution that pyproject.toml
+    lists itself (not one that only arrives as a dependency of another), and nothing listed
+    is unused."""
     declared = {canonicalize_name(Requirement(r).name) for r in PYPROJECT["project"]["dependencies"]}
-    # distributions that the declared ones bring in themselves
-    brought = set(declared)
-    for name in declared:
-        for r in md.requires(name) or []:
-            req = Requirement(r)
-            if not req.marker or req.marker.evaluate({"extra": ""}):
-                brought.add(canonicalize_name(req.name))
     dist_of = md.packages_distributions()
     imported = set()
     for path in (ROOT / "attnlib").rglob("*.py"):
@@ -96,7 +90,7 @@ def test_runtime_dependencies_cover_every_import():
             continue   # located with importlib.util.find_spec, installed with --no-deps (Makefile)
         dists = {canonicalize_name(d) for d in dist_of.get(module, [])}
         assert dists, f"attnlib imports {module!r}, which no installed distribution provides"
-        assert dists & brought, f"attnlib imports {module!r} ({dists}) but pyproject.toml does not depend on it"
+        assert dists & declared, f"attnlib imports {module!r} ({dists}) but pyproject.toml does not depend on it"
         used |= dists
     unused = declared - used
     assert not unused, f"pyproject.toml depends on {unused}, which attnlib never imports"
@@ -188,3 +182,37 @@ def test_chapter_runner_uses_the_book_timeout():
     import yaml
     assert execute_notebook.book_cell_timeout() == yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]
     assert 60 <= execute_notebook.book_cell_timeout() <= 300, "a per-cell timeout of 1-5 minutes"
+
+
+@pytest.mark.book
+def test_book_build_fails_fast_naming_a_hung_cell(tmp_path):
+    """The book's own configuration, with a 5 s cell limit, on a one-page book whose second
+    cell hangs: `jupyter-book build` must fail (exit status), soon, naming the page and the cell."""
+    import shutil
+    import time
+
+    import yaml
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["execute"]["allow_errors"] is False
+    assert config["sphinx"]["config"]["nb_execution_raise_on_error"] is True
+    config["execute"]["timeout"] = 5
+    (tmp_path / "_config.yml").write_text(yaml.safe_dump(config))
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: hung\n")
+    for item in ("_ext", "_static"):
+        shutil.copytree(ROOT / item, tmp_path / item)
+    shutil.copy(ROOT / "references.bib", tmp_path)
+    (tmp_path / "hung.md").write_text(
+        "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+        "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n"
+        "# Hung\n\n```{code-cell} ipython3\nx = 1\n```\n\n"
+        "```{code-cell} ipython3\nimport time\ntime.sleep(300)  # never finishes in time\n```\n")
+    t0 = time.perf_counter()
+    proc = subprocess.run([str(Path(sys.executable).with_name("jupyter-book")), "build", str(tmp_path),
+                           "--warningiserror", "--nitpick", "--builder", "html"],
+                          capture_output=True, text=True, timeout=240)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0, "a hung cell must fail the build"
+    assert time.perf_counter() - t0 < 180
+    assert "CellTimeoutError" in log and "after 5 seconds" in log, log[-3000:]
+    assert f"ExecutionError: {tmp_path / 'hung.md'}" in log, log[-3000:]   # the page
+    assert "time.sleep(300)  # never finishes in time" in log                # the cell

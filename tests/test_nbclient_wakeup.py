@@ -113,9 +113,10 @@ def _bench_module():
 
 
 def test_output_widget_cells_never_stall(fix_state):
-    """40 `interact` cells in a real kernel.  Without the fix about 6 % of such cells stall
-    (17 of 300 in bench/results/nbclient_wakeup.md), so this fails in about 9 of 10 runs if
-    the fix is removed; with it, no cell may wait for its timeout."""
+    """40 `interact` cells in a real kernel.  Without the fix 3-6 % of such cells stall
+    (bench/bench_nbclient_wakeup.py: 17 and 9 of 300 in two measurements), so this fails in
+    70-90 % of runs if the fix is removed (3 of 3 when tried); with it, no cell may wait for
+    its timeout."""
     nbclient_wakeup.install()
     bench = _bench_module()
     nb = bench.widget_notebook(40)
