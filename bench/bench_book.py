@@ -1,13 +1,16 @@
 """Whole-book benchmark: each chapter's execution time and peak memory, and `make html`.
 
 Each chapter runs in a fresh process (jupytext -> nbclient, a fresh kernel), the way the
-book build runs it.  Peak RSS is the kernel's high-water mark, read from
+book build runs it: ``_ext/execute_notebook.py``, with the book's per-cell timeout
+(``execute.timeout`` in ``_config.yml``) and the nbclient wake-up fix
+(``_ext/nbclient_wakeup.py``); a cell that fails or times out stops the benchmark and is named.  Peak RSS is the kernel's high-water mark, read from
 ``getrusage(RUSAGE_CHILDREN).ru_maxrss`` of that process once the kernel has exited
 (Linux reports the largest descendant).  Then the full ``make html`` build is timed.
 
 Usage:  .venv/bin/python bench/bench_book.py [--no-build] [chapters/05_masking.md ...]
 Writes: bench/results/book.json and bench/results/book.md (a table; the README quotes it).
-Units: seconds (wall clock) and MiB (peak resident set size).
+Units: seconds (wall clock) and MiB (peak resident set size).  The slowest cell of each
+chapter is recorded too (its index in the executed notebook and its seconds).
 """
 from __future__ import annotations
 
@@ -27,13 +30,15 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 
 RUN_ONE = r"""
-import resource, sys, time, jupytext, nbclient
-nb = jupytext.read(sys.argv[1])
-t0 = time.perf_counter()
-nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
-                        resources={"metadata": {"path": sys.argv[2]}}).execute()
-seconds = time.perf_counter() - t0
-print(seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+import resource, sys
+sys.path.insert(0, sys.argv[2])
+from execute_notebook import ChapterError, execute_chapter
+try:
+    r = execute_chapter(sys.argv[1])
+except ChapterError as err:
+    sys.exit(f"FAILED: {err}")
+index, cell_seconds, _ = max(r["cells"], key=lambda c: c[1])
+print(r["seconds"], resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, index, cell_seconds)
 """
 
 
@@ -45,12 +50,13 @@ def toc_sources() -> list[Path]:
 
 def run_chapter(path: Path) -> dict:
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    proc = subprocess.run([sys.executable, "-c", RUN_ONE, str(path), str(path.parent)],
+    proc = subprocess.run([sys.executable, "-c", RUN_ONE, str(path), str(ROOT / "_ext")],
                           capture_output=True, text=True, env=env, cwd=ROOT)
     if proc.returncode != 0:
         raise SystemExit(f"{path.name} failed:\n{proc.stderr[-3000:]}")
-    seconds, rss_mib = map(float, proc.stdout.split()[-2:])
-    return {"chapter": str(path.relative_to(ROOT)), "seconds": round(seconds, 1), "peak_rss_mib": round(rss_mib)}
+    seconds, rss_mib, cell, cell_seconds = map(float, proc.stdout.split()[-4:])
+    return {"chapter": str(path.relative_to(ROOT)), "seconds": round(seconds, 1), "peak_rss_mib": round(rss_mib),
+            "slowest_cell": int(cell), "slowest_cell_seconds": round(cell_seconds, 1)}
 
 
 def main() -> None:
@@ -63,7 +69,8 @@ def main() -> None:
     for p in paths:
         row = run_chapter(p)
         rows.append(row)
-        print(f"{row['chapter']:<40} {row['seconds']:>7.1f} s {row['peak_rss_mib']:>7d} MiB", flush=True)
+        print(f"{row['chapter']:<40} {row['seconds']:>7.1f} s {row['peak_rss_mib']:>7d} MiB   slowest cell "
+              f"{row['slowest_cell']}: {row['slowest_cell_seconds']} s", flush=True)
     build_seconds = None
     if not args.no_build:
         # from an empty _build: Sphinx would otherwise skip unchanged pages and execute nothing
@@ -82,8 +89,9 @@ def main() -> None:
     if not args.chapters:
         (RESULTS / "book.json").write_text(json.dumps(report, indent=2) + "\n")
         lines = [f"Measured {report['date']} on {report['machine']}.", "",
-                 "| chapter | execution (s) | peak RSS (MiB) |", "|---|---:|---:|"]
-        lines += [f"| {r['chapter']} | {r['seconds']} | {r['peak_rss_mib']} |" for r in rows]
+                 "| chapter | execution (s) | peak RSS (MiB) | slowest cell (index: s) |", "|---|---:|---:|---:|"]
+        lines += [f"| {r['chapter']} | {r['seconds']} | {r['peak_rss_mib']} | "
+                  f"{r['slowest_cell']}: {r['slowest_cell_seconds']} |" for r in rows]
         if build_seconds is not None:
             lines += ["", f"`make html` (every chapter executed, then Sphinx): {build_seconds} s"]
         (RESULTS / "book.md").write_text("\n".join(lines) + "\n")

