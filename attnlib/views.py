@@ -15,7 +15,7 @@ each following one reading of matrix multiplication as Gilbert Strang teaches it
   times row ``j`` of ``V``, one piece per key.
 
 They are for teaching and testing, not speed: each must equal ``@`` / ``torch.einsum`` up to
-rounding.  :func:`head_qkv` provides real inputs: one head's ``q, k, v`` in the pretrained
+rounding, also for empty inputs (a sum over ``T_k = 0`` keys or ``d_k = 0`` features is 0).  :func:`head_qkv` provides real inputs: one head's ``q, k, v`` in the pretrained
 encoder for a sentence.
 
 Shapes legend: ``B`` batch, ``H`` heads, ``T_q`` queries, ``T_k`` keys, ``d_k`` query/key
