@@ -23,7 +23,9 @@ import torch
 
 __all__ = [
     "tensor", "floating", "shape_of", "positive_int", "non_negative_int", "real", "flag",
-    "index", "choice", "float_dtype", "text", "same_device",
+    "index", "choice", "float_dtype", "text", "same_device", "device", "dim", "min_dims",
+    "distribution",
+    "DISTRIBUTION_ATOL",
 ]
 
 
@@ -34,15 +36,22 @@ def shape_of(t) -> tuple:
 
 def tensor(x, name: str = "input") -> torch.Tensor:
     """``x`` as a tensor: tensors pass through unchanged, numpy arrays are wrapped (sharing
-    memory, on the CPU).
+    memory, on the CPU; an array with negative strides, such as ``np.flip(a)``, is copied).
 
     Raises:
-        TypeError: ``x`` is neither a ``torch.Tensor`` nor a ``numpy.ndarray``.
+        TypeError: ``x`` is neither a ``torch.Tensor`` nor a ``numpy.ndarray``, or is an
+            array of a dtype torch has no counterpart for (object, str, ...).
     """
     if isinstance(x, torch.Tensor):
         return x
     if isinstance(x, np.ndarray):
-        return torch.from_numpy(x)
+        if any(s < 0 for s in x.strides):
+            x = np.ascontiguousarray(x)
+        try:
+            return torch.from_numpy(x)
+        except TypeError:
+            raise TypeError(f"{name} must hold numbers or booleans, got a numpy array of dtype "
+                            f"{x.dtype}") from None
     raise TypeError(f"{name} must be a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
 
 
@@ -102,7 +111,7 @@ def real(value, name: str, *, low: float | None = None, high: float | None = Non
         ValueError: NaN, infinite (unless ``allow_inf``), or outside the range.
     """
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_complex \
-            and value.dtype != torch.bool:
+            and value.dtype != torch.bool and value.device.type != "meta":
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
@@ -149,8 +158,8 @@ def choice(value, options, name: str):
         ValueError: anything else; the message lists the options.
     """
     try:
-        ok = value in options
-    except TypeError:  # unhashable value and a set of options
+        ok = bool(value in options)
+    except (TypeError, ValueError, RuntimeError):  # unhashable, or an array compared elementwise
         ok = False
     if not ok:
         listed = ", ".join(repr(o) for o in options)
@@ -201,3 +210,87 @@ def same_device(**tensors) -> torch.device:
         listed = ", ".join(f"{n} {d}" for n, d in devices.items())
         raise ValueError(f"{', '.join(devices)} must be on one device, got {listed}")
     return next(iter(devices.values()))
+
+
+def device(value, name: str = "device") -> torch.device | None:
+    """``value`` as a ``torch.device`` (``None`` stays ``None``: "the default").  Accepts a
+    ``torch.device``, a name such as ``"cpu"`` or ``"cuda:0"``, or a CUDA index.
+
+    Raises:
+        TypeError: not a device, str or int.
+        ValueError: not a device name, or a CUDA device on a machine without one.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (torch.device, str, int)):
+        raise TypeError(f"{name} must be a torch.device or a name such as 'cpu', "
+                        f"got {type(value).__name__} {value!r}")
+    try:
+        dev = torch.device(value)
+    except RuntimeError:
+        raise ValueError(f"{name} must name a device such as 'cpu' or 'cuda', got {value!r}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name} {value!r} asks for CUDA, which this machine does not have")
+    return dev
+
+
+def dim(value, ndim: int, name: str = "dim") -> int:
+    """A dimension of a tensor with ``ndim`` dimensions, normalised to ``0 .. ndim-1``.
+    Negative values count from the end; a 0-d tensor accepts ``0`` and ``-1``, as in PyTorch.
+
+    Raises:
+        TypeError: not an int.  ValueError: outside ``-ndim .. ndim-1``.
+    """
+    if not _is_int(value):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    size = max(ndim, 1)
+    if not -size <= value < size:
+        raise ValueError(f"{name} must be in -{size}..{size - 1} for a {ndim}-d tensor, got {value}")
+    return int(value) % size
+
+
+def min_dims(t: torch.Tensor, n: int, name: str, form: str = "") -> torch.Tensor:
+    """``t`` if it has at least ``n`` dimensions; ``form`` (e.g. ``"(..., T, d)"``) goes in
+    the message.
+
+    Raises:
+        ValueError: fewer than ``n`` dimensions.
+    """
+    if t.dim() < n:
+        form = f" {form}" if form else ""
+        raise ValueError(f"{name} must have at least {n} dimensions{form}, got shape {shape_of(t)}")
+    return t
+
+
+#: How far from 1 a probability vector may sum, at least: rounding in float32 over a few
+#: thousand entries stays below 1e-5, and a hand-typed ``[0.33, 0.33, 0.33]`` (0.99) is refused.
+#: For float16 and bfloat16 the bound is ``4 * eps`` of the dtype (about 4e-3 and 3e-2).
+DISTRIBUTION_ATOL = 1e-3
+
+
+def distribution(p: torch.Tensor, dim: int, name: str = "weights") -> torch.Tensor:
+    """``p`` if every slice along ``dim`` is a probability vector: no NaN or infinity, no
+    negative entry, and a sum within ``max(DISTRIBUTION_ATOL, 4 * eps(dtype))`` of 1.  An
+    all-zero slice is accepted too: it is how attnlib writes the weights of a query that may
+    attend to nothing (a fully masked row).  The sums are taken in float64.  Empty tensors
+    and tensors on the ``meta`` device (no values) pass unchecked.
+
+    Raises:
+        ValueError: the first problem found, with an example value.
+    """
+    if p.numel() == 0 or p.device.type == "meta":
+        return p
+    if not bool(torch.isfinite(p).all()):
+        bad = p[~torch.isfinite(p)].flatten()[0].item()
+        raise ValueError(f"{name} must be probabilities, found {bad}")
+    if bool((p < 0).any()):
+        raise ValueError(f"{name} must be probabilities (non-negative), found {p.min().item():.6g}")
+    tol = max(DISTRIBUTION_ATOL, 4 * torch.finfo(p.dtype).eps)
+    total = p.sum(dim=dim, dtype=torch.float64)
+    bad = ((total - 1).abs() > tol) & (total != 0)
+    if bool(bad.any()):
+        raise ValueError(
+            f"{name} must sum to 1 along dim {dim} (within {tol:.3g}; or to 0 for a fully masked "
+            f"row), found a sum of {total[bad].flatten()[0].item():.6g}"
+        )
+    return p

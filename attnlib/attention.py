@@ -13,105 +13,126 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .devices import as_tensor
-from .masks import causal_mask
-from .softmax import softmax
+from . import _validate
+from .masks import apply_mask, causal_mask, prepare_mask
+from .softmax import compute_dtype, softmax
 
-__all__ = ["scaled_dot_product_attention", "attention_scores", "check_qkv", "prepare_mask"]
+__all__ = ["scaled_dot_product_attention", "attention_scores", "check_qkv", "check_qk",
+           "prepare_mask", "resolve_scale"]
 
 
-def _shape(t: torch.Tensor) -> tuple:
-    return tuple(t.shape)
+def _check_inputs(named: dict) -> dict:
+    """Tensors, floating point, at least 2-D, one dtype, one device (in that order)."""
+    tensors = {}
+    for name, x in named.items():
+        t = _validate.min_dims(_validate.tensor(x, name), 2, name, "(..., T, d)")
+        tensors[name] = _validate.floating(t, name)
+    dtypes = {t.dtype for t in tensors.values()}
+    if len(dtypes) > 1:
+        listed = ", ".join(f"{n} {t.dtype}" for n, t in tensors.items())
+        raise TypeError(f"{', '.join(tensors)} must share a dtype, got {listed}")
+    _validate.same_device(**tensors)
+    return tensors
+
+
+def _check_d_k(q: torch.Tensor, k: torch.Tensor) -> None:
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must share d_k (last dimension): q {_validate.shape_of(q)} vs k {_validate.shape_of(k)}"
+        )
+    if q.shape[-1] == 0:
+        raise ValueError(
+            f"q and k must have d_k >= 1 (a query or key of width 0 has no direction): "
+            f"q {_validate.shape_of(q)}, k {_validate.shape_of(k)}"
+        )
+
+
+def _check_batch(**tensors) -> tuple:
+    try:
+        return tuple(torch.broadcast_shapes(*(t.shape[:-2] for t in tensors.values())))
+    except RuntimeError:
+        listed = ", ".join(f"{n} {_validate.shape_of(t)}" for n, t in tensors.items())
+        raise ValueError(
+            f"the leading (batch) dimensions of {', '.join(tensors)} must broadcast: {listed}"
+        ) from None
+
+
+def check_qk(q, k) -> tuple[torch.Tensor, torch.Tensor]:
+    """Convert ``q, k`` to tensors and check that they fit together (see :func:`check_qkv`;
+    nothing here mentions a ``v``).
+
+    Raises:
+        TypeError: an input is not a tensor/numpy array or not floating point, or the two
+            differ in dtype.
+        ValueError: an input has fewer than 2 dimensions; q and k differ in ``d_k``, or
+            ``d_k = 0``; the batch dimensions do not broadcast; different devices.
+    """
+    t = _check_inputs({"q": q, "k": k})
+    q, k = t["q"], t["k"]
+    _check_d_k(q, k)
+    _check_batch(q=q, k=k)
+    return q, k
 
 
 def check_qkv(q, k, v) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Convert ``q, k, v`` to tensors and check that they fit together.
 
+    Shapes:
+        q: ``(..., T_q, d_k)``, k: ``(..., T_k, d_k)``, v: ``(..., T_k, d_v)``, with batch
+        dimensions that broadcast.  ``T_q``, ``T_k`` and ``d_v`` may be 0; ``d_k`` may not.
+
     Raises:
         TypeError: an input is not a tensor/numpy array, is not floating point, or the
             three differ in dtype.
-        ValueError: an input has fewer than 2 dimensions; q and k differ in ``d_k``;
-            k and v differ in ``T_k``; the leading (batch) dimensions do not broadcast;
-            the inputs are on different devices.
+        ValueError: an input has fewer than 2 dimensions; q and k differ in ``d_k`` or
+            ``d_k = 0``; k and v differ in ``T_k``; the leading (batch) dimensions do not
+            broadcast; the inputs are on different devices.
     """
-    q, k, v = as_tensor(q, "q"), as_tensor(k, "k"), as_tensor(v, "v")
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() < 2:
-            raise ValueError(
-                f"{name} must have at least 2 dimensions (..., T, d), got shape {_shape(t)}"
-            )
-        if not t.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(
-            f"q, k and v must share a dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}"
-        )
-    if not (q.device == k.device == v.device):
-        raise ValueError(
-            f"q, k and v must be on one device, got q {q.device}, k {k.device}, v {v.device}"
-        )
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must share d_k (last dimension): q {_shape(q)} vs k {_shape(k)}"
-        )
+    t = _check_inputs({"q": q, "k": k, "v": v})
+    q, k, v = t["q"], t["k"], t["v"]
+    _check_d_k(q, k)
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
-            f"k and v must share T_k (second-to-last dimension): k {_shape(k)} vs v {_shape(v)}"
+            f"k and v must share T_k (second-to-last dimension): k {_validate.shape_of(k)} "
+            f"vs v {_validate.shape_of(v)}"
         )
-    try:
-        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            "the leading (batch) dimensions of q, k and v must broadcast: "
-            f"q {_shape(q)}, k {_shape(k)}, v {_shape(v)}"
-        ) from None
+    _check_batch(q=q, k=k, v=v)
     return q, k, v
 
 
-def prepare_mask(mask, batch_shape: tuple, T_q: int, T_k: int, device) -> torch.Tensor:
-    """Check a user mask and return it as a tensor on ``device``.
+def resolve_scale(scale, d_k: int) -> float:
+    """``scale`` as a float, ``1/sqrt(d_k)`` when it is ``None``.  Any finite real number is
+    accepted (0 gives uniform weights, a negative scale reverses the preferences), as in
+    PyTorch.
 
     Raises:
-        TypeError: not a tensor/numpy array, or neither bool nor floating point.
-        ValueError: does not broadcast to ``(*batch_shape, T_q, T_k)``, or lives on
-            another device.
+        TypeError: not a real number.  ValueError: NaN or infinite.
     """
-    mask = as_tensor(mask, "mask")
-    if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(
-            "mask must be bool (True = may attend) or floating point (added to the scores), "
-            f"got dtype {mask.dtype}"
-        )
-    target = (*batch_shape, T_q, T_k)
-    try:
-        ok = torch.broadcast_shapes(mask.shape, target) == torch.Size(target)
-    except RuntimeError:
-        ok = False
-    if not ok:
-        raise ValueError(
-            f"mask of shape {_shape(mask)} does not broadcast to the scores' shape "
-            f"(..., T_q, T_k) = {target}"
-        )
-    if mask.device != torch.device(device):
-        raise ValueError(f"mask is on {mask.device} but q, k, v are on {device}")
-    return mask
+    if scale is None:
+        return 1.0 / math.sqrt(d_k)
+    return _validate.real(scale, "scale")
 
 
 def attention_scores(q, k, scale: float | None = None) -> torch.Tensor:
     """Scaled scores ``S = Q K^T * scale`` before any mask or softmax.
 
     Entry ``(..., i, j)`` is the dot product of query row ``i`` with key row ``j``, times
-    ``scale`` (default ``1/sqrt(d_k)``).
+    ``scale`` (default ``1/sqrt(d_k)``).  Computed in the inputs' dtype.
 
     Shapes:
         q: ``(..., T_q, d_k)``, k: ``(..., T_k, d_k)``; result: ``(..., T_q, T_k)``.
 
+    Raises:
+        TypeError: as :func:`check_qk`, or ``scale`` is not a real number.
+        ValueError: as :func:`check_qk`, or ``scale`` is NaN or infinite.
+
+    Source: Vaswani et al. (2017), "Attention Is All You Need", eq. (1), inside the softmax.
+
     >>> attention_scores(torch.ones(2, 4), torch.ones(3, 4)).shape
     torch.Size([2, 3])
     """
-    q, k, _ = check_qkv(q, k, k)
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
+    q, k = check_qk(q, k)
+    scale = resolve_scale(scale, q.shape[-1])
     return (q @ k.transpose(-2, -1)) * scale  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
 
 
@@ -129,9 +150,20 @@ def scaled_dot_product_attention(
     * ``is_causal=True`` applies :func:`attnlib.causal_mask`, whose lower triangle is
       aligned to the top-left corner when ``T_q != T_k``.  Passing ``mask`` as well is an
       error, as in PyTorch.
-    * ``scale`` defaults to ``1/sqrt(d_k)``.
-    * **Fully masked rows**: a query whose every key is masked gets weights of exactly 0
-      and an output of exactly 0, never NaN (PyTorch's kernels do the same).
+    * ``scale`` defaults to ``1/sqrt(d_k)``; any finite real number is accepted.
+    * **Fully masked rows**: a query whose every key is removed (``False`` or ``-inf``)
+      gets weights of exactly 0 and an output of exactly 0, never NaN, as with PyTorch's
+      kernel.  The same holds for ``T_k = 0`` (no keys at all); ``T_q = 0`` gives an empty
+      output.
+    * **Finite minimums are not removals.**  A float mask that writes
+      ``torch.finfo(dtype).min`` instead of ``-inf`` (Hugging Face's extended masks) is added
+      like any bias.  Keys with it get weight 0 while the row has an unmasked key; a row
+      whose every key has it is *not* fully masked: it gets ``softmax(S + min)``, which for
+      a float32 or bfloat16 minimum is the uniform row ``1/T_k`` (the sum rounds every
+      score to the same value; ``out`` is then the mean of the value rows), and for a
+      float16 minimum (``-65504``) added in float32 is ``softmax(S)`` itself.  PyTorch's
+      kernel gives the same numbers.  For zeros, convert first:
+      ``mask = attnlib.to_boolean(mask)``.
     * Scores and softmax are computed in float32 for float16/bfloat16 inputs; the
       weights are cast back to the input dtype before multiplying the values.
 
@@ -139,6 +171,7 @@ def scaled_dot_product_attention(
         backend: ``"reference"`` (default) computes the steps explicitly and returns the
             weights.  ``"torch"`` defers to PyTorch's fused kernel, which never forms the
             weight matrix, and returns ``weights=None``; use it when only ``out`` is needed.
+            A float mask is cast to the dtype of ``q`` for that kernel.
 
     Shapes:
         q: ``(..., T_q, d_k)``, k: ``(..., T_k, d_k)``, v: ``(..., T_k, d_v)``,
@@ -146,11 +179,12 @@ def scaled_dot_product_attention(
         Returns ``out`` ``(..., T_q, d_v)`` and ``weights`` ``(..., T_q, T_k)``.
 
     Raises:
-        TypeError: non-tensor input, non-float q/k/v, mixed dtypes, or a mask that is
-            neither bool nor float.
-        ValueError: rank below 2, ``d_k`` mismatch between q and k, ``T_k`` mismatch
-            between k and v, batch dimensions that do not broadcast, a mask that does not
-            broadcast, ``mask`` together with ``is_causal=True``, an unknown backend.
+        TypeError: non-tensor input, non-float q/k/v, mixed dtypes, a mask that is
+            neither bool nor float, ``is_causal`` not a bool, ``scale`` not a real number.
+        ValueError: rank below 2, ``d_k`` mismatch between q and k or ``d_k = 0``, ``T_k``
+            mismatch between k and v, batch dimensions that do not broadcast, inputs or mask
+            on different devices, a mask that does not broadcast, ``mask`` together with
+            ``is_causal=True``, a NaN or infinite ``scale``, an unknown backend.
 
     Source: Vaswani et al. (2017), "Attention Is All You Need", eq. (1).
 
@@ -159,34 +193,25 @@ def scaled_dot_product_attention(
     >>> out.shape, weights.shape
     (torch.Size([2, 5, 3]), torch.Size([2, 5, 7]))
     """
-    if backend not in ("reference", "torch"):
-        raise ValueError(f"backend must be 'reference' or 'torch', got {backend!r}")
+    _validate.choice(backend, ("reference", "torch"), "backend")
     q, k, v = check_qkv(q, k, v)
-    if mask is not None and is_causal:
-        raise ValueError(
-            "pass either mask or is_causal=True, not both (as in PyTorch); to combine a "
-            "causal mask with another boolean mask, use causal_mask(T_q, T_k) & mask"
-        )
     T_q, T_k, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
-    batch_shape = tuple(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
-    if mask is not None:
-        mask = prepare_mask(mask, batch_shape, T_q, T_k, q.device)
-    if scale is None:
-        scale = 1.0 / math.sqrt(d_k)
+    batch_shape = _check_batch(q=q, k=k, v=v)
+    mask = prepare_mask(mask, batch_shape, T_q, T_k, q.device, is_causal=is_causal)
+    is_causal = bool(is_causal)
+    scale = resolve_scale(scale, d_k)
 
     if backend == "torch":
+        if mask is not None and mask.dtype != torch.bool:
+            mask = mask.to(q.dtype)                                      # the kernel wants q's dtype
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
         return out, None
 
-    compute = torch.float32 if q.dtype in (torch.float16, torch.bfloat16) else q.dtype
+    compute = compute_dtype(q.dtype)
     scores = (q.to(compute) @ k.to(compute).transpose(-2, -1)) * scale  # (..., T_q, T_k)
     if is_causal:
         mask = causal_mask(T_q, T_k, device=q.device)                    # (T_q, T_k)
-    if mask is not None:
-        if mask.dtype == torch.bool:
-            scores = scores.masked_fill(~mask, float("-inf"))            # removed keys
-        else:
-            scores = scores + mask.to(compute)                           # additive bias
+    scores = apply_mask(scores, mask)
     weights = softmax(scores, dim=-1).to(q.dtype)                        # (..., T_q, T_k), rows sum to 1 (or 0)
     out = weights @ v                                                    # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)
     return out, weights

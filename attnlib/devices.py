@@ -5,8 +5,9 @@ function follows the device and dtype of the tensors it is given.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
+
+from . import _validate
 
 __all__ = ["default_device", "as_tensor"]
 
@@ -22,16 +23,14 @@ def default_device() -> torch.device:
 
 def as_tensor(x, name: str = "input") -> torch.Tensor:
     """Return ``x`` as a tensor: tensors pass through unchanged, numpy arrays are converted
-    (sharing memory, on the CPU).
+    (sharing memory, on the CPU).  The public name of :func:`attnlib._validate.tensor`.
 
     Raises:
-        TypeError: when ``x`` is neither a ``torch.Tensor`` nor a ``numpy.ndarray``;
-            the message names ``name`` and the type that arrived.
+        TypeError: when ``x`` is neither a ``torch.Tensor`` nor a ``numpy.ndarray`` (or is an
+            array of strings or objects); the message names ``name`` and what arrived.
+
+    >>> import numpy as np
+    >>> as_tensor(np.zeros((2, 3))).shape
+    torch.Size([2, 3])
     """
-    if isinstance(x, torch.Tensor):
-        return x
-    if isinstance(x, np.ndarray):
-        return torch.from_numpy(x)
-    raise TypeError(
-        f"{name} must be a torch.Tensor or numpy.ndarray, got {type(x).__name__}"
-    )
+    return _validate.tensor(x, name)

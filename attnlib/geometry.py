@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import torch
 
-from .devices import as_tensor
+from . import _validate
 
 __all__ = ["convex_hull_2d", "in_convex_hull_2d", "support_excess"]
 
 
 def _points(x, name: str, *, width: int | None = None) -> torch.Tensor:
-    t = as_tensor(x, name)
-    if not t.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    t = _validate.floating(x, name)
     if t.dim() != 2 or (width is not None and t.shape[1] != width):
         form = f"(N, {width})" if width is not None else "(N, d)"
         raise ValueError(f"{name} must have shape {form}, got {tuple(t.shape)}")
     if t.shape[0] == 0:
         raise ValueError(f"{name} must hold at least one point, got shape {tuple(t.shape)}")
+    if t.device.type == "meta":
+        raise ValueError(f"{name} must hold values, got a tensor on the meta device")
     if not bool(torch.isfinite(t).all()):
         raise ValueError(f"{name} must be finite (no NaN or infinity)")
     return t
@@ -90,12 +90,21 @@ def in_convex_hull_2d(points, query, atol: float = 1e-9) -> torch.Tensor:
         points: ``(N, 2)``; query: ``(M, 2)``; result: ``(M,)`` bool on the CPU.
 
     Raises:
-        TypeError: an input is not a floating tensor or numpy array.
+        TypeError: an input is not a floating tensor or numpy array; ``atol`` is not a real
+            number.
         ValueError: an input is not ``(N, 2)`` / ``(M, 2)``, is empty or not finite, or
-            ``atol`` is negative.
+            ``atol`` is negative, NaN or infinite.
+
+    Source: the orientation (cross-product) test of computational geometry, as in
+    de Berg et al. (2008), *Computational Geometry*, chapter 1.
+
+    >>> square = torch.tensor([[0., 0.], [1., 0.], [1., 1.], [0., 1.]], dtype=torch.float64)
+    >>> in_convex_hull_2d(square, torch.tensor([[0.5, 0.5], [1 + 1e-6, 0.5]], dtype=torch.float64))
+    tensor([ True, False])
+    >>> in_convex_hull_2d(square, torch.tensor([[1 + 1e-6, 0.5]], dtype=torch.float64), atol=1e-5)
+    tensor([True])
     """
-    if not atol >= 0:
-        raise ValueError(f"atol must be >= 0, got {atol!r}")
+    atol = _validate.real(atol, "atol", low=0.0)
     pts = _points(points, "points", width=2).detach().to("cpu", torch.float64)
     qs = _points(query, "query", width=2).detach().to("cpu", torch.float64)
     poly = pts[convex_hull_2d(pts)]                                   # (n_vertices, 2)
@@ -128,9 +137,16 @@ def support_excess(values, out, directions) -> torch.Tensor:
     Shapes:
         values: ``(T_k, d)``; out: ``(M, d)``; directions: ``(n_dirs, d)``; result ``(M,)``.
 
+    The three inputs may differ in floating dtype (the result has the widest one) but must
+    be on one device.
+
     Raises:
         TypeError: an input is not a floating tensor or numpy array.
-        ValueError: an input is not 2-D, is empty or not finite, or the widths differ.
+        ValueError: an input is not 2-D, is empty or not finite; the widths differ; the
+            inputs are on different devices.
+
+    Source: support functions and the separating hyperplane theorem, Boyd & Vandenberghe
+    (2004), *Convex Optimization*, section 2.5.
 
     >>> v = torch.tensor([[0., 0.], [1., 0.], [0., 1.]])
     >>> u = torch.tensor([[1., 0.], [0., 1.], [1., 1.]])
@@ -145,5 +161,8 @@ def support_excess(values, out, directions) -> torch.Tensor:
             "values, out and directions must share their width d: "
             f"values {tuple(v.shape)}, out {tuple(p.shape)}, directions {tuple(u.shape)}"
         )
+    _validate.same_device(values=v, out=p, directions=u)
+    dtype = torch.promote_types(torch.promote_types(v.dtype, p.dtype), u.dtype)
+    v, p, u = v.to(dtype), p.to(dtype), u.to(dtype)
     reach = (v @ u.T).amax(dim=0)          # (n_dirs,): how far the hull reaches along each u
     return (p @ u.T - reach).amax(dim=1)   # (M,)

@@ -1,22 +1,43 @@
-"""Causal and padding masks, and conversion between boolean and additive masks (chapter 5).
+"""Causal and padding masks, conversion between boolean and additive masks, and the one path
+that applies a mask to attention scores (chapter 5).
 
 Convention (the same as ``torch.nn.functional.scaled_dot_product_attention``):
 a boolean mask holds ``True`` where a query **may attend** to a key; a float mask is
 **added** to the scores, so ``0`` keeps a key and ``-inf`` removes it.
+
+:func:`prepare_mask` checks a user's mask and :func:`apply_mask` applies it; both the
+reference attention (:func:`attnlib.scaled_dot_product_attention`) and the tiled one
+(:func:`attnlib.tiled_attention`) use them, and both build their causal masks with
+:func:`causal_block`, so every path has one definition of the diagonal.
+
+Shapes legend: ``B`` batch, ``H`` heads, ``T_q`` queries, ``T_k`` keys.
 """
 from __future__ import annotations
 
 import torch
 
-from .devices import as_tensor
+from . import _validate
 
-__all__ = ["causal_mask", "padding_mask", "to_additive", "to_boolean"]
+__all__ = ["causal_mask", "causal_block", "padding_mask", "to_additive", "to_boolean",
+           "prepare_mask", "apply_mask"]
 
 
-def _check_length(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
+def causal_block(q_start: int, q_end: int, k_start: int, k_end: int, *, device=None) -> torch.Tensor:
+    """The rows ``q_start .. q_end-1`` and columns ``k_start .. k_end-1`` of the causal mask:
+    entry ``(i, j)`` is ``True`` (may attend) when key ``k_start + j`` is not after query
+    ``q_start + i``.  :func:`causal_mask` is the whole matrix; :func:`attnlib.tiled_attention`
+    asks for one tile at a time.
+
+    Shapes:
+        result: ``(q_end - q_start, k_end - k_start)`` bool.
+
+    >>> causal_block(2, 4, 1, 4).int()
+    tensor([[1, 1, 0],
+            [1, 1, 1]], dtype=torch.int32)
+    """
+    rows = torch.arange(q_start, q_end, device=device)[:, None]   # (n_q, 1) query positions
+    cols = torch.arange(k_start, k_end, device=device)[None, :]   # (1, n_k) key positions
+    return cols <= rows                                            # (n_q, n_k)
 
 
 def causal_mask(T_q: int, T_k: int | None = None, *, device=None) -> torch.Tensor:
@@ -24,22 +45,26 @@ def causal_mask(T_q: int, T_k: int | None = None, *, device=None) -> torch.Tenso
 
     The lower triangle is aligned to the top-left corner, as in PyTorch's
     ``scaled_dot_product_attention(is_causal=True)``: entry ``(i, j)`` is ``j <= i``
-    also when ``T_q != T_k``.
+    also when ``T_q != T_k``.  A length of 0 gives an empty mask.
 
     Shapes:
         result: ``(T_q, T_k)`` bool, ``T_k`` defaulting to ``T_q``.
 
     Raises:
-        ValueError: ``T_q`` or ``T_k`` is not a positive int.
+        TypeError: ``T_q`` or ``T_k`` is not an int; ``device`` is not a device or name.
+        ValueError: ``T_q`` or ``T_k`` is negative; ``device`` names no available device.
+
+    Source: the decoder's masking in Vaswani et al. (2017), "Attention Is All You Need",
+    section 3.2.3.
 
     >>> causal_mask(3).int()
     tensor([[1, 0, 0],
             [1, 1, 0],
             [1, 1, 1]], dtype=torch.int32)
     """
-    T_q = _check_length(T_q, "T_q")
-    T_k = T_q if T_k is None else _check_length(T_k, "T_k")
-    return torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril()
+    T_q = _validate.non_negative_int(T_q, "T_q")
+    T_k = T_q if T_k is None else _validate.non_negative_int(T_k, "T_k")
+    return causal_block(0, T_q, 0, T_k, device=_validate.device(device))
 
 
 def padding_mask(attention_mask) -> torch.Tensor:
@@ -59,12 +84,12 @@ def padding_mask(attention_mask) -> torch.Tensor:
     >>> padding_mask(torch.tensor([[1, 1, 0]])).shape
     torch.Size([1, 1, 1, 3])
     """
-    m = as_tensor(attention_mask, "attention_mask")
+    m = _validate.tensor(attention_mask, "attention_mask")
     if m.dim() != 2:
         raise ValueError(
             f"attention_mask must be (B, T), a tokenizer's 0/1 mask; got shape {tuple(m.shape)}"
         )
-    if m.dtype != torch.bool and not bool(((m == 0) | (m == 1)).all()):
+    if m.dtype != torch.bool and m.device.type != "meta" and not bool(((m == 0) | (m == 1)).all()):
         bad = m[(m != 0) & (m != 1)].flatten()[:3].tolist()
         raise ValueError(f"attention_mask must hold only 0 and 1, found values such as {bad}")
     return m.bool()[:, None, None, :]  # (B, 1, 1, T): broadcast over heads and queries
@@ -73,26 +98,121 @@ def padding_mask(attention_mask) -> torch.Tensor:
 def to_additive(mask, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Boolean mask -> additive float mask: ``True`` -> ``0``, ``False`` -> ``-inf``.
 
+    Shapes:
+        mask: any shape; result: the same shape, of ``dtype``.
+
     Raises:
-        TypeError: ``mask`` is not boolean, or ``dtype`` is not a floating dtype.
+        TypeError: ``mask`` is not a boolean tensor or array, or ``dtype`` is not a floating
+            dtype (given as ``torch.float16`` or by name, ``"float16"``).
+
+    >>> to_additive(torch.tensor([True, False]), "float16")
+    tensor([0., -inf], dtype=torch.float16)
     """
-    mask = as_tensor(mask, "mask")
+    mask = _validate.tensor(mask, "mask")
     if mask.dtype != torch.bool:
         raise TypeError(f"to_additive expects a bool mask, got dtype {mask.dtype}")
-    if not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating dtype, got {dtype}")
+    dtype = _validate.float_dtype(dtype)
     out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return out.masked_fill(~mask, float("-inf"))
 
 
 def to_boolean(mask) -> torch.Tensor:
-    """Additive float mask -> boolean mask: ``-inf`` -> ``False`` (removed), anything else
-    -> ``True``.  Finite negative biases are kept as ``True``: they only down-weight a key.
+    """Additive float mask -> boolean mask: ``True`` (kept) for a bias, ``False`` (removed)
+    for ``-inf`` and for any value at or below half the most negative number of the mask's
+    dtype, ``torch.finfo(mask.dtype).min / 2``.
+
+    The second rule recognises the extended masks of Hugging Face ``transformers``, which
+    write ``torch.finfo(dtype).min`` in place of ``-inf`` (also after a small bias such as
+    ALiBi is added to it, which leaves it near that minimum).  Every other finite value is
+    kept as ``True``: a finite negative bias only down-weights a key.  A minimum of a
+    *smaller* dtype stored in a larger one (``-65504``, float16's minimum, in a float32
+    mask) is such a finite bias and stays ``True``.
+
+    Why it matters: added to the scores, ``finfo.min`` is not ``-inf``.  Masked keys get
+    weight 0 only while the row has an unmasked key; a query whose every key carries the
+    minimum is *not* treated as fully masked (see
+    :func:`attnlib.scaled_dot_product_attention`).  ``to_boolean`` turns such a mask into
+    one with that meaning.
+
+    Shapes:
+        mask: any shape; result: the same shape, bool.
 
     Raises:
-        TypeError: ``mask`` is not a floating tensor.
+        TypeError: ``mask`` is not a floating tensor or array.
+        ValueError: ``mask`` holds NaN or ``+inf`` (no meaning as an additive mask).
+
+    >>> to_boolean(torch.tensor([0.0, -2.5, torch.finfo(torch.float32).min, float("-inf")]))
+    tensor([ True,  True, False, False])
     """
-    mask = as_tensor(mask, "mask")
+    mask = _validate.tensor(mask, "mask")
     if not mask.is_floating_point():
         raise TypeError(f"to_boolean expects a float (additive) mask, got dtype {mask.dtype}")
-    return mask != float("-inf")
+    if mask.device.type != "meta" and bool((torch.isnan(mask) | (mask == float("inf"))).any()):
+        raise ValueError("an additive mask must not hold NaN or +inf (softmax would give NaN)")
+    return mask > torch.finfo(mask.dtype).min / 2
+
+
+def prepare_mask(mask, batch_shape: tuple, T_q: int, T_k: int, device, *,
+                 is_causal: bool = False) -> torch.Tensor | None:
+    """Check the ``mask`` and ``is_causal`` arguments of an attention call and return the mask
+    as a tensor of at least 2 dimensions (a ``(T_k,)`` key mask becomes ``(1, T_k)``), or
+    ``None`` when there is none.  The causal mask itself is not built here: each attention
+    path builds what it needs with :func:`causal_block`.
+
+    Shapes:
+        mask: broadcastable to ``(*batch_shape, T_q, T_k)``.
+
+    Raises:
+        TypeError: ``mask`` is not a tensor/numpy array, or neither bool nor floating point;
+            ``is_causal`` is not a bool.
+        ValueError: ``mask`` does not broadcast to ``(*batch_shape, T_q, T_k)``, lives on
+            another device than ``device``, or is given together with ``is_causal=True``.
+    """
+    is_causal = _validate.flag(is_causal, "is_causal")
+    if mask is None:
+        return None
+    if is_causal:
+        raise ValueError(
+            "pass either mask or is_causal=True, not both (as in PyTorch); to combine a "
+            "causal mask with another boolean mask, use causal_mask(T_q, T_k) & mask"
+        )
+    mask = _validate.tensor(mask, "mask")
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(
+            "mask must be bool (True = may attend) or floating point (added to the scores), "
+            f"got dtype {mask.dtype}"
+        )
+    target = (*batch_shape, T_q, T_k)
+    try:
+        ok = torch.broadcast_shapes(mask.shape, target) == torch.Size(target)
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
+            f"(..., T_q, T_k) = {target}"
+        )
+    if mask.device != torch.device(device):
+        raise ValueError(f"mask is on {mask.device} but q, k, v are on {device}")
+    while mask.dim() < 2:                                                # e.g. a (T_k,) key mask
+        mask = mask.unsqueeze(0)
+    return mask
+
+
+def apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Scores with ``mask`` applied: a boolean mask sets the removed (``False``) entries to
+    ``-inf``; a float mask is added, after a cast to the scores' dtype (the compute dtype).
+
+    Shapes:
+        scores: ``(..., T_q, T_k)``; mask: broadcastable to it, or ``None`` (no change).
+        Result: the broadcast shape of the two.
+
+    >>> apply_mask(torch.zeros(2, 2), causal_mask(2))
+    tensor([[0., -inf],
+            [0., 0.]])
+    """
+    if mask is None:
+        return scores
+    if mask.dtype == torch.bool:
+        return scores.masked_fill(~mask, float("-inf"))                  # removed keys
+    return scores + mask.to(scores.dtype)                                # additive bias

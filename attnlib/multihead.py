@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from . import _validate
 from .attention import scaled_dot_product_attention
 
 __all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
@@ -28,16 +29,18 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
         Head ``h`` owns the columns ``h * d_head`` to ``(h + 1) * d_head - 1`` of ``x``.
 
     Raises:
-        ValueError: ``x`` is not 3-D, or ``d_model`` is not divisible by ``n_heads``.
+        TypeError: ``x`` is not a tensor or numpy array; ``n_heads`` is not an int.
+        ValueError: ``x`` is not 3-D; ``n_heads < 1``; ``d_model`` is not divisible by
+            ``n_heads``.
 
     >>> split_heads(torch.zeros(2, 5, 12), 3).shape
     torch.Size([2, 3, 5, 4])
     """
+    x = _validate.tensor(x, "x")
     if x.dim() != 3:
-        raise ValueError(f"split_heads expects (B, T, d_model), got shape {tuple(x.shape)}")
+        raise ValueError(f"x must be (B, T, d_model) for split_heads, got shape {tuple(x.shape)}")
     B, T, d_model = x.shape
-    if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
-        raise ValueError(f"n_heads must be a positive int, got {n_heads!r}")
+    n_heads = _validate.positive_int(n_heads, "n_heads")
     if d_model % n_heads:
         raise ValueError(f"d_model = {d_model} is not divisible by n_heads = {n_heads}")
     d_head = d_model // n_heads
@@ -51,13 +54,15 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
         x: ``(B, H, T, d_head)``; result: ``(B, T, H * d_head)``.
 
     Raises:
+        TypeError: ``x`` is not a tensor or numpy array.
         ValueError: ``x`` is not 4-D.
 
     >>> merge_heads(torch.zeros(2, 3, 5, 4)).shape
     torch.Size([2, 5, 12])
     """
+    x = _validate.tensor(x, "x")
     if x.dim() != 4:
-        raise ValueError(f"merge_heads expects (B, H, T, d_head), got shape {tuple(x.shape)}")
+        raise ValueError(f"x must be (B, H, T, d_head) for merge_heads, got shape {tuple(x.shape)}")
     B, H, T, d_head = x.shape
     return x.transpose(1, 2).reshape(B, T, H * d_head)  # (B, T, H, d_head) -> (B, T, d_model)
 
@@ -86,11 +91,18 @@ class MultiHeadAttention(nn.Module):
         ``(T_q, T_k)`` or the ``(B, 1, 1, T_k)`` of :func:`attnlib.padding_mask`.
         Returns ``out`` ``(B, T_q, d_model)`` and ``weights`` ``(B, H, T_q, T_k)``.
 
+    ``T_q = 0`` gives an empty output; ``T_k = 0`` gives heads of zeros (nothing to attend
+    to, as a fully masked row), so ``out`` is the output projection's bias, as in
+    ``torch.nn.MultiheadAttention``.
+
     Raises:
-        ValueError: ``d_model`` not divisible by ``n_heads`` (or not positive); inputs not
+        ValueError: ``d_model`` not divisible by ``n_heads``, or either below 1; inputs not
             3-D; a last dimension other than ``d_model``; batch sizes or ``T_k`` that
-            disagree; mask problems (see :func:`attnlib.scaled_dot_product_attention`).
-        TypeError: an input is not a tensor, or its dtype differs from the weights'.
+            disagree; an input on another device than the weights; mask problems (see
+            :func:`attnlib.scaled_dot_product_attention`).
+        TypeError: ``d_model`` or ``n_heads`` not an int, ``bias`` or ``is_causal`` not a
+            bool; an input is not a tensor or numpy array, or its dtype differs from the
+            weights'.
 
     Source: Vaswani et al. (2017), "Attention Is All You Need", section 3.2.2.
 
@@ -102,9 +114,9 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, *, bias: bool = True):
         super().__init__()
-        for name, value in (("d_model", d_model), ("n_heads", n_heads)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        d_model = _validate.positive_int(d_model, "d_model")
+        n_heads = _validate.positive_int(n_heads, "n_heads")
+        bias = _validate.flag(bias, "bias")
         if d_model % n_heads:
             raise ValueError(
                 f"d_model = {d_model} is not divisible by n_heads = {n_heads}; each head gets "
@@ -120,8 +132,7 @@ class MultiHeadAttention(nn.Module):
         return f"d_model={self.d_model}, n_heads={self.n_heads}, d_head={self.d_head}"
 
     def _check(self, name: str, x, batch: int | None = None) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        x = _validate.tensor(x, name)
         if x.dim() != 3:
             hint = " (add a batch dimension with x[None])" if x.dim() == 2 else ""
             raise ValueError(f"{name} must be (B, T, d_model), got shape {tuple(x.shape)}{hint}")
@@ -168,10 +179,11 @@ class MultiHeadAttention(nn.Module):
             and biases ``b_Q, b_K, b_V`` ``(d_head,)`` (``None`` when ``bias=False``).
 
         Raises:
-            ValueError: ``head`` is not in ``0..n_heads - 1``.
+            TypeError: ``head`` is not an int.
+            IndexError: ``head`` is outside ``-n_heads .. n_heads - 1`` (negative indices
+                count from the end).
         """
-        if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < self.n_heads:
-            raise ValueError(f"head must be an int in 0..{self.n_heads - 1}, got {head!r}")
+        head = _validate.index(head, self.n_heads, "head")
         rows = slice(head * self.d_head, (head + 1) * self.d_head)
         out = {}
         for letter, lin in (("Q", self.q_proj), ("K", self.k_proj), ("V", self.v_proj)):

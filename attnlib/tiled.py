@@ -14,22 +14,20 @@ width, ``d_v`` value width.  ``...`` stands for any leading batch dimensions, e.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
-from .attention import check_qkv, prepare_mask
-from .devices import as_tensor
+from . import _validate
+from .attention import check_qkv, resolve_scale
+from .masks import apply_mask, causal_block, prepare_mask
+from .softmax import compute_dtype
 
 __all__ = ["online_softmax_step", "online_softmax", "tiled_attention"]
-
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def _safe(m: torch.Tensor) -> torch.Tensor:
     """The running maximum with ``-inf`` (nothing seen yet, or all masked) replaced by 0, so
     that ``exp(s - m)`` and ``exp(m_old - m)`` never compute ``-inf - (-inf)`` = NaN."""
-    return torch.nan_to_num(m, neginf=0.0)
+    return torch.where(torch.isneginf(m), torch.zeros_like(m), m)
 
 
 def online_softmax_step(m, l, block):
@@ -46,9 +44,13 @@ def online_softmax_step(m, l, block):
         m, l: ``(...)``; block: ``(..., n)`` (``n`` new scores per row).
         Returns ``(m_new, l_new, correction)``, each ``(...)``.
 
+    An empty block (``n = 0``) changes nothing (``correction`` is then ``exp(m - m)``: 1, or
+    0 while nothing has been seen).
+
     Raises:
         TypeError: an input is not a floating tensor / numpy array.
-        ValueError: ``block`` has no last dimension or its leading shape does not match ``m``.
+        ValueError: ``block`` has no last dimension or its leading shape does not match ``m``;
+            the three are on different devices.
 
     Source: Milakov & Gimelshein (2018), algorithm 3.
 
@@ -56,15 +58,15 @@ def online_softmax_step(m, l, block):
     >>> m.item(), l.item()
     (0.0, 2.0)
     """
-    m, l, block = as_tensor(m, "m"), as_tensor(l, "l"), as_tensor(block, "block")
-    for name, t in (("m", m), ("l", l), ("block", block)):
-        if not t.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    m, l, block = (_validate.floating(t, name) for t, name in ((m, "m"), (l, "l"), (block, "block")))
     if block.dim() < 1 or block.shape[:-1] != m.shape or m.shape != l.shape:
         raise ValueError(
             "expected m and l of shape (...) and block of shape (..., n): got "
             f"m {tuple(m.shape)}, l {tuple(l.shape)}, block {tuple(block.shape)}"
         )
+    _validate.same_device(m=m, l=l, block=block)
+    if block.shape[-1] == 0:                                             # nothing new
+        return m, l, torch.exp(m - _safe(m))
     m_new = torch.maximum(m, block.amax(dim=-1))                        # (...)
     correction = torch.exp(m - _safe(m_new))                             # (...), exp(-inf) = 0 at the start
     l_new = l * correction + torch.exp(block - _safe(m_new)[..., None]).sum(dim=-1)
@@ -97,18 +99,19 @@ def online_softmax(score_blocks) -> torch.Tensor:
         raise TypeError(f"score_blocks must be a list or tuple of tensors, got {type(score_blocks).__name__}")
     if not score_blocks:
         raise ValueError("score_blocks must hold at least one block, got an empty sequence")
-    blocks = [as_tensor(b, f"score_blocks[{i}]") for i, b in enumerate(score_blocks)]
+    blocks = [_validate.floating(b, f"score_blocks[{i}]") for i, b in enumerate(score_blocks)]
     lead = blocks[0].shape[:-1] if blocks[0].dim() else None
     for i, b in enumerate(blocks):
-        if not b.is_floating_point():
-            raise TypeError(f"score_blocks[{i}] must be a floating-point tensor, got dtype {b.dtype}")
-        if b.dim() < 1 or b.shape[:-1] != lead:
+        if b.dim() < 1:
+            raise ValueError(f"score_blocks[{i}] must be (..., n_b), got a 0-d tensor")
+        if b.shape[:-1] != lead:
             raise ValueError(
-                "every block must be (..., n_b) with the same leading shape: block 0 "
+                "score_blocks must all be (..., n_b) with the same leading shape: block 0 "
                 f"{tuple(blocks[0].shape)} vs block {i} {tuple(b.shape)}"
             )
+    _validate.same_device(**{f"score_blocks[{i}]": b for i, b in enumerate(blocks)})
     dtype = blocks[0].dtype
-    compute = torch.float32 if dtype in _LOW_PRECISION else dtype
+    compute = compute_dtype(dtype)
     m = torch.full(lead, float("-inf"), dtype=compute, device=blocks[0].device)
     l = torch.zeros(lead, dtype=compute, device=blocks[0].device)
     for b in blocks:                                                     # pass 1: normaliser
@@ -117,14 +120,6 @@ def online_softmax(score_blocks) -> torch.Tensor:
     l_safe = torch.where(l > 0, l, torch.ones_like(l))[..., None]
     out = [torch.exp(b.to(compute) - m_safe) / l_safe for b in blocks]   # pass 2: weights
     return torch.cat(out, dim=-1).to(dtype)
-
-
-def _check_block_size(block_size) -> int:
-    if isinstance(block_size, bool) or not isinstance(block_size, int):
-        raise TypeError(f"block_size must be an int, got {type(block_size).__name__}")
-    if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
-    return block_size
 
 
 def tiled_attention(q, k, v, mask=None, *, is_causal: bool = False, scale: float | None = None,
@@ -150,14 +145,19 @@ def tiled_attention(q, k, v, mask=None, *, is_causal: bool = False, scale: float
     Same semantics as :func:`attnlib.scaled_dot_product_attention`: bool ``mask`` ``True``
     = may attend; float ``mask`` added to the scaled scores; ``is_causal=True`` masks with
     the lower triangle aligned top-left (key blocks wholly above it are skipped); ``mask``
-    together with ``is_causal`` is an error; a fully masked query row gets an output of 0.
+    together with ``is_causal`` is an error; a fully masked query row, and every row when
+    ``T_k = 0``, gets an output of 0; a row whose keys all carry a finite minimum such as
+    ``finfo.min`` is not fully masked (see the reference).  Masks reach the scores through
+    the same functions as in the reference, :func:`attnlib.masks.apply_mask` and
+    :func:`attnlib.masks.causal_block`.
 
     Shapes:
         q: ``(..., T_q, d_k)``, k: ``(..., T_k, d_k)``, v: ``(..., T_k, d_v)``,
         mask: broadcastable to ``(..., T_q, T_k)``; result ``out``: ``(..., T_q, d_v)``.
 
     Raises:
-        TypeError: as :func:`attnlib.scaled_dot_product_attention`, or ``block_size`` not an int.
+        TypeError: as :func:`attnlib.scaled_dot_product_attention`, or ``block_size`` is not
+            an int.
         ValueError: as :func:`attnlib.scaled_dot_product_attention`, or ``block_size < 1``.
 
     Source: Rabe & Staats (2021); Dao et al. (2022), "FlashAttention", algorithm 1 (forward).
@@ -167,22 +167,14 @@ def tiled_attention(q, k, v, mask=None, *, is_causal: bool = False, scale: float
     torch.Size([2, 300, 8])
     """
     q, k, v = check_qkv(q, k, v)
-    if mask is not None and is_causal:
-        raise ValueError(
-            "pass either mask or is_causal=True, not both (as in PyTorch); to combine a "
-            "causal mask with another boolean mask, use causal_mask(T_q, T_k) & mask"
-        )
-    block_size = _check_block_size(block_size)
     T_q, T_k, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     batch_shape = tuple(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
-    if mask is not None:
-        mask = prepare_mask(mask, batch_shape, T_q, T_k, q.device)
-        while mask.dim() < 2:                                            # e.g. a (T_k,) key mask
-            mask = mask.unsqueeze(0)
-    if scale is None:
-        scale = 1.0 / math.sqrt(d_k)
+    mask = prepare_mask(mask, batch_shape, T_q, T_k, q.device, is_causal=is_causal)
+    is_causal = bool(is_causal)
+    block_size = _validate.positive_int(block_size, "block_size")
+    scale = resolve_scale(scale, d_k)
 
-    compute = torch.float32 if q.dtype in _LOW_PRECISION else q.dtype
+    compute = compute_dtype(q.dtype)
     out = torch.empty((*batch_shape, T_q, d_v), dtype=q.dtype, device=q.device)
     for qs in range(0, T_q, block_size):
         qe = min(qs + block_size, T_q)
@@ -195,18 +187,13 @@ def tiled_attention(q, k, v, mask=None, *, is_causal: bool = False, scale: float
         for ks in range(0, k_end, block_size):
             ke = min(ks + block_size, T_k)
             scores = q_blk @ k[..., ks:ke, :].to(compute).transpose(-2, -1)  # (..., bq, bk)
-            if is_causal and ke - 1 > qs:                                # tile crosses the diagonal
-                rows = torch.arange(qs, qe, device=q.device)[:, None]
-                cols = torch.arange(ks, ke, device=q.device)[None, :]
-                scores = scores.masked_fill(cols > rows, float("-inf"))
+            if is_causal:
+                if ke - 1 > qs:                                          # tile crosses the diagonal
+                    scores = apply_mask(scores, causal_block(qs, qe, ks, ke, device=q.device))
             elif mask is not None:
                 rs = slice(None) if mask.shape[-2] == 1 else slice(qs, qe)
                 cs = slice(None) if mask.shape[-1] == 1 else slice(ks, ke)
-                tile = mask[..., rs, cs]                                 # (..., bq or 1, bk or 1)
-                if tile.dtype == torch.bool:
-                    scores = scores.masked_fill(~tile, float("-inf"))
-                else:
-                    scores = scores + tile.to(compute)
+                scores = apply_mask(scores, mask[..., rs, cs])           # tile (..., bq or 1, bk or 1)
             m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))  # (..., bq, 1)
             m_safe = _safe(m_new)
             correction = torch.exp(m - m_safe)                           # (..., bq, 1), <= 1

@@ -15,7 +15,7 @@ each following one reading of matrix multiplication as Gilbert Strang teaches it
   times row ``j`` of ``V``, one piece per key.
 
 They are for teaching and testing, not speed: each must equal ``@`` / ``torch.einsum`` up to
-rounding.  :func:`head_qkv` provides real inputs: one head's ``q, k, v`` in the pretrained
+rounding, also for empty inputs (a sum over ``T_k = 0`` keys or ``d_k = 0`` features is 0).  :func:`head_qkv` provides real inputs: one head's ``q, k, v`` in the pretrained
 encoder for a sentence.
 
 Shapes legend: ``B`` batch, ``H`` heads, ``T_q`` queries, ``T_k`` keys, ``d_k`` query/key
@@ -26,36 +26,35 @@ from __future__ import annotations
 
 import torch
 
-from .devices import as_tensor
+from . import _validate
 
 __all__ = ["dot_product_view", "row_view", "column_view", "outer_product_view", "head_qkv"]
 
 
 def _check_pair(a, b, a_name: str, b_name: str, a_form: str, b_form: str, *, transpose_b: bool):
-    """Check that ``a`` and ``b`` can be multiplied as ``a @ b`` (or ``a @ b^T``)."""
-    a, b = as_tensor(a, a_name), as_tensor(b, b_name)
+    """Check that ``a`` and ``b`` can be multiplied as ``a @ b`` (or ``a @ b^T``); return
+    them as tensors and the shape of the product."""
+    a, b = _validate.tensor(a, a_name), _validate.tensor(b, b_name)
     for name, form, t in ((a_name, a_form, a), (b_name, b_form, b)):
-        if t.dim() < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions {form}, got shape {tuple(t.shape)}")
-        if not t.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+        _validate.min_dims(t, 2, name, form)
+        _validate.floating(t, name)
     if a.dtype != b.dtype:
         raise TypeError(f"{a_name} and {b_name} must share a dtype, got {a.dtype} and {b.dtype}")
-    if a.device != b.device:
-        raise ValueError(f"{a_name} and {b_name} must be on one device, got {a.device} and {b.device}")
+    _validate.same_device(**{a_name: a, b_name: b})
     inner_b = b.shape[-1] if transpose_b else b.shape[-2]
     if a.shape[-1] != inner_b:
         raise ValueError(
             f"shapes do not fit {a_form} x {b_form}: {a_name} {tuple(a.shape)} vs {b_name} {tuple(b.shape)}"
         )
     try:
-        torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        batch = tuple(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
     except RuntimeError:
         raise ValueError(
             f"the leading (batch) dimensions must broadcast: {a_name} {tuple(a.shape)}, "
             f"{b_name} {tuple(b.shape)}"
         ) from None
-    return a, b
+    cols = b.shape[-2] if transpose_b else b.shape[-1]
+    return a, b, (*batch, a.shape[-2], cols)
 
 
 def dot_product_view(q, k) -> torch.Tensor:
@@ -76,7 +75,9 @@ def dot_product_view(q, k) -> torch.Tensor:
     >>> dot_product_view(torch.ones(2, 3), torch.ones(4, 3)).shape
     torch.Size([2, 4])
     """
-    q, k = _check_pair(q, k, "q", "k", "(..., T_q, d_k)", "(..., T_k, d_k)", transpose_b=True)
+    q, k, shape = _check_pair(q, k, "q", "k", "(..., T_q, d_k)", "(..., T_k, d_k)", transpose_b=True)
+    if 0 in shape[-2:] or q.shape[-1] == 0:                # nothing to loop over: empty, or sums of nothing
+        return q.new_zeros(shape)
     rows = []
     for i in range(q.shape[-2]):
         entries = [(q[..., i, :] * k[..., j, :]).sum(-1) for j in range(k.shape[-2])]  # T_k x (...)
@@ -102,7 +103,9 @@ def row_view(weights, v) -> torch.Tensor:
     >>> row_view(torch.tensor([[0.25, 0.75]]), torch.tensor([[0.0, 4.0], [8.0, 0.0]]))
     tensor([[6., 1.]])
     """
-    weights, v = _check_pair(weights, v, "weights", "v", "(..., T_q, T_k)", "(..., T_k, d_v)", transpose_b=False)
+    weights, v, shape = _check_pair(weights, v, "weights", "v", "(..., T_q, T_k)", "(..., T_k, d_v)", transpose_b=False)
+    if 0 in shape[-2:] or v.shape[-2] == 0:                # nothing to loop over: empty, or sums of nothing
+        return weights.new_zeros(shape)
     rows = []
     for i in range(weights.shape[-2]):
         row = 0
@@ -129,7 +132,9 @@ def column_view(weights, v) -> torch.Tensor:
     >>> column_view(torch.tensor([[0.25, 0.75]]), torch.tensor([[0.0, 4.0], [8.0, 0.0]]))
     tensor([[6., 1.]])
     """
-    weights, v = _check_pair(weights, v, "weights", "v", "(..., T_q, T_k)", "(..., T_k, d_v)", transpose_b=False)
+    weights, v, shape = _check_pair(weights, v, "weights", "v", "(..., T_q, T_k)", "(..., T_k, d_v)", transpose_b=False)
+    if 0 in shape[-2:] or v.shape[-2] == 0:                # nothing to loop over: empty, or sums of nothing
+        return weights.new_zeros(shape)
     cols = []
     for c in range(v.shape[-1]):
         col = 0
@@ -156,7 +161,9 @@ def outer_product_view(weights, v) -> torch.Tensor:
     >>> outer_product_view(torch.tensor([[0.25, 0.75]]), torch.tensor([[0.0, 4.0], [8.0, 0.0]]))
     tensor([[6., 1.]])
     """
-    weights, v = _check_pair(weights, v, "weights", "v", "(..., T_q, T_k)", "(..., T_k, d_v)", transpose_b=False)
+    weights, v, shape = _check_pair(weights, v, "weights", "v", "(..., T_q, T_k)", "(..., T_k, d_v)", transpose_b=False)
+    if 0 in shape[-2:] or v.shape[-2] == 0:                # nothing to loop over: empty, or sums of nothing
+        return weights.new_zeros(shape)
     total = 0
     for j in range(v.shape[-2]):
         total = total + weights[..., :, j, None] * v[..., j, None, :]  # (..., T_q, 1) * (..., 1, d_v)

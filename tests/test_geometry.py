@@ -8,6 +8,8 @@ from matplotlib.path import Path
 import attnlib
 from attnlib.geometry import convex_hull_2d, in_convex_hull_2d, support_excess
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def _cross(o, a, b):
     return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
@@ -105,6 +107,45 @@ def test_width_mismatch_message():
         support_excess(torch.zeros(3, 4), torch.zeros(1, 5), torch.zeros(2, 4))
     with pytest.raises(ValueError, match="atol"):
         in_convex_hull_2d(torch.zeros(3, 2), torch.zeros(1, 2), atol=-1.0)
+
+
+# ---- atol: a point just outside the boundary is inside for a larger atol, outside for atol = 1e-9 or 0
+_D = 1e-6
+ATOL_CASES = {
+    # hull kind: (points, a query 1e-6 outside, tolerance that admits it)
+    "polygon": (torch.tensor([[0., 0.], [1., 0.], [1., 1.], [0., 1.]]), [1 + _D, 0.5], 1e-5),
+    "segment": (torch.tensor([[0., 0.], [1., 0.], [0.5, 0.]]), [0.5, _D], 1e-5),   # collinear points
+    "segment end": (torch.tensor([[0., 0.], [1., 0.]]), [1 + _D, 0.], 1e-5),
+    "single point": (torch.tensor([[2., 3.], [2., 3.]]), [2., 3 + 1e-3], 1e-5),    # distance <= sqrt(atol)
+}
+
+
+@pytest.mark.parametrize("kind", ATOL_CASES)
+def test_atol_decides_near_boundary_points(kind):
+    points, query, admitting = ATOL_CASES[kind]
+    points, query = points.double(), torch.tensor([query], dtype=torch.float64)
+    assert in_convex_hull_2d(points, query, atol=admitting).tolist() == [True]
+    assert in_convex_hull_2d(points, query, atol=0.0).tolist() == [False]
+    assert in_convex_hull_2d(points, query).tolist() == [False]          # default atol 1e-9
+    far = query + torch.tensor([[1.0, 1.0]], dtype=torch.float64)
+    assert in_convex_hull_2d(points, far, atol=admitting).tolist() == [False]
+
+
+@pytest.mark.parametrize("bad, exc", [("1e-5", TypeError), (None, TypeError), (True, TypeError),
+                                      (float("nan"), ValueError), (float("inf"), ValueError),
+                                      (torch.ones(2), TypeError)])
+def test_atol_must_be_a_finite_non_negative_number(bad, exc):
+    with pytest.raises(exc, match="atol must be"):
+        in_convex_hull_2d(torch.zeros(3, 2), torch.zeros(1, 2), atol=bad)
+
+
+def test_support_excess_mixed_dtypes_and_devices():
+    v = torch.tensor([[0., 0.], [1., 0.], [0., 1.]])
+    u = torch.tensor([[1., 1.]], dtype=torch.float64)
+    got = support_excess(v, torch.tensor([[1., 1.]]), u)
+    assert got.dtype == torch.float64 and got.item() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="meta"):
+        support_excess(v, torch.zeros(1, 2), u.to("meta"))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -1,9 +1,16 @@
-"""Causal and padding masks, boolean <-> additive conversion."""
+"""Causal and padding masks, boolean <-> additive conversion (also of Hugging Face's finfo.min
+masks), and the one mask-application path."""
+import math
+
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 import attnlib
+from attnlib.masks import apply_mask, causal_block, prepare_mask
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("T_q,T_k", [(1, 1), (4, 4), (3, 6), (6, 3)])
@@ -19,14 +26,36 @@ def test_causal_mask_matches_torch_is_causal(T_q, T_k):
             assert bool(mask[i, j]) == (j <= i)
 
 
+@pytest.mark.parametrize("q_start, q_end, k_start, k_end", [(0, 4, 0, 4), (3, 7, 0, 5), (2, 5, 4, 9), (6, 8, 1, 3),
+                                                            (0, 3, 5, 8), (4, 4, 0, 3)])
+def test_causal_block_is_a_tile_of_the_lower_triangle(q_start, q_end, k_start, k_end):
+    full = torch.ones(10, 10, dtype=torch.bool).tril()                     # oracle: key j <= query i
+    assert torch.equal(causal_block(q_start, q_end, k_start, k_end), full[q_start:q_end, k_start:k_end])
+
+
 def test_causal_mask_device(device):
     assert attnlib.causal_mask(3, device=device).device.type == device.type
+    assert attnlib.causal_mask(3, device="meta").device.type == "meta"
 
 
-@pytest.mark.parametrize("bad", [0, -2, 2.5, "3", True])
-def test_causal_mask_bad_lengths(bad):
-    with pytest.raises(ValueError, match="T_q must be a positive int"):
+def test_causal_mask_of_length_zero_is_empty():
+    assert attnlib.causal_mask(0).shape == (0, 0) and attnlib.causal_mask(0, 3).shape == (0, 3)
+
+
+@pytest.mark.parametrize("bad, exc", [(-2, ValueError), (2.5, TypeError), ("3", TypeError), (True, TypeError),
+                                      (None, TypeError)])
+def test_causal_mask_bad_lengths(bad, exc):
+    with pytest.raises(exc, match="T_q must be a non-negative int"):
         attnlib.causal_mask(bad)
+    if bad is not None:                                      # T_k=None means T_k = T_q
+        with pytest.raises(exc, match="T_k must be a non-negative int"):
+            attnlib.causal_mask(3, bad)
+
+
+@pytest.mark.parametrize("bad, exc", [(2.5, TypeError), (torch.zeros(2), TypeError), ("gpu", ValueError)])
+def test_causal_mask_bad_device(bad, exc):
+    with pytest.raises(exc, match="device"):
+        attnlib.causal_mask(3, device=bad)
 
 
 def test_padding_mask_from_real_tokenizer(encoder):
@@ -45,22 +74,85 @@ def test_padding_mask_from_real_tokenizer(encoder):
 
 @pytest.mark.parametrize("bad,err", [
     (torch.ones(3), ValueError), (torch.ones(2, 3, 4), ValueError),
-    (torch.tensor([[1, 2, 0]]), ValueError), ([[1, 0]], TypeError)])
+    (torch.tensor([[1, 2, 0]]), ValueError), (torch.tensor([[0.5, 1.0]]), ValueError), ([[1, 0]], TypeError),
+    (None, TypeError)])
 def test_padding_mask_errors(bad, err):
-    with pytest.raises(err):
+    with pytest.raises(err, match="attention_mask"):
         attnlib.padding_mask(bad)
 
 
+def test_padding_mask_accepts_numpy_bool_and_meta():
+    assert torch.equal(attnlib.padding_mask(np.array([[1, 0]]))[0, 0, 0], torch.tensor([True, False]))
+    assert attnlib.padding_mask(torch.tensor([[True, False]])).shape == (1, 1, 1, 2)
+    assert attnlib.padding_mask(torch.ones(2, 3, device="meta")).device.type == "meta"
+
+
+# ---------------------------------------------------------------- bool <-> additive
 def test_additive_boolean_round_trip_gives_same_attention():
     mask = torch.rand(5, 7, generator=torch.Generator().manual_seed(2)) > 0.4
     additive = attnlib.to_additive(mask)
     assert additive.dtype == torch.float32 and set(additive.unique().tolist()) <= {0.0, float("-inf")}
+    assert torch.equal(additive == 0, mask)
     assert torch.equal(attnlib.to_boolean(additive), mask)
     g = torch.Generator().manual_seed(3)
     q, k, v = torch.randn(5, 4, generator=g), torch.randn(7, 4, generator=g), torch.randn(7, 3, generator=g)
-    out_b, w_b = attnlib.scaled_dot_product_attention(q, k, v, mask)
-    out_f, w_f = attnlib.scaled_dot_product_attention(q, k, v, additive)
-    assert torch.equal(w_b, w_f) and torch.equal(out_b, out_f)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    for m in (mask, additive):
+        out, _ = attnlib.scaled_dot_product_attention(q, k, v, m)
+        torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, "float16", "bfloat16", torch.float64])
+def test_to_additive_dtype_by_object_or_name(dtype):
+    out = attnlib.to_additive(torch.tensor([True, False]), dtype)
+    assert out.dtype == (getattr(torch, dtype) if isinstance(dtype, str) else dtype)
+    assert out.tolist() == [0.0, -math.inf]
+
+
+@pytest.mark.parametrize("bad", ["int32", "half-ish", torch.int64, 3, None])
+def test_to_additive_bad_dtype(bad):
+    with pytest.raises(TypeError, match="dtype must be a floating"):
+        attnlib.to_additive(torch.tensor([True]), bad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_to_boolean_recognises_finfo_min(dtype):
+    lo = torch.finfo(dtype).min
+    mask = torch.tensor([0.0, -2.5, -1e4 if dtype != torch.float16 else -1e3, lo, lo / 2, -math.inf],
+                        dtype=torch.float64).to(dtype)
+    mask = torch.cat([mask, (torch.tensor(lo, dtype=dtype) + torch.tensor(-3.0, dtype=dtype))[None]])  # ALiBi-style
+    assert attnlib.to_boolean(mask).tolist() == [True, True, True, False, False, False, False]
+
+
+def test_to_boolean_keeps_a_smaller_dtypes_minimum_as_a_bias():
+    # documented: float16's minimum stored in a float32 mask is a finite bias, kept
+    assert attnlib.to_boolean(torch.tensor([torch.finfo(torch.float16).min])).tolist() == [True]
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("causal", [True, False])
+def test_to_boolean_of_hugging_face_masks_equals_their_boolean_masks(dtype, causal):
+    """Oracle: transformers builds the same mask as bool (sdpa_mask) and as finfo.min floats
+    (eager_mask); to_boolean must turn the second into the first."""
+    from transformers.masking_utils import bidirectional_mask_function, causal_mask_function, eager_mask, sdpa_mask
+    attention_mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    fn = causal_mask_function if causal else bidirectional_mask_function
+    common = dict(batch_size=3, q_length=5, kv_length=5, attention_mask=attention_mask, mask_function=fn)
+    as_float = eager_mask(dtype=dtype, **common)
+    as_bool = sdpa_mask(allow_is_causal_skip=False, allow_is_bidirectional_skip=False, **common)
+    assert as_float.dtype == dtype and as_bool.dtype == torch.bool
+    assert torch.equal(attnlib.to_boolean(as_float), as_bool.expand(as_float.shape))
+    ours = attnlib.padding_mask(attention_mask)
+    if causal:
+        ours = attnlib.causal_mask(5) & ours
+    assert torch.equal(attnlib.to_boolean(as_float), ours.expand(3, 1, 5, 5))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_to_boolean_refuses_nan_and_plus_inf(bad):
+    with pytest.raises(ValueError, match="NaN or \\+inf"):
+        attnlib.to_boolean(torch.tensor([0.0, bad]))
 
 
 def test_conversion_errors():
@@ -68,3 +160,41 @@ def test_conversion_errors():
         attnlib.to_additive(torch.zeros(2, 2))
     with pytest.raises(TypeError, match="float"):
         attnlib.to_boolean(torch.ones(2, 2, dtype=torch.bool))
+    with pytest.raises(TypeError, match="mask must be a torch.Tensor"):
+        attnlib.to_boolean([0.0])
+
+
+# ---------------------------------------------------------------- the one application path
+def test_apply_mask_bool_sets_minus_inf_and_keeps_the_rest():
+    scores = torch.arange(6.0).view(2, 3)
+    keep = torch.tensor([[True, False, True], [False, False, True]])
+    out = apply_mask(scores, keep)
+    assert torch.equal(out.isneginf(), ~keep) and torch.equal(out[keep], scores[keep])
+    assert apply_mask(scores, None) is scores
+
+
+def test_apply_mask_float_is_added_in_the_scores_dtype():
+    scores = torch.zeros(2, 2)
+    bias = torch.tensor([[0.5, -1.0], [float("-inf"), 2.0]], dtype=torch.float64)
+    out = apply_mask(scores, bias)
+    assert out.dtype == torch.float32
+    assert out.tolist() == [[0.5, -1.0], [float("-inf"), 2.0]]
+    # broadcasting: a (T_k,) key bias over every query
+    assert apply_mask(torch.zeros(3, 2), torch.tensor([0.0, -1.0])).tolist() == [[0.0, -1.0]] * 3
+
+
+def test_prepare_mask_checks_and_reshapes():
+    assert prepare_mask(None, (2,), 3, 4, "cpu") is None
+    assert prepare_mask(torch.ones(4, dtype=torch.bool), (2,), 3, 4, "cpu").shape == (1, 4)
+    with pytest.raises(TypeError, match="is_causal must be True or False"):
+        prepare_mask(None, (2,), 3, 4, "cpu", is_causal="no")
+    with pytest.raises(ValueError, match="either mask or is_causal"):
+        prepare_mask(torch.ones(3, 4, dtype=torch.bool), (2,), 3, 4, "cpu", is_causal=True)
+    with pytest.raises(ValueError, match=r"mask of shape \(3, 5\) does not broadcast .* \(2, 3, 4\)"):
+        prepare_mask(torch.ones(3, 5, dtype=torch.bool), (2,), 3, 4, "cpu")
+    with pytest.raises(ValueError, match="mask is on meta but q, k, v are on cpu"):
+        prepare_mask(torch.ones(3, 4, device="meta"), (2,), 3, 4, "cpu")
+    with pytest.raises(TypeError, match="mask must be bool .* or floating point"):
+        prepare_mask(torch.ones(3, 4, dtype=torch.int32), (2,), 3, 4, "cpu")
+    with pytest.raises(TypeError, match="mask must be a torch.Tensor"):
+        prepare_mask("causal", (2,), 3, 4, "cpu")

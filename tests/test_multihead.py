@@ -9,6 +9,8 @@ from torch import nn
 import attnlib
 from attnlib import MultiHeadAttention, merge_heads, split_heads
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 TOL = {torch.float32: dict(atol=2e-5, rtol=2e-5), torch.float64: dict(atol=1e-12, rtol=1e-12)}
 
 
@@ -169,10 +171,27 @@ def test_error_d_model_not_divisible():
         split_heads(torch.zeros(1, 2, 10), 3)
 
 
-@pytest.mark.parametrize("d_model,n_heads", [(0, 1), (8, 0), (8.0, 2), (True, 1)])
-def test_error_bad_sizes(d_model, n_heads):
-    with pytest.raises(ValueError, match=r"must be a positive int"):
+@pytest.mark.parametrize("d_model,n_heads,exc", [(0, 1, ValueError), (8, 0, ValueError), (8.0, 2, TypeError),
+                                                 (True, 1, TypeError), (8, "2", TypeError), (None, 2, TypeError)])
+def test_error_bad_sizes(d_model, n_heads, exc):
+    with pytest.raises(exc, match=r"(d_model|n_heads) must be a positive int"):
         MultiHeadAttention(d_model, n_heads)
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None])
+def test_error_bias_must_be_a_bool(bad):
+    with pytest.raises(TypeError, match=r"bias must be True or False"):
+        MultiHeadAttention(8, 2, bias=bad)
+
+
+@pytest.mark.parametrize("bad, exc", [(0, ValueError), (2.0, TypeError), (True, TypeError)])
+def test_error_split_heads_sizes(bad, exc):
+    with pytest.raises(exc, match=r"n_heads must be a positive int"):
+        split_heads(torch.zeros(1, 2, 8), bad)
+    with pytest.raises(TypeError, match=r"x must be a torch.Tensor or numpy.ndarray, got list"):
+        split_heads([[[0.0]]], 1)
+    with pytest.raises(TypeError, match=r"x must be a torch.Tensor or numpy.ndarray, got list"):
+        merge_heads([[[[0.0]]]])
 
 
 def test_error_wrong_last_dimension():
@@ -187,7 +206,7 @@ def test_error_wrong_rank_and_types():
     mha = MultiHeadAttention(16, 4)
     with pytest.raises(ValueError, match=r"query must be \(B, T, d_model\), got shape \(5, 16\) \(add a batch"):
         mha(torch.randn(5, 16))
-    with pytest.raises(TypeError, match=r"query must be a torch.Tensor, got list"):
+    with pytest.raises(TypeError, match=r"query must be a torch.Tensor or numpy.ndarray, got list"):
         mha([[0.0] * 16])
     with pytest.raises(TypeError, match=r"query has dtype torch.float64 but the weights are torch.float32"):
         mha(torch.randn(1, 2, 16, dtype=torch.float64))
@@ -217,5 +236,41 @@ def test_error_from_torch_unsupported():
 
 
 def test_error_projections_head_out_of_range():
-    with pytest.raises(ValueError, match=r"head must be an int in 0..3, got 4"):
-        MultiHeadAttention(16, 4).projections(4)
+    mha = MultiHeadAttention(16, 4)
+    with pytest.raises(IndexError, match=r"head must be in 0..3 \(or -4..-1 from the end\), got 4"):
+        mha.projections(4)
+    with pytest.raises(IndexError, match=r"got -5"):
+        mha.projections(-5)
+    with pytest.raises(TypeError, match=r"head must be an int"):
+        mha.projections(1.0)
+
+
+def test_projections_negative_head_counts_from_the_end():
+    mha = MultiHeadAttention(16, 4)
+    last, minus_one = mha.projections(3), mha.projections(-1)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q"):
+        assert torch.equal(last[name], minus_one[name])
+    torch.testing.assert_close(last["W_Q"], mha.q_proj.weight.detach()[12:16].T)
+
+
+def test_error_inputs_on_other_devices_and_is_causal_type():
+    mha = MultiHeadAttention(8, 2)
+    with pytest.raises(ValueError, match=r"query is on meta but the weights are on cpu"):
+        mha(torch.zeros(1, 3, 8, device="meta"))
+    with pytest.raises(ValueError, match=r"mask is on meta but q, k, v are on cpu"):
+        mha(torch.zeros(1, 3, 8), mask=torch.ones(3, 3, dtype=torch.bool, device="meta"))
+    with pytest.raises(TypeError, match=r"is_causal must be True or False"):
+        mha(torch.zeros(1, 3, 8), is_causal="no")
+
+
+@pytest.mark.parametrize("T_q, T_k", [(0, 0), (0, 4), (3, 0)])
+def test_empty_sequences_match_torch(T_q, T_k):
+    ref = torch_mha(16, 4, seed=11)                       # random biases: T_k = 0 gives out = bias
+    ours = MultiHeadAttention.from_torch(ref)
+    query, memory = inputs(2, T_q, 16), inputs(2, T_k, 16, seed=2)
+    out, weights = ours(query, memory)
+    expected, expected_w = ref(query, memory, memory, average_attn_weights=False)
+    assert out.shape == expected.shape == (2, T_q, 16) and weights.shape == expected_w.shape == (2, 4, T_q, T_k)
+    torch.testing.assert_close(out, expected, **TOL[torch.float32])
+    if T_k == 0 and T_q > 0:
+        torch.testing.assert_close(out, ref.out_proj.bias.detach().expand(2, T_q, 16))

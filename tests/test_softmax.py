@@ -1,4 +1,4 @@
-"""attnlib.softmax / entropy / softmax_jacobian against torch and invariants."""
+"""attnlib.softmax / entropy / softmax_jacobian against torch, float64 oracles and invariants."""
 import math
 
 import numpy as np
@@ -6,6 +6,8 @@ import pytest
 import torch
 
 import attnlib
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -21,24 +23,45 @@ def test_temperature_divides_scores(temperature):
     torch.testing.assert_close(attnlib.softmax(x, temperature=temperature), torch.softmax(x / temperature, -1))
 
 
+def test_tiny_temperature_gives_the_argmax_not_nan():
+    x = torch.tensor([[1.0, 3.0, 2.0]])
+    w = attnlib.softmax(x, temperature=1e-300)                # x / 1e-300 overflows float32
+    assert torch.equal(w, torch.tensor([[0.0, 1.0, 0.0]]))
+
+
 def test_stable_for_huge_scores():
     x = torch.tensor([1000.0, 1001.0, 1002.0])
     naive = torch.exp(x) / torch.exp(x).sum()
     assert torch.isnan(naive).all()  # the failure the max-subtraction avoids
-    torch.testing.assert_close(attnlib.softmax(x), torch.softmax(x - 1000, -1))
+    torch.testing.assert_close(attnlib.softmax(x), torch.softmax(x.double() - 1000, -1).float())
 
 
 def test_shift_invariance():
     x = torch.randn(10, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     torch.testing.assert_close(attnlib.softmax(x), attnlib.softmax(x + 123.4))
+    torch.testing.assert_close(attnlib.softmax(x), torch.softmax(x, -1))
 
 
 def test_all_minus_inf_row_gives_zeros():
     x = torch.tensor([[0.0, 1.0], [-math.inf, -math.inf]])
     w = attnlib.softmax(x)
     assert torch.equal(w[1], torch.zeros(2)) and torch.isclose(w[0].sum(), torch.tensor(1.0))
+    torch.testing.assert_close(w[0], torch.softmax(x[0], -1))
 
 
+def test_empty_slices_give_empty_results():
+    for shape, dim in (((3, 0), -1), ((0, 4), -1), ((0,), 0), ((2, 0, 5), 1)):
+        x = torch.randn(shape)
+        got = attnlib.softmax(x, dim=dim)
+        assert got.shape == torch.softmax(x, dim=dim).shape and got.dtype == x.dtype
+
+
+def test_nan_scores_give_nan_in_their_slice_only():
+    w = attnlib.softmax(torch.tensor([[0.0, math.nan], [0.0, 0.0]]))
+    assert torch.isnan(w[0]).all() and torch.equal(w[1], torch.tensor([0.5, 0.5]))
+
+
+# ---------------------------------------------------------------- low precision: float32 inside
 def test_half_precision_computed_in_float32():
     x = torch.randn(4, 9, generator=torch.Generator().manual_seed(3)) * 30
     w = attnlib.softmax(x.bfloat16())
@@ -46,15 +69,46 @@ def test_half_precision_computed_in_float32():
     torch.testing.assert_close(w.float(), torch.softmax(x.bfloat16().float(), -1), atol=1e-2, rtol=1e-2)
 
 
-@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "1", True])
-def test_bad_temperature(bad):
-    with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
+def test_float16_small_temperature_does_not_overflow():
+    # 100 / 0.001 = 1e5 is beyond float16's 65504: computed in float16 it would be inf - inf = NaN
+    x = torch.tensor([[100.0, 99.0, 98.0]], dtype=torch.float16)
+    w = attnlib.softmax(x, temperature=0.001)
+    assert w.dtype == torch.float16
+    assert torch.equal(w, torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float16))
+    w = attnlib.softmax(x, temperature=0.5)
+    torch.testing.assert_close(w.double(), torch.softmax(x.double() / 0.5, -1), atol=1e-3, rtol=1e-3)
+
+
+def test_float16_long_row_sums_to_one():
+    # 70000 equal scores: the sum of their exponentials, 70000, is beyond float16's range
+    x = torch.zeros(2, 70_000, dtype=torch.float16)
+    w = attnlib.softmax(x)
+    assert w.dtype == torch.float16
+    torch.testing.assert_close(w.double().sum(-1), torch.ones(2, dtype=torch.float64), atol=2e-3, rtol=0)
+
+
+# ---------------------------------------------------------------- argument errors
+@pytest.mark.parametrize("bad, exc", [(0, ValueError), (-1.0, ValueError), (float("nan"), ValueError),
+                                      (float("inf"), ValueError), ("1", TypeError), (True, TypeError),
+                                      (None, TypeError)])
+def test_bad_temperature(bad, exc):
+    with pytest.raises(exc, match="temperature must be"):
         attnlib.softmax(torch.zeros(3), temperature=bad)
 
 
-def test_integer_scores_rejected():
-    with pytest.raises(TypeError, match="floating-point"):
-        attnlib.softmax(torch.arange(3))
+@pytest.mark.parametrize("bad, exc", [(2, ValueError), (-3, ValueError), (1.0, TypeError), (None, TypeError),
+                                      (torch.tensor(0), TypeError)])
+def test_bad_dim(bad, exc):
+    with pytest.raises(exc, match="dim must be"):
+        attnlib.softmax(torch.zeros(2, 3), dim=bad)
+    with pytest.raises(exc, match="dim must be"):
+        attnlib.entropy(torch.full((2, 3), 1 / 3), dim=bad)
+
+
+@pytest.mark.parametrize("bad", [torch.arange(3), torch.ones(2, dtype=torch.bool), torch.ones(2, dtype=torch.complex64)])
+def test_non_float_scores_rejected(bad):
+    with pytest.raises(TypeError, match="scores must be a floating-point tensor"):
+        attnlib.softmax(bad)
 
 
 def test_numpy_accepted():
@@ -62,6 +116,7 @@ def test_numpy_accepted():
     torch.testing.assert_close(out, torch.tensor([0.5, 0.5], dtype=torch.float64))
 
 
+# ---------------------------------------------------------------- entropy
 def test_entropy_in_nats():
     T = 8
     assert math.isclose(attnlib.entropy(torch.full((T,), 1 / T)).item(), math.log(T), rel_tol=1e-6)
@@ -69,8 +124,41 @@ def test_entropy_in_nats():
     p = torch.softmax(torch.randn(5, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(4)), -1)
     expected = torch.distributions.Categorical(probs=p).entropy()
     torch.testing.assert_close(attnlib.entropy(p), expected)
+    torch.testing.assert_close(attnlib.entropy(p.T, dim=0), expected)
 
 
+def test_entropy_of_a_fully_masked_row_is_zero():
+    w = attnlib.softmax(torch.tensor([[0.0, 1.0], [-math.inf, -math.inf]]))
+    assert attnlib.entropy(w)[1].item() == 0.0
+
+
+def test_entropy_accepts_rounding_of_real_weights():
+    g = torch.Generator().manual_seed(5)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        w = attnlib.softmax(torch.randn(4, 2048, generator=g).to(dtype) * 4)
+        expected = torch.distributions.Categorical(probs=w.double()).entropy()
+        torch.testing.assert_close(attnlib.entropy(w).double(), expected, atol=5e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("bad, pattern", [
+    ([math.nan, 0.5], "found nan"),
+    ([-0.5, 1.5], "non-negative"),
+    ([0.5, 0.6], "sum to 1"),
+    ([0.33, 0.33, 0.33], "sum to 1"),
+    ([math.inf, 0.0], "found inf"),
+])
+def test_entropy_refuses_what_is_not_a_distribution(bad, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        attnlib.entropy(torch.tensor(bad))
+
+
+def test_entropy_errors_and_meta():
+    with pytest.raises(TypeError, match="weights must be a floating-point tensor"):
+        attnlib.entropy(torch.tensor([0, 1]))
+    assert attnlib.entropy(torch.empty(3, 4, device="meta")).shape == (3,)
+
+
+# ---------------------------------------------------------------- Jacobian
 def test_softmax_jacobian_matches_autograd():
     s = torch.randn(6, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     J_auto = torch.autograd.functional.jacobian(lambda z: torch.softmax(z, -1), s)
@@ -84,3 +172,12 @@ def test_softmax_jacobian_batched_and_vanishes_when_saturated():
     torch.testing.assert_close(J.sum(-1), torch.zeros(3, 4, 5, dtype=torch.float64))  # rows sum to 0
     saturated = torch.softmax(torch.tensor([0.0, 100.0, 0.0], dtype=torch.float64), -1)
     assert attnlib.softmax_jacobian(saturated).abs().max() < 1e-40
+
+
+def test_softmax_jacobian_errors():
+    with pytest.raises(ValueError, match="at least one dimension"):
+        attnlib.softmax_jacobian(torch.tensor(1.0))
+    with pytest.raises(ValueError, match="sum to 1"):
+        attnlib.softmax_jacobian(torch.tensor([0.5, 0.7]))
+    with pytest.raises(TypeError, match="floating-point"):
+        attnlib.softmax_jacobian(torch.tensor([1, 0]))

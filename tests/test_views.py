@@ -8,6 +8,8 @@ import torch
 from attnlib import softmax
 from attnlib.views import column_view, dot_product_view, head_qkv, outer_product_view, row_view
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 PRODUCT_VIEWS = [row_view, column_view, outer_product_view]
 
 
@@ -90,6 +92,28 @@ def test_bad_inputs_raise_with_shapes(view):
         view([[1.0]], torch.rand(1, 1))
     with pytest.raises(ValueError, match="broadcast"):
         view(torch.rand(2, 3, 4), torch.rand(5, 4, 2))
+
+
+@pytest.mark.parametrize("view", PRODUCT_VIEWS)
+@pytest.mark.parametrize("shape_w, shape_v", [((0, 3), (3, 2)), ((2, 0), (0, 3)), ((2, 3), (3, 0)),
+                                              ((4, 0, 3), (3, 2))])
+def test_product_views_of_empty_inputs_match_matmul(view, shape_w, shape_v):
+    w, v = torch.rand(shape_w, dtype=torch.float64), torch.rand(shape_v, dtype=torch.float64)
+    got, expected = view(w, v), w @ v
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected)                 # zeros where T_k = 0 (sums of nothing)
+
+
+@pytest.mark.parametrize("shape_q, shape_k", [((0, 3), (4, 3)), ((2, 3), (0, 3)), ((2, 0), (4, 0))])
+def test_dot_product_view_of_empty_inputs_matches_matmul(shape_q, shape_k):
+    q, k = torch.rand(shape_q), torch.rand(shape_k)
+    torch.testing.assert_close(dot_product_view(q, k), q @ k.T)
+
+
+@pytest.mark.parametrize("view", PRODUCT_VIEWS + [dot_product_view])
+def test_views_refuse_tensors_on_different_devices(view):
+    with pytest.raises(ValueError, match=r"must be on one device, got .* meta"):
+        view(torch.rand(3, 4), torch.rand(4, 4, device="meta"))
 
 
 def test_dot_product_view_bad_inputs():
