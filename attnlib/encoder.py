@@ -209,6 +209,19 @@ def _is_default_folder(path: Path) -> bool:
         return False
 
 
+def _device(device) -> torch.device:
+    """``device`` as a ``torch.device`` (None: :func:`attnlib.default_device`)."""
+    if device is None:
+        return default_device()
+    if not isinstance(device, (str, torch.device, int)) or isinstance(device, bool):
+        raise TypeError(f"device must be a torch.device or a name such as 'cpu' or 'cuda', "
+                        f"got {type(device).__name__} {device!r}")
+    try:
+        return torch.device(device)
+    except RuntimeError as err:
+        raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") from err
+
+
 def load_encoder(name=DEFAULT_MODEL, *, device=None, manifest=None):
     """Load a Hugging Face encoder and its tokenizer, set up to return attention weights.
 
@@ -230,10 +243,11 @@ def load_encoder(name=DEFAULT_MODEL, *, device=None, manifest=None):
         ``(model, tokenizer)``: a ``transformers`` ``PreTrainedModel`` and its tokenizer.
 
     Raises:
-        TypeError: ``name`` is not a str or path; ``manifest`` is not a dict or path.
+        TypeError: ``name`` is not a str or path; ``manifest`` is not a dict or path;
+            ``device`` is not a device or device name.
         FileNotFoundError: a file the manifest lists is missing.
         ValueError: a file fails its sha256 check or is not in the manifest; ``manifest``
-            given with a Hub id.
+            given with a Hub id; ``device`` names no device.
         OSError: another id is neither cached nor reachable (offline); the message says how
             to make it available.
     """
@@ -241,7 +255,7 @@ def load_encoder(name=DEFAULT_MODEL, *, device=None, manifest=None):
 
     if not isinstance(name, (str, os.PathLike)) or not str(name):
         raise TypeError(f"name must be a Hugging Face model id or a folder path, got {name!r}")
-    device = torch.device(device) if device is not None else default_device()
+    device = _device(device)
     checked = None if manifest is None else _read_manifest(manifest)
     key = (str(name), str(device), None if checked is None else tuple(sorted(checked.items())))
     if key in _CACHE:
@@ -325,7 +339,7 @@ class EncoderBatch:
     Attributes:
         tokens: ``B`` lists of ``T`` word pieces, ``[PAD]`` included.
         attention_mask: ``(B, T)`` int64, the tokenizer's: 1 for a real token, 0 for padding
-            (whatever mask the model was run with).
+            (also when the model ran with ``mask_padding=False``).
         attentions: one ``(B, H, T, T)`` tensor of weights per layer.
         hidden_states: ``n_layers + 1`` tensors ``(B, T, d_model)``; entry ``l`` is the input
             of layer ``l`` and the last entry is the model's output.

@@ -196,6 +196,10 @@ def test_unknown_model_offline_gives_clear_error(monkeypatch, tmp_path):
         load_encoder("some-org/no-such-model-xyz", device="cpu")
     with pytest.raises(TypeError, match="model id or a folder path"):
         load_encoder(3)
+    with pytest.raises(ValueError, match="device must name a torch device"):
+        load_encoder(device="gpu0")
+    with pytest.raises(TypeError, match="device must be a torch.device"):
+        load_encoder(device=1.5)
 
 
 def test_default_device():
