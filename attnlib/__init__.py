@@ -12,7 +12,8 @@ One idea per module, mirroring the chapters.  Shapes legend used in every docstr
 from .attention import attention_scores, scaled_dot_product_attention
 from .devices import as_tensor, default_device
 from .masks import causal_mask, padding_mask, to_additive, to_boolean
-from .models import DEFAULT_MODEL, embed, head_projections, load_encoder
+from .encoder import (DEFAULT_MODEL, EncoderAttention, EncoderBatch, embed, get_attentions, get_batch_attentions,
+                      head_outputs, head_projections, head_qkv, layer_input, load_encoder, project_qkv, token_vectors)
 from .softmax import entropy, softmax, softmax_jacobian
 from .geometry import convex_hull_2d, in_convex_hull_2d, support_excess
 from .graphs import (attention_graph, attention_rollout, graph_attention, in_weight, is_dag_without_self_loops,
@@ -22,10 +23,9 @@ from .tiled import online_softmax, online_softmax_step, tiled_attention
 from . import explorables  # kernel-free interactive figures for the static book (chapters 1, 4, 5, 7, 8)
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .transformer import LookBackTask, TinyTransformer, ideal_pattern, pattern_closeness, train
-from .inspect_model import (EncoderAttention, asymmetry, attention_share, cosine_similarities, get_attentions,
-                            offset_share, sink_shares, token_vectors)
+from .inspect_model import asymmetry, attention_share, cosine_similarities, offset_share, sink_shares
 
-from .views import column_view, dot_product_view, head_qkv, outer_product_view, row_view
+from .views import column_view, dot_product_view, outer_product_view, row_view
 
 __version__ = "0.1.0"
 
@@ -35,7 +35,8 @@ __all__ = [
     "convex_hull_2d", "in_convex_hull_2d", "support_excess",
     "causal_mask", "padding_mask", "to_additive", "to_boolean",
     "default_device", "as_tensor",
-    "load_encoder", "embed", "head_projections", "DEFAULT_MODEL",
+    "load_encoder", "embed", "head_projections", "DEFAULT_MODEL", "layer_input", "project_qkv", "head_qkv",
+    "head_outputs", "get_batch_attentions", "EncoderBatch",
     "MultiHeadAttention", "split_heads", "merge_heads",
     "TinyTransformer", "LookBackTask", "train", "ideal_pattern", "pattern_closeness",
     "tiled_attention", "online_softmax", "online_softmax_step",
@@ -45,5 +46,5 @@ __all__ = [
     "is_dag_without_self_loops", "stationary_distribution", "neighbourhood_mask", "graph_attention",
     "attention_rollout", "layered_graph", "path_flow",
     "explorables",
-    "dot_product_view", "row_view", "column_view", "outer_product_view", "head_qkv",
+    "dot_product_view", "row_view", "column_view", "outer_product_view",
 ]

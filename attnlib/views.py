@@ -15,8 +15,9 @@ each following one reading of matrix multiplication as Gilbert Strang teaches it
   times row ``j`` of ``V``, one piece per key.
 
 They are for teaching and testing, not speed: each must equal ``@`` / ``torch.einsum`` up to
-rounding, also for empty inputs (a sum over ``T_k = 0`` keys or ``d_k = 0`` features is 0).  :func:`head_qkv` provides real inputs: one head's ``q, k, v`` in the pretrained
-encoder for a sentence.
+rounding, also for empty inputs (a sum over ``T_k = 0`` keys or ``d_k = 0`` features is 0).
+:func:`attnlib.head_qkv` (in :mod:`attnlib.encoder`) provides real inputs: one head's
+``q, k, v`` in the pretrained encoder for a sentence.
 
 Shapes legend: ``B`` batch, ``H`` heads, ``T_q`` queries, ``T_k`` keys, ``d_k`` query/key
 width, ``d_v`` value width, ``d_model`` model width.  ``...`` is any broadcastable batch
@@ -28,7 +29,7 @@ import torch
 
 from . import _validate
 
-__all__ = ["dot_product_view", "row_view", "column_view", "outer_product_view", "head_qkv"]
+__all__ = ["dot_product_view", "row_view", "column_view", "outer_product_view"]
 
 
 def _check_pair(a, b, a_name: str, b_name: str, a_form: str, b_form: str, *, transpose_b: bool):
@@ -169,36 +170,3 @@ def outer_product_view(weights, v) -> torch.Tensor:
         total = total + weights[..., :, j, None] * v[..., j, None, :]  # (..., T_q, 1) * (..., 1, d_v)
     return total  # (..., T_q, d_v)
 
-
-def head_qkv(text: str, layer: int, head: int, model=None, tokenizer=None):
-    """One head's queries, keys and values for a sentence, in the pretrained encoder.
-
-    Runs the encoder on ``text`` to get the input ``X`` of layer ``layer`` (the embeddings
-    for layer 0, the previous layer's output otherwise), then applies that head's
-    projections from :func:`attnlib.head_projections`: ``q = X W_Q + b_Q`` and likewise for
-    ``k`` and ``v``.  ``softmax(q k^T / sqrt(d_k))`` equals the attention weights the model
-    itself returns for that head.
-
-    Shapes:
-        returns ``tokens`` (list of ``T`` str) and ``q, k, v`` each ``(T, d_k)`` (here
-        ``d_v = d_k``), on the model's device.
-
-    Raises:
-        TypeError: ``text`` is not a str.  ValueError: empty text, or ``layer`` / ``head``
-        out of range.
-    """
-    from .models import check_text, head_projections, load_encoder
-
-    check_text(text)
-    if model is None or tokenizer is None:
-        model, tokenizer = load_encoder()
-    p = head_projections(model, layer, head)  # validates layer and head first
-    enc = tokenizer(text, return_tensors="pt").to(model.device)
-    with torch.no_grad():
-        hidden = model(**enc, output_hidden_states=True).hidden_states  # (n_layers + 1) x (1, T, d_model)
-    X = hidden[layer][0]  # (T, d_model): the input of `layer`
-    q = X @ p["W_Q"] + p["b_Q"]  # (T, d_model) @ (d_model, d_k) -> (T, d_k)
-    k = X @ p["W_K"] + p["b_K"]
-    v = X @ p["W_V"] + p["b_V"]
-    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
-    return tokens, q, k, v

@@ -83,10 +83,8 @@ TIMER = """async ([uid, body, repeats]) => {
 
 def real_figures() -> dict:
     model, tokenizer = attnlib.load_encoder(device="cpu")
-    tokens, X = attnlib.embed(" ".join(corpus.SINK_PROBES), model, tokenizer)
-    tokens, X = tokens[:T], X[:T]  # (T, d_model)
-    p = attnlib.head_projections(model, 0, 3)
-    q, k, v = (X @ p[f"W_{n}"] + p[f"b_{n}"] for n in "QKV")  # (T, d_k)
+    tokens, q, k, v = attnlib.head_qkv(" ".join(corpus.SINK_PROBES), 0, 3, model, tokenizer)
+    tokens, q, k, v = tokens[:T], q[:T], k[:T], v[:T]  # (T, d_k) each
     d_k = q.shape[-1]
     scores = q @ k.T / math.sqrt(d_k)
     weights = attnlib.softmax(scores)

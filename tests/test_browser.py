@@ -143,14 +143,10 @@ def real():
     """Real inputs: one head (layer 0, head 3) of the running sentence, and a left-padded
     real batch (so that causal + padding masks leave whole rows with no key)."""
     model, tokenizer = attnlib.load_encoder(device="cpu")
-    tokens, X = attnlib.embed(corpus.RUNNING, model, tokenizer)
-    p = attnlib.head_projections(model, 0, 3)
-    q, k, v = (X @ p[f"W_{n}"] + p[f"b_{n}"] for n in "QKV")  # (T, d_k) each
+    tokens, q, k, v = attnlib.head_qkv(corpus.RUNNING, 0, 3, model, tokenizer)  # (T, d_k) each
     d_k = q.shape[-1]
-    enc = tokenizer(corpus.PADDED_BATCH, padding=True, padding_side="left", return_tensors="pt")
-    with torch.no_grad():
-        Xp = model.embeddings(input_ids=enc["input_ids"][2:3], token_type_ids=enc["token_type_ids"][2:3])[0]
-    qp, kp = Xp @ p["W_Q"] + p["b_Q"], Xp @ p["W_K"] + p["b_K"]
+    enc = attnlib.get_batch_attentions(corpus.PADDED_BATCH, model=model, tokenizer=tokenizer, padding_side="left")
+    qp, kp, _ = attnlib.project_qkv(enc.hidden_states[0][2], model, 0, 3)  # "Hello there!" padded left
     tokens = list(tokens)
     tokens[2] = PROBE  # the escaping probe replaces "cat"
     centred = v - v.mean(0)
@@ -158,8 +154,8 @@ def real():
     scores = q @ k.T / math.sqrt(d_k)
     return {
         "tokens": tokens, "raw": q @ k.T, "scores": scores, "weights": attnlib.softmax(scores), "v2": v2,
-        "d_k": d_k, "pad_tokens": tokenizer.convert_ids_to_tokens(enc["input_ids"][2]),
-        "pad_scores": qp @ kp.T / math.sqrt(d_k), "pad_mask": enc["attention_mask"][2],
+        "d_k": d_k, "pad_tokens": enc.tokens[2],
+        "pad_scores": qp @ kp.T / math.sqrt(d_k), "pad_mask": enc.attention_mask[2],
     }
 
 

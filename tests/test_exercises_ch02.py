@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import attnlib
+from attnlib.corpus import BEARS
 from attnlib.exercises import exercise, exercise_names
 from attnlib.exercises.ch02 import (
     SYMMETRIC_OPTIONS, TOP_KEY_SETUP, check_rank, check_symmetric, head_weights,
@@ -39,6 +40,23 @@ def test_head_weights_match_hugging_face(hf_row):
     ours_tokens, ours = head_weights(s["text"], s["layer"], s["head"])
     assert ours_tokens == tokens
     torch.testing.assert_close(ours, att, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("layer", range(6))
+def test_head_weights_match_eager_attentions_in_every_layer(encoder, layer):
+    """head_weights must read layer l's own input hidden_states[l]: feeding the embeddings to
+    every layer matched at layer 0 only (0.28 off at layer 3)."""
+    model, tokenizer = encoder
+    text = BEARS["object"]
+    enc = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        hf = model(**enc, output_attentions=True).attentions[layer][0]         # (H, T, T)
+    for head in (0, 5, 11):
+        tokens, ours = head_weights(text, layer, head, model, tokenizer)
+        assert tokens == tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+        torch.testing.assert_close(ours, hf[head], atol=1e-5, rtol=0)
+    with pytest.raises(IndexError, match="head must be in 0..11"):
+        head_weights(text, layer, 12, model, tokenizer)
 
 
 def test_top_key_right_answer(hf_row):

@@ -7,7 +7,7 @@ import torch
 
 from attnlib import softmax
 from attnlib.exercises import ch03, exercise, exercise_names
-from attnlib.views import head_qkv
+from attnlib import head_qkv
 
 BAD_INPUTS = [None, "", "abc", float("nan"), float("inf"), [1.0, 2.0], np.ones((2, 2)), torch.ones(3), True]
 

@@ -172,18 +172,15 @@ def test_complete_graph_attention_is_the_real_encoder(encoder):
     model, tok = encoder
     enc = tok(RUNNING, return_tensors="pt")
     with torch.no_grad():
-        out = model(**enc, output_attentions=True, output_hidden_states=True)
+        out = model(**enc, output_attentions=True)                  # the oracle: the model called directly
     layer, head = 5, 11
-    p = attnlib.head_projections(model, layer, head)
-    x = out.hidden_states[layer][0]  # input of this layer, (T, d_model)
-    q, k, v = x @ p["W_Q"] + p["b_Q"], x @ p["W_K"] + p["b_K"], x @ p["W_V"] + p["b_V"]
-    n = x.shape[0]
+    tokens, q, k, v = attnlib.head_qkv(RUNNING, layer, head, model, tok)  # (T, d_k) each, from layer 5's input
+    n = q.shape[0]
     G = nx.complete_graph(n, create_using=nx.DiGraph)
     G.add_edges_from((i, i) for i in range(n))
     _, weights = graph_attention(q, k, v, G)
     hf = out.attentions[layer][0, head]
     torch.testing.assert_close(weights, hf, atol=1e-5, rtol=1e-4)
-    tokens = tok.convert_ids_to_tokens(enc["input_ids"][0])
     got = in_weight(attention_graph(hf, tokens))
     np.testing.assert_allclose([got[i] for i in range(n)], hf.double().sum(0).numpy(), atol=1e-6)
 

@@ -1,12 +1,10 @@
-"""The explicit-loop views of chapter 3 against `@`, torch.einsum and the real encoder."""
-import math
-
+"""The explicit-loop views of chapter 3 against `@` and torch.einsum (head_qkv, their real inputs,
+is tested against the encoder's eager attention in test_encoder.py)."""
 import numpy as np
 import pytest
 import torch
 
-from attnlib import softmax
-from attnlib.views import column_view, dot_product_view, head_qkv, outer_product_view, row_view
+from attnlib.views import column_view, dot_product_view, outer_product_view, row_view
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -133,52 +131,3 @@ def test_views_follow_cuda_device(view):
     torch.testing.assert_close(out, weights @ v)
     with pytest.raises(ValueError, match="device"):
         view(weights, v.cpu())
-
-
-# ---- head_qkv against the encoder's own eager attention ------------------------------------
-
-@pytest.fixture(scope="module")
-def encoder():
-    from attnlib import load_encoder
-
-    return load_encoder(device="cpu")
-
-
-@pytest.mark.parametrize("layer, head", [(0, 2), (4, 3), (5, 11)])
-def test_head_qkv_reproduces_model_attention_and_context(encoder, layer, head):
-    model, tokenizer = encoder
-    text = "The cat sat on the mat because it was warm."
-    tokens, q, k, v = head_qkv(text, layer, head, model, tokenizer)
-    d_k = model.config.hidden_size // model.config.num_attention_heads
-    assert q.shape == k.shape == v.shape == (len(tokens), d_k)
-    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
-
-    captured = {}
-    self_attn = model.encoder.layer[layer].attention.self
-
-    def keep_context(module, args, output):
-        captured["context"] = output[0]  # (1, T, d_model), heads side by side; returns None
-
-    hook = self_attn.register_forward_hook(keep_context)
-    try:
-        enc = tokenizer(text, return_tensors="pt")
-        with torch.no_grad():
-            ref = model(**enc, output_attentions=True).attentions[layer][0, head]  # (T, T)
-    finally:
-        hook.remove()
-    weights = softmax(q @ k.T / math.sqrt(d_k))
-    torch.testing.assert_close(weights, ref, rtol=1e-4, atol=1e-5)
-    context = captured["context"][0][:, head * d_k:(head + 1) * d_k]  # this head's slice of (T, d_model)
-    torch.testing.assert_close(row_view(weights, v), context, rtol=1e-4, atol=1e-4)
-
-
-def test_head_qkv_bad_input(encoder):
-    model, tokenizer = encoder
-    with pytest.raises(TypeError, match="str"):
-        head_qkv(42, 0, 0, model, tokenizer)
-    with pytest.raises(ValueError, match="non-space"):
-        head_qkv("   ", 0, 0, model, tokenizer)
-    with pytest.raises(ValueError, match="layer"):
-        head_qkv("Hello there!", 6, 0, model, tokenizer)
-    with pytest.raises(ValueError, match="head"):
-        head_qkv("Hello there!", 0, 12, model, tokenizer)

@@ -27,24 +27,22 @@ TOP_KEY_SETUP = {"text": BEARS["verb"], "layer": 0, "head": 11, "query": "bears"
 
 def head_weights(text: str, layer: int, head: int, model=None, tokenizer=None):
     """Tokens and the ``(T_q, T_k)`` attention weights of one head of the course encoder,
-    computed from its input embeddings and projections (chapter 2's recipe).
+    computed with chapter 2's recipe from that layer's own input ``hidden_states[layer]``
+    (:func:`attnlib.head_qkv`): ``softmax(q k^T / sqrt(d_k))``.
 
     Shapes:
-        returns ``tokens`` (list of ``T`` str) and ``weights`` ``(T, T)``, rows sum to 1.
+        returns ``tokens`` (list of ``T`` str) and ``weights`` ``(T, T)`` on the CPU, rows
+        sum to 1.
 
     Raises:
-        ValueError: ``layer`` or ``head`` out of range, or ``text`` empty.
+        TypeError: ``text`` is not a str; ``layer`` or ``head`` is not an int.
+        ValueError: ``text`` empty.
+        IndexError: ``layer`` or ``head`` out of range.
     """
-    from ..models import embed, head_projections, load_encoder
+    from ..encoder import head_qkv
 
-    if model is None or tokenizer is None:
-        model, tokenizer = load_encoder()
-    tokens, X = embed(text, model, tokenizer)                 # (T, d_model)
-    p = head_projections(model, layer, head)
-    with torch.no_grad():
-        q = X @ p["W_Q"] + p["b_Q"]                           # (T, d_k)
-        k = X @ p["W_K"] + p["b_K"]                           # (T, d_k)
-        weights = torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1)   # (T_q, T_k)
+    tokens, q, k, _ = head_qkv(text, layer, head, model, tokenizer)          # (T, d_k) each
+    weights = torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1)       # (T_q, T_k)
     return tokens, weights.cpu()
 
 

@@ -34,7 +34,7 @@ def example() -> dict:
     ``values`` (column ``c`` of ``V``, T numbers), ``query`` and ``key`` (positions).
     """
     from ..softmax import softmax
-    from ..views import head_qkv
+    from ..encoder import head_qkv
 
     tokens, q, k, v = head_qkv(SENTENCE, LAYER, HEAD)
     weights = softmax(q @ k.T / math.sqrt(q.shape[-1]))                  # (T, T)

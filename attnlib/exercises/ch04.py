@@ -31,7 +31,7 @@ def temperature_example() -> dict:
     Returns a dict with ``tokens`` (list of T str), ``query`` (str) and ``scores`` (T floats).
     """
     from .. import corpus
-    from ..views import head_qkv
+    from ..encoder import head_qkv
 
     tokens, q, k, _ = head_qkv(corpus.RUNNING, LAYER, HEAD)
     i = tokens.index(QUERY)

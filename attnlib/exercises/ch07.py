@@ -16,7 +16,7 @@ import torch
 
 from ..corpus import RUNNING
 from ..graphs import attention_graph, attention_rollout, in_weight, is_dag_without_self_loops
-from ..models import load_encoder
+from ..encoder import get_attentions, load_encoder
 from . import register
 from .core import checker, parse_matrix, parse_number, parse_token, right, wrong
 from .widgets import MatrixToggleExercise, NumberExercise, TokenExercise
@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 SINK_SENTENCE = RUNNING
-SINK_HEAD = (5, 4)  # (layer, head), 0-based as in model(**enc).attentions[layer][0, head]
+SINK_HEAD = (5, 4)  # (layer, head), 0-based as in get_attentions(...).head(layer, head)
 
 ACYCLIC_TOKENS = ["[CLS]", "birds", "sing", "[SEP]"]
 
@@ -44,12 +44,9 @@ def sink_case():
         returns ``(tokens, shares)``: ``T`` strings and ``T`` floats summing to 1.
     """
     model, tokenizer = load_encoder(device="cpu")
-    enc = tokenizer(SINK_SENTENCE, return_tensors="pt")
-    with torch.no_grad():
-        attentions = model(**enc, output_attentions=True).attentions  # L x (1, H, T, T)
-    layer, head = SINK_HEAD
-    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
-    share = in_weight(attention_graph(attentions[layer][0, head], tokens), share=True)
+    att = get_attentions(SINK_SENTENCE, model=model, tokenizer=tokenizer)
+    tokens = att.tokens
+    share = in_weight(attention_graph(att.head(*SINK_HEAD), tokens), share=True)  # (T_q, T_k) -> T shares
     return list(tokens), [share[i] for i in range(len(tokens))]
 
 

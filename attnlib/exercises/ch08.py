@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import functools
 
-from ..inspect_model import get_attentions
-from ..models import load_encoder
+from ..encoder import get_attentions, load_encoder
 from . import register
 from .core import checker, parse_token, right, wrong
 from .widgets import TokenExercise
