@@ -346,6 +346,15 @@ def test_graph_helpers_reject_hostile_input(call, error, match):
         call()
 
 
+def test_rollout_rows_are_distributions_even_when_input_rows_are_off_by_rounding():
+    """Rows that sum to 1 only within the accepted rounding (here 1 + 4e-4) still give a rollout
+    whose rows sum to 1: every step renormalises (Abnar & Zuidema 2020)."""
+    layers = torch.softmax(torch.randn(4, T, T, generator=torch.Generator().manual_seed(2), dtype=torch.float64), -1)
+    R = attention_rollout(layers * (1 + 4e-4))
+    torch.testing.assert_close(R.sum(-1), torch.ones(T, dtype=torch.float64), atol=1e-12, rtol=0)
+    np.testing.assert_allclose(R.numpy(), explicit_rollout((layers * (1 + 4e-4)).numpy()), atol=1e-12)
+
+
 def test_rollout_accepts_half_precision_rows_that_sum_to_one_within_rounding():
     layers = torch.softmax(torch.randn(3, 40, 40, generator=torch.Generator().manual_seed(1)), -1)
     for dtype in (torch.float16, torch.bfloat16):

@@ -211,6 +211,16 @@ def test_cosine_similarities_by_hand_and_against_torch():
     torch.testing.assert_close(cosine_similarities(big), torch.ones(2, 2))
 
 
+def test_cosine_similarities_in_float32_are_exact_on_the_diagonal_and_never_beyond_one():
+    """Computed in float64 and rounded once, a float32 result has exactly 1 on the diagonal and
+    no entry beyond +-1 (computed in float32, some diagonal entries come out 1 +- 1 ulp)."""
+    g = torch.Generator().manual_seed(3)
+    v = torch.randn(64, 384, generator=g)
+    got = cosine_similarities(v)
+    assert torch.equal(got.diagonal(), torch.ones(64))
+    assert got.abs().max().item() <= 1.0
+
+
 def test_cosine_similarities_of_integers_is_an_error_not_a_rounded_matrix():
     with pytest.raises(TypeError, match=r"vectors must be a floating-point tensor, got dtype torch.int64"):
         cosine_similarities(torch.tensor([[1, 0], [1, 1]]))

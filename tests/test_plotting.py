@@ -161,7 +161,7 @@ def test_figure_functions_reject_bad_input(call, error, match):
 
 def test_hull_plot_draws_and_validates():
     v = torch.tensor([[0., 0.], [4., 0.], [0., 4.], [1., 1.]])
-    w = torch.softmax(torch.tensor([1., 0., 0., 2.]), dim=0)
+    w = torch.softmax(torch.tensor([1., 0.5, 0., 2.]), dim=0)  # the output is not on the diagonal x = y
     fig = hull_plot(v, ["a", "b", "c", "d"], weights=w, out=w @ v, title="t")
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.texts] == ["a", "b", "c", "d"]
