@@ -120,12 +120,6 @@ def test_pattern_closeness_of_ideal_uniform_and_random_weights():
     assert pattern_closeness(w.double(), (1,)).dtype == torch.float64  # dtype follows the input
 
 
-def test_pattern_closeness_is_offset_share_back_averaged_over_the_batch():
-    w = random_weights(5, 3, 7, 7, seed=2)
-    for o in (1, 2, 6):
-        torch.testing.assert_close(pattern_closeness(w, [o])[:, 0], offset_share(w, -o).mean(0))
-
-
 def test_offset_share_of_the_real_encoder_finds_its_previous_token_head(encoder):
     """The chapter's claim: layer 0, head 2 of the course's encoder looks at the previous token."""
     att = attnlib.get_attentions(SINK_PROBES[0], model=encoder[0], tokenizer=encoder[1])
