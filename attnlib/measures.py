@@ -73,7 +73,7 @@ def received_attention(weights) -> torch.Tensor:
     """Share of all attention each key receives: the column means of ``weights``,
     ``r_j = mean_i A[..., i, j]``.  When every row sums to 1 the result sums to 1 over the
     keys.  On a graph this is ``in_weight(attention_graph(w, tokens), share=True)``, the
-    weighted in-degree divided by ``T`` (Newman 2010, sec. 6.4).
+    weighted in-degree divided by ``T``.
 
     Shapes:
         weights: ``(..., T_q, T_k)``, e.g. ``(L, H, T, T)``; returns ``(..., T_k)``, same
@@ -102,7 +102,7 @@ def _positions(key_positions, n_keys: int) -> list[int]:
     for p in positions:
         if isinstance(p, bool) or not isinstance(p, numbers.Integral):
             raise TypeError(f"key_positions must be ints, got {type(p).__name__} {p!r}")
-    bad = [int(p) for p in positions if not 0 <= p < n_keys]
+    bad = [int(p) for p in positions if not 0 <= p < n_keys]  # negative positions are refused, not counted from the end
     if bad:
         raise ValueError(f"key positions {bad} are outside 0..{n_keys - 1}")
     if len(set(positions)) != len(positions):
@@ -188,8 +188,9 @@ def pattern_closeness(weights, offsets) -> torch.Tensor:
     for o in offsets:
         if isinstance(o, bool) or not isinstance(o, numbers.Integral):
             raise TypeError(f"offsets must be ints, got {type(o).__name__} {o!r}")
-        if not 1 <= o < T:
-            raise ValueError(f"offsets must be ints in 1..{T - 1}, got {o!r}")
+    bad = [o for o in offsets if not 1 <= o < T]
+    if bad:
+        raise ValueError(f"offsets must be ints in 1..{T - 1}, got {bad[0]!r}")
     columns = [offset_share(w, -int(o)).mean(dim=0) for o in offsets]  # each (H,): mean over the batch
     return torch.stack(columns, dim=-1)                                # (H, len(offsets))
 
