@@ -17,13 +17,15 @@ from .encoder import (DEFAULT_MODEL, EncoderAttention, EncoderBatch, embed, get_
 from .softmax import entropy, softmax, softmax_jacobian
 from .geometry import convex_hull_2d, in_convex_hull_2d, support_excess
 from .graphs import (attention_graph, attention_rollout, graph_attention, in_weight, is_dag_without_self_loops,
-                     layered_graph, neighbourhood_mask, path_flow, received_attention, score_graph,
-                     stationary_distribution, strongest_edges)
+                     layered_graph, neighbourhood_mask, path_flow, score_graph, stationary_distribution,
+                     strongest_edges)
 from .tiled import online_softmax, online_softmax_step, tiled_attention
 from . import explorables  # kernel-free interactive figures for the static book (chapters 1, 4, 5, 7, 8)
 from .multihead import MultiHeadAttention, merge_heads, split_heads
-from .transformer import LookBackTask, TinyTransformer, ideal_pattern, pattern_closeness, train
-from .inspect_model import asymmetry, attention_share, cosine_similarities, offset_share, sink_shares
+from .transformer import LookBackTask, TinyTransformer, train
+from .measures import (asymmetry, attention_share, cosine_similarities, ideal_pattern, offset_share,
+                       pattern_closeness, received_attention, sink_shares, token_groups, top_keys)
+from .corpus import load_text, words_of
 
 from .views import column_view, dot_product_view, outer_product_view, row_view
 
@@ -40,9 +42,10 @@ __all__ = [
     "MultiHeadAttention", "split_heads", "merge_heads",
     "TinyTransformer", "LookBackTask", "train", "ideal_pattern", "pattern_closeness",
     "tiled_attention", "online_softmax", "online_softmax_step",
-    "get_attentions", "EncoderAttention", "attention_share", "sink_shares", "offset_share", "asymmetry",
-    "token_vectors", "cosine_similarities",
-    "attention_graph", "score_graph", "strongest_edges", "in_weight", "received_attention",
+    "get_attentions", "EncoderAttention", "token_vectors",
+    "attention_share", "received_attention", "sink_shares", "offset_share", "asymmetry", "top_keys",
+    "token_groups", "cosine_similarities", "load_text", "words_of",
+    "attention_graph", "score_graph", "strongest_edges", "in_weight",
     "is_dag_without_self_loops", "stationary_distribution", "neighbourhood_mask", "graph_attention",
     "attention_rollout", "layered_graph", "path_flow",
     "explorables",

@@ -1,11 +1,19 @@
-"""Real English sentences the chapters share, so that examples stay consistent.
+"""Real English sentences and texts the chapters share, so that examples stay consistent,
+and the helpers that read them.
 
 Each sentence is ordinary prose; none is generated.  Chapters may add their own, but the
-running examples live here.
+running examples live here.  Longer public-domain texts ship in ``attnlib/data``
+(:func:`load_text`); :func:`words_of` splits a text into the words a small model learns on.
 """
 from __future__ import annotations
 
-__all__ = ["RUNNING", "BEARS", "PAIR", "PADDED_BATCH", "SINK_PROBES"]
+import re
+from pathlib import Path
+
+__all__ = ["RUNNING", "BEARS", "PAIR", "PADDED_BATCH", "SINK_PROBES", "load_text", "words_of"]
+
+_DATA = Path(__file__).parent / "data"
+_WORD = re.compile(r"[a-z]+(?:-[a-z]+)*|--|[^\sa-z]")
 
 # The running example of chapters 1-5.
 RUNNING = "The cat sat on the mat because it was warm."
@@ -39,3 +47,38 @@ SINK_PROBES = [
     "Scientists measured the temperature of the lake every hour.",
     "Our train was delayed by almost forty minutes.",
 ]
+
+
+def load_text(name: str = "gettysburg") -> str:
+    """A public-domain text shipped in ``attnlib/data`` (``"gettysburg"``: Lincoln's
+    Gettysburg Address, 1863; see ``attnlib/data/README.md``).
+
+    Raises:
+        TypeError: ``name`` is not a str.
+        ValueError: no such text; the message lists the available ones.
+
+    >>> load_text().split()[:4]
+    ['Four', 'score', 'and', 'seven']
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str such as 'gettysburg', got {type(name).__name__}")
+    path = _DATA / f"{name}.txt"
+    if "/" in name or "\\" in name or not path.is_file():
+        known = sorted(p.stem for p in _DATA.glob("*.txt"))
+        raise ValueError(f"no text named {name!r} in attnlib/data; available: {known}")
+    return path.read_text(encoding="utf-8")
+
+
+def words_of(text: str) -> list[str]:
+    """Lower-cased words and punctuation marks of ``text``, in order.  A word may hold
+    hyphens (``battle-field``); a double hyphen (``--``) is one mark.
+
+    Raises:
+        TypeError: ``text`` is not a str.
+
+    >>> words_of("We are met on a great battle-field -- of that war.")
+    ['we', 'are', 'met', 'on', 'a', 'great', 'battle-field', '--', 'of', 'that', 'war', '.']
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    return _WORD.findall(text.lower())

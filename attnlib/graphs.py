@@ -3,7 +3,9 @@
 A weight matrix ``A`` ``(T, T)`` is the weighted adjacency matrix of a directed graph on the
 tokens: node ``i`` is position ``i`` (attribute ``token``), edge ``i -> j`` means "query ``i``
 attends to key ``j``" with attribute ``weight = A[i, j]``; self-loops are ordinary edges.
-Because every row of ``A`` sums to 1, the graph is also a Markov chain.
+Because every row of ``A`` sums to 1, the graph is also a Markov chain.  Measures of the
+weights themselves (the share of attention a key receives, offsets, sinks) live in
+:mod:`attnlib.measures`; :func:`in_weight` reads the same share off a graph.
 
 Shapes legend: ``B`` batch, ``H`` heads, ``L`` layers, ``T_q`` queries, ``T_k`` keys
 (``T = T_q = T_k`` for self-attention), ``d_k`` query/key width, ``d_v`` value width.
@@ -16,12 +18,13 @@ from itertools import pairwise
 import networkx as nx
 import torch
 
+from . import _validate
 from .attention import check_qkv
-from .devices import as_tensor
+from .measures import received_attention
 from .softmax import softmax
 
 __all__ = [
-    "attention_graph", "score_graph", "strongest_edges", "in_weight", "received_attention",
+    "attention_graph", "score_graph", "strongest_edges", "in_weight",
     "is_dag_without_self_loops", "stationary_distribution", "neighbourhood_mask",
     "graph_attention", "attention_rollout", "layered_graph", "path_flow",
 ]
@@ -35,21 +38,31 @@ _HEAD_HINT = {
 
 
 def _square(matrix, name: str, what: str = "weights") -> torch.Tensor:
-    m = as_tensor(matrix, name)
-    if not m.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {m.dtype}")
+    m = _validate.floating(matrix, name)
     if m.dim() != 2:
         hint = _HEAD_HINT.get(m.dim(), "pass a single (T, T) matrix")
         raise ValueError(f"{name} must be one head's (T, T) {what} matrix, got shape {tuple(m.shape)}: {hint}")
     if m.shape[0] != m.shape[1]:
         raise ValueError(f"{name} must be square (T, T) (self-attention), got shape {tuple(m.shape)}")
+    if m.shape[0] == 0:
+        raise ValueError(f"{name} must have at least one token, got shape {tuple(m.shape)}")
     if torch.isnan(m).any():
         raise ValueError(f"{name} contains NaN")
     return m.detach().to("cpu", torch.float64)
 
 
+def _row_stochastic(w: torch.Tensor, name: str, dtype: torch.dtype) -> None:
+    """Every row of ``w`` sums to 1, within the rounding of the caller's ``dtype`` (1e-3 for
+    float32 and float64; wider for float16 and bfloat16)."""
+    tol = max(1e-3, 2 * torch.finfo(dtype).eps * math.sqrt(w.shape[-1]))
+    gap = (w.double().sum(-1) - 1).abs().max().item()
+    if gap > tol:
+        raise ValueError(f"{name} must be row-stochastic (every row sums to 1, as post-softmax weights do); "
+                         f"the largest |row sum - 1| is {gap:.3g}")
+
+
 def _tokens(tokens, T: int) -> list[str]:
-    if isinstance(tokens, str) or not hasattr(tokens, "__len__"):
+    if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__len__"):
         raise TypeError(f"tokens must be a list of T strings, got {type(tokens).__name__}")
     if len(tokens) != T:
         raise ValueError(f"got {len(tokens)} tokens for a ({T}, {T}) matrix; need one token per position")
@@ -57,11 +70,30 @@ def _tokens(tokens, T: int) -> list[str]:
 
 
 def _threshold(value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"threshold must be a number, got {type(value).__name__}")
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"threshold must be a finite number >= 0 (a weight), got {value!r}")
-    return float(value)
+    return _validate.real(value, "threshold", low=0.0)
+
+
+def _graph(graph, name: str = "graph", *, directed: bool = False) -> nx.Graph:
+    """``graph`` if it is a networkx graph (a directed one when ``directed``)."""
+    if not isinstance(graph, nx.Graph):
+        raise TypeError(f"{name} must be a networkx graph (e.g. from attnlib.attention_graph), "
+                        f"got {type(graph).__name__}")
+    if directed and not graph.is_directed():
+        raise TypeError(f"{name} must be a directed graph (networkx.DiGraph, as attnlib.attention_graph "
+                        f"returns), got an undirected {type(graph).__name__}")
+    return graph
+
+
+def _edge_attr(graph, attr: str, name: str = "graph") -> None:
+    """Every edge of ``graph`` carries a number under ``attr``."""
+    if not isinstance(attr, str):
+        raise TypeError(f"attr must be a str such as 'weight' or 'score', got {type(attr).__name__}")
+    missing = [(u, v) for u, v, value in graph.edges(data=attr) if value is None]
+    if missing:
+        kind = graph.graph.get("kind")
+        hint = "; score graphs carry 'score', weight graphs 'weight'" if kind else ""
+        raise ValueError(f"{len(missing)} of the {graph.number_of_edges()} edges of {name} have no "
+                         f"{attr!r} attribute, e.g. {missing[0]}{hint}")
 
 
 def attention_graph(weights, tokens, *, threshold: float = 0.0) -> nx.DiGraph:
@@ -78,13 +110,16 @@ def attention_graph(weights, tokens, *, threshold: float = 0.0) -> nx.DiGraph:
     Raises:
         TypeError: weights not a float tensor/array, tokens not a list, threshold not a number.
         ValueError: weights not 2-D (a ``(1, T, T)``, ``(H, T, T)`` or ``(B, H, T, T)`` input
-            is told to pick a head), not square, with NaN or negative entries (use
-            :func:`score_graph` for scores); token count not ``T``; threshold negative.
+            is told to pick a head), not square, empty, with NaN, infinite or negative
+            entries (use :func:`score_graph` for scores); token count not ``T``; threshold
+            negative or not finite.
     """
     w = _square(weights, "weights")
     tokens, threshold = _tokens(tokens, w.shape[0]), _threshold(threshold)
     if (w < 0).any():
         raise ValueError("weights must be non-negative (post-softmax); for pre-softmax scores use score_graph")
+    if torch.isinf(w).any():
+        raise ValueError("weights must be finite (post-softmax weights lie in [0, 1])")
     graph = nx.DiGraph(kind="weights")
     graph.add_nodes_from((i, {"token": t}) for i, t in enumerate(tokens))
     rows, cols = torch.nonzero((w > 0) & (w >= threshold), as_tuple=True)
@@ -103,12 +138,17 @@ def score_graph(scores, tokens, *, symmetric: bool = False, atol: float = 1e-5):
         scores: ``(T, T)``; ``len(tokens) == T``.
 
     Raises:
-        TypeError/ValueError: as :func:`attention_graph`; ValueError also when
-            ``symmetric=True`` but ``scores`` is not symmetric (the message gives the
-            largest ``|S - S^T|``).
+        TypeError/ValueError: as :func:`attention_graph`; TypeError when ``symmetric`` is
+            not a bool or ``atol`` not a number; ValueError also for a ``+inf`` score, a
+            negative ``atol``, and when ``symmetric=True`` but ``scores`` is not symmetric
+            (the message gives the largest ``|S - S^T|``).
     """
     s = _square(scores, "scores", "score")
     tokens = _tokens(tokens, s.shape[0])
+    symmetric = _validate.flag(symmetric, "symmetric")
+    atol = _validate.real(atol, "atol", low=0.0)
+    if (s == math.inf).any():
+        raise ValueError("scores must not be +inf (-inf marks a masked key; +inf has no softmax)")
     if symmetric:
         gap = (s - s.T).abs().nan_to_num(0.0).max().item()
         if gap > atol:
@@ -128,40 +168,44 @@ def strongest_edges(graph, k: int = 5, *, attr: str = "weight") -> list[tuple[in
         a graph on ``T`` nodes; returns ``min(k, number of edges)`` tuples.
 
     Raises:
-        ValueError: ``k`` is not a positive int.
+        TypeError: ``graph`` is not a networkx graph, ``k`` not an int, ``attr`` not a str.
+        ValueError: ``k < 1``, or an edge lacks ``attr`` (e.g. ``"weight"`` asked of a
+            score graph).
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
-    edges = [(i, j, float(v)) for i, j, v in graph.edges(data=attr) if v is not None]
+    graph = _graph(graph)
+    k = _validate.positive_int(k, "k")
+    _edge_attr(graph, attr)
+    edges = [(i, j, float(v)) for i, j, v in graph.edges(data=attr)]
     return sorted(edges, key=lambda e: (-e[2], e[0], e[1]))[:k]
 
 
 def in_weight(graph, *, share: bool = False) -> dict[int, float]:
-    """Total attention each token receives: the weighted in-degree (a column sum of ``A``).
+    """Total attention each token receives: the weighted in-degree (networkx's
+    ``in_degree(weight="weight")``, a column sum of ``A``).
 
-    With ``share=True`` it is divided by the number of nodes: since every query hands out
-    exactly 1, this is the fraction of all attention that lands on the token.
+    With ``share=True`` it is the share of all attention that lands on the token, the one
+    definition :func:`attnlib.received_attention` (column means) applied to the graph's
+    weighted adjacency matrix: the in-degree divided by the number of nodes.
 
     Shapes:
         a weight graph on ``T`` nodes; returns ``{node: float}`` with ``T`` entries (summing to
         ``T``, or to 1 with ``share=True``, when every row of ``A`` sums to 1).
+
+    Raises:
+        TypeError: ``graph`` is not a directed networkx graph; ``share`` is not a bool.
+        ValueError: an edge has no ``weight`` (a score graph); ``share=True`` on a graph
+            without nodes.
     """
-    n = graph.number_of_nodes()
-    return {node: value / (n if share else 1) for node, value in graph.in_degree(weight="weight")}
-
-
-def received_attention(weights) -> torch.Tensor:
-    """Share of all attention each key receives: column means of ``weights``.
-
-    The tensor form of ``in_weight(attention_graph(w, tokens), share=True)``, for many heads at once.
-
-    Shapes:
-        weights: ``(..., T_q, T_k)``, e.g. ``(L, H, T, T)``; result ``(..., T_k)``, summing to 1.
-    """
-    w = as_tensor(weights, "weights")
-    if w.dim() < 2 or not w.is_floating_point():
-        raise ValueError(f"weights must be a float tensor (..., T_q, T_k), got {tuple(w.shape)} {w.dtype}")
-    return w.mean(dim=-2)  # (..., T_k)
+    graph = _graph(graph, directed=True)
+    share = _validate.flag(share, "share")
+    _edge_attr(graph, "weight")
+    if not share:
+        return dict(graph.in_degree(weight="weight"))
+    nodes = list(graph.nodes)
+    if not nodes:
+        raise ValueError("graph has no nodes, so no share of attention")
+    adjacency = torch.from_numpy(nx.to_numpy_array(graph, nodelist=nodes, weight="weight"))  # (T, T)
+    return dict(zip(nodes, received_attention(adjacency).tolist()))
 
 
 def is_dag_without_self_loops(graph) -> bool:
@@ -171,8 +215,11 @@ def is_dag_without_self_loops(graph) -> bool:
 
     Shapes:
         any directed graph; the input is not modified.
+
+    Raises:
+        TypeError: ``graph`` is not a directed networkx graph.
     """
-    core = nx.DiGraph(graph)
+    core = nx.DiGraph(_graph(graph, directed=True))
     core.remove_edges_from(list(nx.selfloop_edges(core)))
     return nx.is_directed_acyclic_graph(core)
 
@@ -186,11 +233,14 @@ def stationary_distribution(weights) -> torch.Tensor:
         weights: ``(T, T)``, rows summing to 1; result ``(T,)`` (float64, CPU).
 
     Raises:
-        ValueError: rows do not sum to 1, or the chain has several attracting components.
+        TypeError: ``weights`` is not a floating tensor/array.
+        ValueError: not one square matrix, NaN or negative entries, rows that do not sum to
+            1, or a chain with several attracting components.
     """
     w = _square(weights, "weights")
-    if (w.sum(-1) - 1).abs().max() > 1e-4:
-        raise ValueError("weights must be row-stochastic (every row sums to 1)")
+    if (w < 0).any():
+        raise ValueError("weights must be non-negative (transition probabilities)")
+    _row_stochastic(w, "weights", _validate.floating(weights).dtype)
     count = nx.number_attracting_components(attention_graph(w, ["."] * w.shape[0]))
     if count != 1:
         raise ValueError(f"the chain has {count} attracting components, so no unique stationary distribution")
@@ -210,8 +260,24 @@ def neighbourhood_mask(graph, *, device=None) -> torch.Tensor:
 
     Shapes:
         a graph on ``T`` nodes; returns a bool ``(T, T)`` = ``(T_q, T_k)`` tensor on ``device``.
+
+    Raises:
+        TypeError: ``graph`` is not a networkx graph; ``device`` is not a device or its name.
+        ValueError: its nodes are not the positions ``0..T-1``; an unknown device name.
     """
-    nodes = sorted(graph.nodes)
+    graph = _graph(graph)
+    if device is not None and not isinstance(device, torch.device):
+        if not isinstance(device, str):
+            raise TypeError(f"device must be a torch.device or a name such as 'cpu', got {type(device).__name__}")
+        try:
+            device = torch.device(device)
+        except RuntimeError as err:
+            raise ValueError(f"device {device!r} is not a device name: {err}") from None
+    nodes = list(range(graph.number_of_nodes()))
+    if set(graph.nodes) != set(nodes):
+        shown = list(graph.nodes)[:6]
+        raise ValueError(f"graph nodes must be the token positions 0..T-1, got {shown}"
+                         f"{' ...' if len(graph) > 6 else ''}")
     return torch.as_tensor(nx.to_numpy_array(graph, nodelist=nodes, weight=None) > 0, device=device)
 
 
@@ -227,12 +293,17 @@ def graph_attention(q, k, v, graph):
         Returns ``out`` ``(T, d_v)`` and ``weights`` ``(T, T)`` (zero off the neighbourhood).
 
     Raises:
-        ValueError: inputs not 2-D, shapes that do not fit, node set not ``0..T-1``, or a
-            node without neighbours (its softmax would be over nothing).
+        TypeError: q, k, v not floating tensors of one dtype; ``graph`` not a networkx graph.
+        ValueError: inputs not 2-D, shapes that do not fit, ``d_k = 0``, node set not
+            ``0..T-1``, or a node without neighbours (its softmax would be over nothing).
     """
     q, k, v = check_qkv(q, k, v)
+    graph = _graph(graph)
     T = q.shape[0]
-    if q.dim() != 2 or k.shape[0] != T or sorted(graph.nodes) != list(range(T)):
+    if q.shape[-1] == 0:
+        raise ValueError(f"q and k must have d_k >= 1, got q {tuple(q.shape)}")
+    if q.dim() != 2 or k.dim() != 2 or v.dim() != 2 or k.shape[0] != T \
+            or set(graph.nodes) != set(range(T)) or graph.number_of_nodes() != T:
         raise ValueError(f"need q, k, v of shape (T, d) and a graph on nodes 0..T-1; got q {tuple(q.shape)}, "
                          f"k {tuple(k.shape)}, {graph.number_of_nodes()} nodes")
     weights = torch.zeros(T, T, dtype=q.dtype, device=q.device)
@@ -247,19 +318,20 @@ def graph_attention(q, k, v, graph):
 
 def _layers(layer_weights) -> torch.Tensor:
     if isinstance(layer_weights, (list, tuple)):
-        mats = [as_tensor(m, "layer_weights[l]") for m in layer_weights]
+        mats = [_validate.tensor(m, f"layer_weights[{i}]") for i, m in enumerate(layer_weights)]
         if not mats or len({tuple(m.shape) for m in mats}) != 1:
             raise ValueError(f"layer_weights must be L >= 1 matrices of one shape (T, T), got shapes {[tuple(m.shape) for m in mats]}")
         w = torch.stack(mats)
     else:
-        w = as_tensor(layer_weights, "layer_weights")
-    if w.dim() != 3 or w.shape[-1] != w.shape[-2]:
-        raise ValueError(f"layer_weights must be (L, T, T), one head-averaged matrix per layer, got {tuple(w.shape)}; "
-                         "for (L, H, T, T) average the heads first: weights.mean(1)")
+        w = _validate.tensor(layer_weights, "layer_weights")
     if not w.is_floating_point():
         raise TypeError(f"layer_weights must be floating point, got dtype {w.dtype}")
+    if w.dim() != 3 or w.shape[-1] != w.shape[-2] or w.shape[0] == 0 or w.shape[-1] == 0:
+        raise ValueError(f"layer_weights must be (L, T, T) with L, T >= 1, one head-averaged matrix per layer, "
+                         f"got {tuple(w.shape)}; for (L, H, T, T) average the heads first: weights.mean(1)")
     if (w < 0).any() or not torch.isfinite(w).all():
         raise ValueError("layer_weights must be finite and non-negative (post-softmax weights)")
+    _row_stochastic(w.detach(), "layer_weights", w.dtype)
     return w
 
 
@@ -276,11 +348,14 @@ def attention_rollout(layer_weights, *, residual: float = 0.5, cumulative: bool 
         Returns ``(T, T)``, or ``(L, T, T)`` (rollout after each layer) with ``cumulative``.
 
     Raises:
-        ValueError: not ``(L, T, T)``, negative/non-finite weights, residual outside [0, 1].
+        TypeError: not a floating tensor/array (or list of them); ``residual`` not a real
+            number; ``cumulative`` not a bool.
+        ValueError: not ``(L, T, T)``, negative/non-finite weights, rows that do not sum to
+            1, ``residual`` outside [0, 1].
     """
     w = _layers(layer_weights)
-    if isinstance(residual, bool) or not isinstance(residual, (int, float)) or not 0.0 <= residual <= 1.0:
-        raise ValueError(f"residual must be in [0, 1], got {residual!r}")
+    residual = _validate.real(residual, "residual", low=0.0, high=1.0)
+    cumulative = _validate.flag(cumulative, "cumulative")
     eye = torch.eye(w.shape[-1], dtype=w.dtype, device=w.device)
     a_hat = residual * eye + (1 - residual) * w  # (L, T, T)
     a_hat = a_hat / a_hat.sum(-1, keepdim=True)
@@ -298,6 +373,10 @@ def layered_graph(layer_weights, tokens, *, residual: float = 0.5, threshold: fl
 
     Shapes:
         layer_weights: ``(L, T, T)``; ``len(tokens) == T``; ``(L + 1) * T`` nodes.
+
+    Raises:
+        TypeError/ValueError: as :func:`attention_rollout`; a token count other than ``T``;
+            a negative or non-finite ``threshold``.
     """
     w = _layers(layer_weights)
     tokens, threshold = _tokens(tokens, w.shape[-1]), _threshold(threshold)
@@ -319,7 +398,17 @@ def path_flow(graph, source, target) -> float:
     ``attention_rollout(layer_weights[:l])[i, j]``.
 
     Raises:
-        networkx.NodeNotFound: ``source`` or ``target`` is not a node.
+        TypeError: ``graph`` is not a directed networkx graph.
+        ValueError: ``source`` or ``target`` is not a node, or an edge has no ``weight``.
     """
+    graph = _graph(graph, directed=True)
+    for name, node in (("source", source), ("target", target)):
+        try:
+            found = node in graph
+        except TypeError:  # an unhashable node, e.g. a list
+            found = False
+        if not found:
+            raise ValueError(f"{name} {node!r} is not a node of the graph (a layered graph's nodes are (layer, position))")
+    _edge_attr(graph, "weight")
     return sum(math.prod(graph.edges[u, v]["weight"] for u, v in pairwise(path))
                for path in nx.all_simple_paths(graph, source, target))

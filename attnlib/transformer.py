@@ -4,107 +4,29 @@ measures that say whether its heads found the right pattern (chapter 6).
 The task, :class:`LookBackTask`, is built on the words of a real text: at every position,
 output the words ``offsets`` places back (e.g. the previous word and the one before it).
 Its correct attention pattern is known in advance: to answer offset ``o`` at position
-``i``, a head should put all its weight on key ``i - o``.  :func:`pattern_closeness`
-measures how far each head got.
+``i``, a head should put all its weight on key ``i - o``
+(:func:`attnlib.ideal_pattern`); :func:`attnlib.pattern_closeness` measures how far each head
+got.  The text and its words come from :mod:`attnlib.corpus`.
 
 Shapes legend: ``B`` batch, ``H`` heads, ``T`` sequence length (``T_q = T_k = T``),
 ``d_model`` model width, ``V`` vocabulary size, ``n_targets`` answers per position.
 """
 from __future__ import annotations
 
-import re
+import numbers
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from . import _validate
 from .multihead import MultiHeadAttention
 
-__all__ = [
-    "IGNORE", "load_text", "words_of", "LookBackTask", "TinyTransformer", "train",
-    "evaluate", "ideal_pattern", "pattern_closeness",
-]
+__all__ = ["IGNORE", "LookBackTask", "TinyTransformer", "train", "evaluate"]
 
 IGNORE = -100  # target value of positions with no answer (cross_entropy's ignore_index)
-_DATA = Path(__file__).parent / "data"
-_WORD = re.compile(r"[a-z]+(?:-[a-z]+)*|--|[^\sa-z]")
-
-
-def load_text(name: str = "gettysburg") -> str:
-    """A public-domain text shipped in ``attnlib/data`` (``"gettysburg"``: Lincoln's
-    Gettysburg Address, 1863).
-
-    Raises:
-        ValueError: no such text; the message lists the available ones.
-    """
-    path = _DATA / f"{name}.txt"
-    if not isinstance(name, str) or not path.is_file():
-        known = sorted(p.stem for p in _DATA.glob("*.txt"))
-        raise ValueError(f"no text named {name!r} in attnlib/data; available: {known}")
-    return path.read_text(encoding="utf-8")
-
-
-def words_of(text: str) -> list[str]:
-    """Lower-cased words and punctuation marks of ``text``, in order.
-
-    >>> words_of("We are met on a great battle-field -- of that war.")
-    ['we', 'are', 'met', 'on', 'a', 'great', 'battle-field', '--', 'of', 'that', 'war', '.']
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    return _WORD.findall(text.lower())
-
-
-def ideal_pattern(T: int, offset: int) -> torch.Tensor:
-    """The attention pattern of a perfect "look ``offset`` places back" head.
-
-    Row ``i`` is one-hot at key ``i - offset``; the first ``offset`` rows, which have no
-    such key, are all zero.
-
-    Shapes:
-        result: ``(T, T)`` float32, ``result[i, j] = 1`` iff ``j = i - offset``.
-
-    Raises:
-        ValueError: ``T`` or ``offset`` is not a positive int.
-
-    >>> ideal_pattern(3, 1)
-    tensor([[0., 0., 0.],
-            [1., 0., 0.],
-            [0., 1., 0.]])
-    """
-    for name, value in (("T", T), ("offset", offset)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return torch.diag(torch.ones(max(T - offset, 0)), diagonal=-offset)[:T, :T]
-
-
-def pattern_closeness(weights: torch.Tensor, offsets) -> torch.Tensor:
-    """How close each head is to each ideal look-back pattern: the mean attention weight a
-    head puts on the ideal key ``i - o``, over all queries ``i >= o`` and the batch.
-
-    1 means the head always looks exactly ``o`` places back; a head spreading its weight
-    uniformly over the ``i + 1`` visible keys scores about ``mean(1 / (i + 1))``.
-
-    Shapes:
-        weights: ``(B, H, T, T)`` (one layer's weights); result: ``(H, len(offsets))``.
-
-    Raises:
-        ValueError: ``weights`` is not ``(B, H, T, T)`` or an offset is not in ``1..T-1``.
-    """
-    if not isinstance(weights, torch.Tensor) or weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
-        shape = tuple(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
-        raise ValueError(f"weights must be (B, H, T, T), got {shape}")
-    T = weights.shape[-1]
-    columns = []
-    for o in offsets:
-        if isinstance(o, bool) or not isinstance(o, int) or not 1 <= o < T:
-            raise ValueError(f"offsets must be ints in 1..{T - 1}, got {o!r}")
-        on_ideal = weights.diagonal(offset=-o, dim1=-2, dim2=-1)  # (B, H, T - o): weights[b, h, i, i - o]
-        columns.append(on_ideal.float().mean(dim=(0, 2)))         # (H,)
-    return torch.stack(columns, dim=-1)                           # (H, len(offsets))
 
 
 class LookBackTask:
@@ -117,25 +39,38 @@ class LookBackTask:
     the only way to answer.
 
     Args:
-        words: the token stream (e.g. ``words_of(load_text())``).
+        words: the token stream (e.g. ``attnlib.corpus.words_of(attnlib.corpus.load_text())``).
         offsets: how far back each answer lies (positive ints, each below ``seq_len``).
         seq_len: ``T``, the length of a sequence.
         shuffle: shuffle each window (see above).
 
     Raises:
-        ValueError: fewer than ``seq_len`` words, or a bad offset or length.
+        TypeError: ``words`` is a single str (pass its words, e.g. from ``words_of``);
+            ``seq_len`` or an offset is not an int; ``shuffle`` is not a bool.
+        ValueError: fewer than ``seq_len`` words, ``seq_len < 2``, no offsets, or an offset
+            outside ``1..seq_len-1``.
     """
 
     def __init__(self, words, offsets=(1, 2), seq_len: int = 12, *, shuffle: bool = True):
+        if isinstance(words, (str, bytes)) or not hasattr(words, "__iter__"):
+            raise TypeError(f"words must be a list of words (e.g. attnlib.corpus.words_of(text)), "
+                            f"got {type(words).__name__}")
         words = list(words)
-        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 2:
+        seq_len = _validate.positive_int(seq_len, "seq_len")
+        if seq_len < 2:
             raise ValueError(f"seq_len must be an int >= 2, got {seq_len!r}")
         if len(words) < seq_len:
             raise ValueError(f"need at least seq_len = {seq_len} words, got {len(words)}")
+        if isinstance(offsets, (str, bytes)) or not hasattr(offsets, "__iter__"):
+            raise TypeError(f"offsets must be a tuple of ints, got {type(offsets).__name__} {offsets!r}")
         offsets = tuple(offsets)
-        if not offsets or any(isinstance(o, bool) or not isinstance(o, int) or not 1 <= o < seq_len for o in offsets):
+        for o in offsets:
+            if isinstance(o, bool) or not isinstance(o, numbers.Integral):
+                raise TypeError(f"offsets must be ints, got {type(o).__name__} {o!r}")
+        if not offsets or any(not 1 <= o < seq_len for o in offsets):
             raise ValueError(f"offsets must be ints in 1..{seq_len - 1}, got {offsets}")
-        self.offsets, self.seq_len, self.shuffle = offsets, seq_len, shuffle
+        shuffle = _validate.flag(shuffle, "shuffle")
+        self.offsets, self.seq_len, self.shuffle = tuple(int(o) for o in offsets), seq_len, shuffle
         self.vocab = sorted(set(words))
         self.index = {w: i for i, w in enumerate(self.vocab)}
         self.ids = torch.tensor([self.index[w] for w in words])  # (N,) the whole text
@@ -152,6 +87,7 @@ class LookBackTask:
             ``targets[b, i, j] = tokens[b, i - offsets[j]]``, or :data:`IGNORE` when
             ``i < offsets[j]``.
         """
+        batch_size = _validate.positive_int(batch_size, "batch_size")
         T = self.seq_len
         starts = torch.randint(0, len(self.ids) - T + 1, (batch_size,), generator=generator)
         tokens = self.ids[starts[:, None] + torch.arange(T)]        # (B, T) consecutive words
@@ -204,19 +140,23 @@ class TinyTransformer(nn.Module):
         ``(B, H, T, T)``.
 
     Raises:
-        ValueError: bad sizes (see :class:`attnlib.MultiHeadAttention`), tokens not 2-D,
-            longer than ``max_len``, or outside ``0..V-1``.
-        TypeError: tokens not an integer tensor.
+        TypeError: a size or ``seed`` is not an int, ``causal`` is not a bool (at
+            construction); tokens not an integer tensor (when called).
+        ValueError: a size below 1 (``d_mlp`` below 0; see also
+            :class:`attnlib.MultiHeadAttention`); tokens not 2-D, longer than ``max_len``, or
+            outside ``0..V-1``.
     """
 
     def __init__(self, vocab_size: int, *, d_model: int = 32, n_heads: int = 2, n_layers: int = 1,
                  max_len: int = 64, n_targets: int = 1, d_mlp: int = 0, causal: bool = True,
                  seed: int = 0):
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("max_len", max_len), ("n_layers", n_layers),
-                            ("n_targets", n_targets)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        vocab_size, max_len, n_layers, n_targets = (
+            _validate.positive_int(value, name) for name, value in (
+                ("vocab_size", vocab_size), ("max_len", max_len), ("n_layers", n_layers), ("n_targets", n_targets)))
+        d_mlp = _validate.non_negative_int(d_mlp, "d_mlp")
+        causal = _validate.flag(causal, "causal")
+        seed = _validate.non_negative_int(seed, "seed")
         self.vocab_size, self.max_len, self.n_targets, self.causal = vocab_size, max_len, n_targets, causal
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -257,7 +197,7 @@ def train(model: nn.Module, task, *, steps: int = 500, batch_size: int = 64, lr:
 
     ``probe(model)``, when given, is called (under ``no_grad``) before the first step,
     every ``probe_every`` steps and after the last step, to record how something evolves
-    (for instance :func:`pattern_closeness` on a fixed batch).  Batches are drawn from a
+    (for instance :func:`attnlib.pattern_closeness` on a fixed batch).  Batches are drawn from a
     generator seeded with ``seed``: the same model seed and ``seed`` repeat the same run
     on the same machine.
 
@@ -275,11 +215,20 @@ def train(model: nn.Module, task, *, steps: int = 500, batch_size: int = 64, lr:
         probed and what ``probe`` returned), and ``seconds`` (wall time).
 
     Raises:
-        ValueError: ``steps``, ``batch_size`` or ``probe_every`` is not a positive int.
+        TypeError: ``steps``, ``batch_size``, ``probe_every``, ``seed`` or ``threads`` is not
+            an int, ``lr`` not a real number, ``progress`` not a bool, ``probe`` not callable.
+        ValueError: ``steps``, ``batch_size``, ``probe_every`` or ``threads`` below 1, a
+            negative ``seed``, or ``lr`` not positive and finite.
     """
-    for name, value in (("steps", steps), ("batch_size", batch_size), ("probe_every", probe_every)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    steps, batch_size, probe_every = (_validate.positive_int(value, name) for name, value in (
+        ("steps", steps), ("batch_size", batch_size), ("probe_every", probe_every)))
+    seed = _validate.non_negative_int(seed, "seed")
+    lr = _validate.real(lr, "lr", low=0.0, low_open=True)
+    progress = _validate.flag(progress, "progress")
+    if threads is not None:
+        threads = _validate.positive_int(threads, "threads")
+    if probe is not None and not callable(probe):
+        raise TypeError(f"probe must be a function of the model, got {type(probe).__name__}")
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -333,7 +282,13 @@ def evaluate(model: nn.Module, task, *, batch_size: int = 256, seed: int = 12345
         dict with ``tokens`` ``(B, T)``, ``targets`` ``(B, T, n_targets)``, ``loss`` (float),
         ``accuracy`` ``(n_targets,)`` (fraction of answerable positions predicted right)
         and ``weights`` (list of ``(B, H, T, T)``, one per layer).
+
+    Raises:
+        TypeError: ``batch_size`` or ``seed`` is not an int.  ValueError: ``batch_size < 1``
+            or a negative ``seed``.
     """
+    batch_size = _validate.positive_int(batch_size, "batch_size")
+    seed = _validate.non_negative_int(seed, "seed")
     device = next(model.parameters()).device
     tokens, targets = task.batch(batch_size, torch.Generator().manual_seed(seed))
     model.eval()

@@ -31,13 +31,7 @@ SENTENCES = [RUNNING, BEARS["verb"], "Hello there!"]
 N_LAYERS, N_HEADS, D_K = 6, 12, 32
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny inputs: one thread is as fast and avoids oversubscribing a busy CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def hf_outputs(encoder, text, text_pair=None):

@@ -13,7 +13,7 @@ from attnlib.exercises.ch06 import (
     PARAM_D_MODEL, PARAM_N_HEADS, TORCH_MASK_OPTIONS, TWO_BACK_WORDS,
     check_param_count, check_torch_mask, check_two_back_cells,
 )
-from attnlib.transformer import load_text, words_of
+from attnlib.corpus import load_text, words_of
 
 T = len(TWO_BACK_WORDS)
 BAD_INPUTS = [None, "", "abc", math.nan, math.inf, -math.inf, [1, 2, 3], {"a": 1}, b"7",

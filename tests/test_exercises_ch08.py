@@ -1,5 +1,5 @@
 """Chapter 8 exercises: the right answers are recomputed here from the model called directly
-(not through attnlib.inspect_model), typical wrong answers get their specific message, and
+(not through attnlib.encoder or attnlib.measures), typical wrong answers get their specific message, and
 bad input never raises."""
 import math
 
@@ -14,13 +14,7 @@ BAD = [None, "", "   ", "abc", math.nan, math.inf, -math.inf, 2.0, True, [1, 2],
        np.array([1, 2]), torch.tensor([0.5]), 99, -1, "flies"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny inputs: one thread is as fast and avoids oversubscribing a busy CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _direct(encoder, sentence, layer, head):

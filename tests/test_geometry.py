@@ -155,32 +155,3 @@ def test_cuda_inputs():
     assert in_convex_hull_2d(v, w @ v, atol=1e-5).all()
     e = support_excess(v, w @ v, torch.randn(20, 2, device="cuda"))
     assert e.device.type == "cuda" and (e <= 1e-5).all()
-
-
-def test_hull_plot_draws_and_validates():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from attnlib.plot_hull import hull_plot, weights_bar
-
-    v = torch.tensor([[0., 0.], [4., 0.], [0., 4.], [1., 1.]])
-    w = torch.softmax(torch.tensor([1., 0., 0., 2.]), dim=0)
-    fig = hull_plot(v, ["a", "b", "c", "d"], weights=w, out=w @ v, title="t")
-    ax = fig.axes[0]
-    assert [t.get_text() for t in ax.texts] == ["a", "b", "c", "d"]
-    assert len(fig.axes) == 2                                   # the plot and its colour bar
-    plt.close(fig)
-    fig = weights_bar(w, ["a", "b", "c", "d"])
-    assert len(fig.axes[0].patches) == 4
-    plt.close(fig)
-    with pytest.raises(ValueError, match="T_k, 2"):
-        hull_plot(torch.zeros(4, 3), list("abcd"))
-    with pytest.raises(ValueError, match="labels"):
-        hull_plot(v, ["a"])
-    with pytest.raises(ValueError, match="weights"):
-        hull_plot(v, list("abcd"), weights=torch.ones(3) / 3)
-    with pytest.raises(ValueError, match="2-vector"):
-        hull_plot(v, list("abcd"), out=torch.zeros(3))
-    with pytest.raises(ValueError, match="T_k"):
-        weights_bar(torch.ones(2, 2), ["a", "b"])

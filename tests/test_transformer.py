@@ -1,12 +1,14 @@
-"""The small transformer, its look-back task, the closeness measure and a short real training run."""
+"""The small transformer, its look-back task, the text it reads and a short real training run.
+The closeness measure and the ideal pattern are tested in test_measures.py."""
 import math
 
 import pytest
 import torch
 
 import attnlib
-from attnlib.transformer import (IGNORE, LookBackTask, TinyTransformer, evaluate, ideal_pattern, load_text,
-                                 pattern_closeness, train, words_of)
+from attnlib.corpus import load_text, words_of
+from attnlib.measures import pattern_closeness
+from attnlib.transformer import IGNORE, LookBackTask, TinyTransformer, evaluate, train
 
 
 @pytest.fixture(scope="module")
@@ -22,30 +24,8 @@ def test_text_is_the_gettysburg_address(words):
 
 def test_words_of_splits_punctuation():
     assert words_of("The people, by the people.") == ["the", "people", ",", "by", "the", "people", "."]
-
-
-def test_ideal_pattern_matches_definition():
-    for T, o in ((5, 1), (5, 2), (4, 3), (3, 5)):
-        expected = torch.zeros(T, T)
-        for i in range(T):
-            if i - o >= 0:
-                expected[i, i - o] = 1
-        torch.testing.assert_close(ideal_pattern(T, o), expected)
-
-
-def test_closeness_of_ideal_uniform_and_random_weights():
-    T = 6
-    ideal = torch.stack([ideal_pattern(T, 1), ideal_pattern(T, 2)])[None]          # (1, 2, T, T)
-    torch.testing.assert_close(pattern_closeness(ideal, (1, 2)), torch.tensor([[1.0, 0.0], [0.0, 1.0]]))
-    uniform = torch.ones(T, T).tril()
-    uniform = (uniform / uniform.sum(-1, keepdim=True))[None, None]                 # causal, uniform rows
-    expected = [sum(1 / (i + 1) for i in range(o, T)) / (T - o) for o in (1, 2, 3)]
-    torch.testing.assert_close(pattern_closeness(uniform, (1, 2, 3))[0], torch.tensor(expected))
-    g = torch.Generator().manual_seed(0)
-    w = torch.rand(3, 2, T, T, generator=g).softmax(-1)
-    loop = [[sum(w[b, h, i, i - o] for b in range(3) for i in range(o, T)) / (3 * (T - o)) for o in (1, 4)]
-            for h in range(2)]
-    torch.testing.assert_close(pattern_closeness(w, (1, 4)), torch.tensor(loop))
+    assert words_of("") == []
+    assert words_of("Battle-field -- it's") == ["battle-field", "--", "it", "'", "s"]
 
 
 def test_batch_targets_and_shuffling(words):
@@ -144,12 +124,34 @@ def test_errors(words):
         LookBackTask(["a", "b", "c"], seq_len=10)
     with pytest.raises(ValueError, match=r"no text named 'nope'"):
         load_text("nope")
-    with pytest.raises(ValueError, match=r"weights must be \(B, H, T, T\), got \(2, 3, 3\)"):
-        pattern_closeness(torch.zeros(2, 3, 3), (1,))
-    with pytest.raises(ValueError, match=r"offsets must be ints in 1..2, got 3"):
-        pattern_closeness(torch.zeros(1, 1, 3, 3), (3,))
-    with pytest.raises(ValueError, match=r"offset must be a positive int, got 0"):
-        ideal_pattern(4, 0)
+    with pytest.raises(ValueError, match=r"no text named '../data/gettysburg'"):
+        load_text("../data/gettysburg")
+    with pytest.raises(TypeError, match=r"name must be a str"):
+        load_text(None)
+    with pytest.raises(TypeError, match=r"text must be a str, got NoneType"):
+        words_of(None)
+    with pytest.raises(TypeError, match=r"words must be a list of words"):
+        LookBackTask("four score and seven years ago our fathers", seq_len=4)
+    with pytest.raises(TypeError, match=r"seq_len must be a positive int, got float"):
+        LookBackTask(words, seq_len=8.0)
+    with pytest.raises(ValueError, match=r"seq_len must be an int >= 2, got 1"):
+        LookBackTask(words, offsets=(1,), seq_len=1)
+    with pytest.raises(TypeError, match=r"offsets must be ints, got str"):
+        LookBackTask(words, offsets=("1",), seq_len=8)
+    with pytest.raises(ValueError, match=r"offsets must be ints in 1..7, got \(\)"):
+        LookBackTask(words, offsets=(), seq_len=8)
+    with pytest.raises(TypeError, match=r"shuffle must be True or False"):
+        LookBackTask(words, seq_len=8, shuffle="no")
+    with pytest.raises(TypeError, match=r"batch_size must be a positive int"):
+        LookBackTask(words, seq_len=8).batch(None)
+    with pytest.raises(TypeError, match=r"vocab_size must be a positive int, got float"):
+        TinyTransformer(10.0)
+    with pytest.raises(ValueError, match=r"n_layers must be a positive int, got 0"):
+        TinyTransformer(10, n_layers=0)
+    with pytest.raises(TypeError, match=r"causal must be True or False"):
+        TinyTransformer(10, causal="yes")
+    with pytest.raises(ValueError, match=r"d_mlp must be a non-negative int, got -1"):
+        TinyTransformer(10, d_mlp=-1)
     model = TinyTransformer(10, d_model=8, n_heads=2, max_len=4)
     with pytest.raises(ValueError, match=r"tokens must be \(B, T\) with 1 <= T <= 4, got shape \(1, 5\)"):
         model(torch.zeros(1, 5, dtype=torch.long))
@@ -161,3 +163,13 @@ def test_errors(words):
         TinyTransformer(10, d_model=10, n_heads=4)
     with pytest.raises(ValueError, match=r"steps must be a positive int, got 0"):
         train(model, None, steps=0)
+    with pytest.raises(TypeError, match=r"steps must be a positive int, got str"):
+        train(model, None, steps="10")
+    with pytest.raises(ValueError, match=r"lr must be > 0.0"):
+        train(model, None, lr=0)
+    with pytest.raises(TypeError, match=r"probe must be a function"):
+        train(model, None, probe="closeness")
+    with pytest.raises(TypeError, match=r"threads must be a positive int"):
+        train(model, None, threads=1.5)
+    with pytest.raises(TypeError, match=r"batch_size must be a positive int"):
+        evaluate(model, None, batch_size="256")

@@ -12,6 +12,7 @@ from ..encoder import get_attentions, load_encoder
 from . import register
 from .core import checker, parse_token, right, wrong
 from .widgets import TokenExercise
+from ..measures import received_attention
 
 __all__ = [
     "SINK_SENTENCE", "SINK_HEAD", "QUERY_SENTENCE", "QUERY_WORD", "QUERY_HEAD",
@@ -38,7 +39,7 @@ def sink_case():
     """
     model, tokenizer = load_encoder(device="cpu")
     att = get_attentions(SINK_SENTENCE, model=model, tokenizer=tokenizer)
-    received = att.head(*SINK_HEAD).mean(dim=0)  # (T_k,): mean over queries
+    received = received_attention(att.head(*SINK_HEAD))  # (T_k,): mean over queries
     return list(att.tokens), [float(x) for x in received]
 
 

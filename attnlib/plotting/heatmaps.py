@@ -1,22 +1,15 @@
-"""Figures with token labels.  Plotting never computes attention; it only draws what the
-maths modules return.  Every function returns a ``matplotlib.figure.Figure``.
+"""Labelled heatmaps of weight and score matrices (chapters 1-8).  Plotting never computes
+attention; it only draws what the maths modules return.  Every function returns a
+``matplotlib.figure.Figure``.
 """
 from __future__ import annotations
 
 import matplotlib
-
-import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
-__all__ = ["attention_heatmap", "to_numpy"]
+from ._figure import figure, to_numpy
 
-
-def to_numpy(x) -> np.ndarray:
-    """Tensor (any device/dtype) or array-like -> float64 numpy array, for drawing only."""
-    if isinstance(x, torch.Tensor):
-        return x.detach().to("cpu", torch.float64).numpy()
-    return np.asarray(x, dtype=np.float64)
+__all__ = ["attention_heatmap"]
 
 
 def attention_heatmap(
@@ -35,6 +28,7 @@ def attention_heatmap(
         matrix: ``(T_q, T_k)``; ``len(row_tokens) == T_q``, ``len(col_tokens) == T_k``.
 
     Raises:
+        TypeError: ``matrix`` is not a tensor or array of numbers; ``ax`` is not an Axes.
         ValueError: the matrix is not 2-D or the label counts do not match its shape.
     """
     m = to_numpy(matrix)
@@ -46,11 +40,7 @@ def attention_heatmap(
             f"labels do not match the matrix: {len(row_tokens)} row and {len(col_tokens)} column "
             f"labels for shape {m.shape}"
         )
-    if ax is None:
-        size = max(3.0, 0.45 * m.shape[1] + 1.8), max(2.6, 0.4 * m.shape[0] + 1.2)
-        fig, ax = plt.subplots(figsize=size, constrained_layout=True)
-    else:
-        fig = ax.figure
+    fig, ax = figure(ax, size=(max(3.0, 0.45 * m.shape[1] + 1.8), max(2.6, 0.4 * m.shape[0] + 1.2)))
     finite = np.isfinite(m)
     shown = np.ma.masked_where(~finite, m)
     cm = matplotlib.colormaps[cmap].with_extremes(bad="#bdbdbd")

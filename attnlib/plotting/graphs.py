@@ -6,9 +6,10 @@ numbers already stored on their edges to width, transparency and colour.  Each r
 from __future__ import annotations
 
 import matplotlib
-import matplotlib.pyplot as plt
 import networkx as nx
 import numpy as np
+
+from ._figure import figure
 
 __all__ = ["draw_attention_graph", "draw_layered_graph"]
 
@@ -47,8 +48,12 @@ def draw_attention_graph(
         the ``matplotlib.figure.Figure`` (the one holding ``ax`` when ``ax`` is given).
 
     Raises:
+        TypeError: ``graph`` is not a networkx graph.
         ValueError: the graph has no edges to draw, or nodes are not ``0..T-1``.
     """
+    if not isinstance(graph, nx.Graph):
+        raise TypeError(f"graph must be a networkx graph from attnlib.attention_graph or score_graph, "
+                        f"got {type(graph).__name__}")
     attr = attr or ("score" if graph.graph.get("kind") == "scores" else "weight")
     nodes = sorted(graph.nodes)
     if nodes != list(range(len(nodes))):
@@ -65,12 +70,9 @@ def draw_attention_graph(
     back = max([i - j for i, j, _ in edges if j < i] + [1])
     fwd = max([j - i for i, j, _ in edges if j > i and directed] + [0])
     up, down = rad * back / 2 + 0.8, rad * fwd / 2 + 0.6
-    if ax is None:
-        width = max(6.0, 0.75 * T + 1.5)
-        height = (width - 1.5) * (up + down) / (T + 0.6) + 0.8
-        fig, ax = plt.subplots(figsize=(width, max(2.2, height)), constrained_layout=True)
-    else:
-        fig = ax.figure
+    width = max(6.0, 0.75 * T + 1.5)
+    height = (width - 1.5) * (up + down) / (T + 0.6) + 0.8
+    fig, ax = figure(ax, size=(width, max(2.2, height)))
     pos = {i: (float(i), 0.0) for i in nodes}
     if vmin is None and attr == "weight":
         vmin = 0.0  # weights are probabilities: anchor the colour scale at 0
@@ -114,18 +116,14 @@ def draw_layered_graph(
     Raises:
         ValueError: the graph is not a layered graph (nodes ``(layer, position)``) or has no edges.
     """
-    if graph.graph.get("kind") != "layered":
+    if not isinstance(graph, nx.Graph) or graph.graph.get("kind") != "layered":
         raise ValueError("draw_layered_graph expects a graph from attnlib.layered_graph")
     edges = sorted(graph.edges(data="weight"), key=lambda e: e[2])
     if not edges:
         raise ValueError("the graph has no edges to draw (threshold too high?)")
     n_layers = graph.graph["n_layers"]
     T = 1 + max(position for _, position in graph.nodes)
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * T + 1.5), 1.0 + 1.05 * (n_layers + 1)),
-                               constrained_layout=True)
-    else:
-        fig = ax.figure
+    fig, ax = figure(ax, size=(max(6.0, 0.8 * T + 1.5), 1.0 + 1.05 * (n_layers + 1)))
     pos = {node: (float(node[1]), float(node[0])) for node in graph.nodes}
     norm, widths, alphas, colours = _edge_style([e[2] for e in edges], 0.0, None, cmap, max_width)
     nx.draw_networkx_edges(graph, pos, edgelist=[(u, v) for u, v, _ in edges], width=widths,

@@ -1,24 +1,26 @@
 """Figures for reading a pretrained encoder's heads (chapter 8): one head, all heads of a layer,
 per-head tables (layer x head) and per-layer curves.  Drawing only: every number shown is
-computed by :mod:`attnlib.inspect_model` or the caller.  Every function returns a
-``matplotlib.figure.Figure``.
+computed by :mod:`attnlib.measures`, the encoder's reader or the caller.  Every function
+returns a ``matplotlib.figure.Figure``.
 """
 from __future__ import annotations
 
 import math
 
 import matplotlib
-import matplotlib.pyplot as plt
 
-from .plotting import attention_heatmap, to_numpy
+from .. import _validate
+from ._figure import figure, to_numpy
+from .heatmaps import attention_heatmap
 
 __all__ = ["head_heatmap", "layer_grid", "head_table", "layer_curves"]
 
 
 def head_heatmap(att, layer: int, head: int, *, ax=None, title: str | None = None, **kwargs):
     """Labelled heatmap of one head's weights (rows = queries, columns = keys) of an
-    :class:`attnlib.inspect_model.EncoderAttention`; other keywords go to
-    :func:`attnlib.plotting.attention_heatmap`.
+    :class:`attnlib.encoder.EncoderAttention`; other keywords go to
+    :func:`attnlib.plotting.attention_heatmap`.  ``att`` is what :func:`attnlib.get_attentions`
+    returns.
 
     Shapes:
         draws ``att.head(layer, head)``, ``(T_q, T_k)``.
@@ -27,9 +29,9 @@ def head_heatmap(att, layer: int, head: int, *, ax=None, title: str | None = Non
         IndexError: ``layer`` or ``head`` out of range.
     """
     weights = att.head(layer, head)
-    n_layers, n_heads = att.n_layers, att.n_heads
     if title is None:
-        title = f"layer {layer % n_layers}, head {head % n_heads}: attention weights"
+        layer, head = _validate.index(layer, att.n_layers, "layer"), _validate.index(head, att.n_heads, "head")
+        title = f"layer {layer}, head {head}: attention weights"
     kwargs.setdefault("vmin", 0.0)
     kwargs.setdefault("vmax", 1.0)
     return attention_heatmap(weights, att.tokens, ax=ax, title=title, **kwargs)
@@ -44,17 +46,16 @@ def layer_grid(att, layer: int, *, ncols: int = 4, cmap: str = "viridis", panel_
         draws ``att.attentions[layer][0]``, ``(H, T_q, T_k)``.
 
     Raises:
+        TypeError: ``layer`` or ``ncols`` is not an int.
         IndexError: ``layer`` out of range.  ValueError: ``ncols < 1``.
     """
-    if not -att.n_layers <= layer < att.n_layers:
-        raise IndexError(f"layer must be in -{att.n_layers}..{att.n_layers - 1}, got {layer}")
-    if ncols < 1:
-        raise ValueError(f"ncols must be at least 1, got {ncols}")
+    layer = _validate.index(layer, att.n_layers, "layer")
+    ncols = _validate.positive_int(ncols, "ncols")
     weights = to_numpy(att.attentions[layer][0])  # (H, T, T)
     n_heads, n_tokens = weights.shape[0], weights.shape[-1]
     nrows = math.ceil(n_heads / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size * ncols + 1.2, panel_size * nrows + 0.6),
-                             constrained_layout=True, squeeze=False)
+    fig, axes = figure(size=(panel_size * ncols + 1.2, panel_size * nrows + 0.6), nrows=nrows, ncols=ncols,
+                       squeeze=False)
     small = max(4.0, min(7.0, 70.0 / n_tokens))
     image = None
     for h, ax in enumerate(axes.flat):
@@ -70,7 +71,7 @@ def layer_grid(att, layer: int, *, ncols: int = 4, cmap: str = "viridis", panel_
     fig.colorbar(image, ax=axes, label="attention weight", shrink=0.6)
     fig.supylabel("query")
     fig.supxlabel("key")
-    fig.suptitle(title or f"layer {layer % att.n_layers}: every head's attention weights")
+    fig.suptitle(title or f"layer {layer}: every head's attention weights")
     return fig
 
 
@@ -90,9 +91,7 @@ def head_table(values, *, title: str, colorbar_label: str, ax=None, cmap: str = 
         raise ValueError(f"head_table expects an (n_layers, H) table, got shape {table.shape}")
     rows = [f"layer {i}" for i in range(table.shape[0])]
     cols = [f"head {j}" for j in range(table.shape[1])]
-    if ax is None:
-        _, ax = plt.subplots(figsize=(0.55 * table.shape[1] + 2.2, 0.42 * table.shape[0] + 1.3),
-                             constrained_layout=True)
+    _, ax = figure(ax, size=(0.55 * table.shape[1] + 2.2, 0.42 * table.shape[0] + 1.3))
     return attention_heatmap(table, rows, cols, ax=ax, title=title, cmap=cmap, vmin=vmin, vmax=vmax,
                              annotate=True, fmt=fmt, colorbar_label=colorbar_label,
                              xlabel="head", ylabel="layer")
@@ -111,8 +110,7 @@ def layer_curves(values, labels, *, ylabel: str, title: str, xlabel: str = "laye
     table = to_numpy(values)
     if table.ndim != 2 or table.shape[1] != len(labels):
         raise ValueError(f"expected (n_points, {len(labels)}) values for {len(labels)} labels, got {table.shape}")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6.4, 3.6), constrained_layout=True)
+    fig, ax = figure(ax, size=(6.4, 3.6))
     colours = matplotlib.colormaps["viridis"]
     for s, label in enumerate(labels):
         ax.plot(range(table.shape[0]), table[:, s], marker="o", label=str(label),
@@ -123,4 +121,4 @@ def layer_curves(values, labels, *, ylabel: str, title: str, xlabel: str = "laye
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, frameon=False)
-    return ax.figure
+    return fig

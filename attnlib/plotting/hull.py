@@ -7,11 +7,10 @@ averaged point are computed by the caller.  Every function returns a
 from __future__ import annotations
 
 import matplotlib
-import matplotlib.pyplot as plt
 import numpy as np
 
-from .geometry import convex_hull_2d
-from .plotting import to_numpy
+from ..geometry import convex_hull_2d
+from ._figure import figure, to_numpy
 
 __all__ = ["hull_plot", "weights_bar"]
 
@@ -43,10 +42,7 @@ def hull_plot(
     p = None if out is None else to_numpy(out).reshape(-1)
     if p is not None and p.shape[0] != 2:
         raise ValueError(f"out must be a 2-vector, got shape {p.shape}")
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(5.2, 4.2), constrained_layout=True)
-    else:
-        fig = ax.figure
+    fig, ax = figure(ax, size=(5.2, 4.2))
     hull = convex_hull_2d(v).numpy()
     poly = v[hull]
     ax.fill(poly[:, 0], poly[:, 1], color="#cfd8dc", alpha=0.6, zorder=0, label="convex hull")
@@ -85,10 +81,7 @@ def weights_bar(weights, labels, *, ax=None, title: str | None = None, cmap: str
     w = to_numpy(weights)
     if w.ndim != 1 or w.shape[0] != len(labels):
         raise ValueError(f"weights must be (T_k,) with T_k = {len(labels)}, got shape {w.shape}")
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(4.0, 2.6), constrained_layout=True)
-    else:
-        fig = ax.figure
+    fig, ax = figure(ax, size=(4.0, 2.6))
     colors = matplotlib.colormaps[cmap](np.clip(w, 0.0, 1.0))
     ax.bar(range(len(w)), w, color=colors, edgecolor="black", linewidth=0.5)
     ax.set_xticks(range(len(w)), [str(t) for t in labels], rotation=45, ha="right")

@@ -1,0 +1,26 @@
+"""Every matplotlib figure of the course, drawn through one figure helper
+(:func:`attnlib.plotting.figure`).
+
+Plotting only draws: the numbers come from the maths modules (:mod:`attnlib.geometry`,
+:mod:`attnlib.graphs`, :mod:`attnlib.measures`, the encoder's reader) or the caller, and no
+maths module imports plotting.  Every figure function takes an optional ``ax`` and returns the
+``matplotlib.figure.Figure`` it drew in.
+
+* :mod:`.heatmaps`: :func:`attention_heatmap`, a labelled matrix of weights or scores.
+* :mod:`.hull`: :func:`hull_plot` and :func:`weights_bar`, attention as a weighted average (ch. 1).
+* :mod:`.heads`: :func:`head_heatmap`, :func:`layer_grid`, :func:`head_table`,
+  :func:`layer_curves`, a pretrained encoder's heads (ch. 8).
+* :mod:`.graphs`: :func:`draw_attention_graph`, :func:`draw_layered_graph` (ch. 7).
+"""
+from ._figure import COLUMN_WIDTH, figure, to_numpy
+from .graphs import draw_attention_graph, draw_layered_graph
+from .heads import head_heatmap, head_table, layer_curves, layer_grid
+from .heatmaps import attention_heatmap
+from .hull import hull_plot, weights_bar
+
+__all__ = [
+    "COLUMN_WIDTH", "figure", "to_numpy",
+    "attention_heatmap", "hull_plot", "weights_bar",
+    "head_heatmap", "layer_grid", "head_table", "layer_curves",
+    "draw_attention_graph", "draw_layered_graph",
+]

@@ -1,0 +1,236 @@
+"""attnlib.plotting: one figure helper, figures that show what they were given (labels, one
+patch per edge, one colour bar), clear errors, and the rule that the maths never imports
+plotting."""
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+import attnlib  # noqa: E402
+from attnlib import plotting  # noqa: E402
+from attnlib.corpus import RUNNING  # noqa: E402
+from attnlib.plotting import (  # noqa: E402
+    COLUMN_WIDTH, attention_heatmap, draw_attention_graph, draw_layered_graph, figure, head_heatmap, head_table,
+    hull_plot, layer_curves, layer_grid, to_numpy, weights_bar,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKENS = ["[CLS]", "the", "cat", "sat", "the", "[SEP]"]
+T = len(TOKENS)
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def random_weights(seed=0, T=T):
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(torch.randn(T, T, generator=g), dim=-1)
+
+
+# --- the figure helper -------------------------------------------------------------------------
+
+def test_figure_makes_a_column_sized_figure_or_reuses_the_axes():
+    fig, ax = figure()
+    assert tuple(fig.get_size_inches()) == pytest.approx((COLUMN_WIDTH, 0.6 * COLUMN_WIDTH))
+    assert fig.get_layout_engine() is not None  # constrained layout
+    fig2, ax2 = figure(ax)
+    assert fig2 is fig and ax2 is ax
+    fig3, axes = figure(size=(4, 2), nrows=2, ncols=3, squeeze=False)
+    assert axes.shape == (2, 3) and tuple(fig3.get_size_inches()) == pytest.approx((4, 2))
+    with pytest.raises(TypeError, match="ax must be a matplotlib Axes"):
+        figure("ax")
+    with pytest.raises(ValueError, match="grid needs a new figure"):
+        figure(ax, nrows=2)
+    with pytest.raises(TypeError, match="size must be"):
+        figure(size=5)
+    with pytest.raises(ValueError, match="positive"):
+        figure(size=(0, 3))
+
+
+def test_every_figure_function_draws_into_a_given_axes(encoder):
+    """Each figure function with an ``ax`` draws there and returns that Axes' figure."""
+    att = attnlib.get_attentions(RUNNING, model=encoder[0], tokenizer=encoder[1])
+    G = attnlib.attention_graph(random_weights(), TOKENS)
+    L = attnlib.layered_graph(torch.softmax(torch.randn(2, T, T), -1), TOKENS)
+    v = torch.tensor([[0., 0.], [4., 0.], [0., 4.]])
+    calls = [
+        lambda ax: attention_heatmap(random_weights(), TOKENS, ax=ax),
+        lambda ax: hull_plot(v, list("abc"), ax=ax),
+        lambda ax: weights_bar(torch.tensor([0.2, 0.3, 0.5]), list("abc"), ax=ax),
+        lambda ax: head_heatmap(att, 0, 0, ax=ax),
+        lambda ax: head_table(torch.rand(6, 12), title="t", colorbar_label="c", ax=ax),
+        lambda ax: layer_curves(torch.rand(7, 2), ["a", "b"], ylabel="y", title="t", ax=ax),
+        lambda ax: draw_attention_graph(G, ax=ax),
+        lambda ax: draw_layered_graph(L, ax=ax),
+    ]
+    for call in calls:
+        fig, ax = plt.subplots()
+        assert call(ax) is fig
+        assert ax.has_data() or ax.texts or ax.patches
+        plt.close(fig)
+
+
+def test_no_maths_module_imports_plotting_or_matplotlib():
+    """Plotting calls the maths; the maths never imports plotting (checked in the source and
+    in a fresh process)."""
+    offenders = []
+    for path in (ROOT / "attnlib").rglob("*.py"):
+        if "plotting" in path.parts or "exercises" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [a.name for a in node.names]
+            if any(n.split(".")[0] == "matplotlib" or "plotting" in n.split(".") for n in names):
+                offenders.append(path.relative_to(ROOT).as_posix())
+    assert offenders == []
+    code = "import sys, attnlib; print('matplotlib' in sys.modules)"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
+
+
+def test_old_module_paths_are_gone():
+    for old in ("plot_hull", "head_plots", "graph_plots"):
+        assert not (ROOT / "attnlib" / f"{old}.py").exists()
+    assert (ROOT / "attnlib" / "plotting" / "__init__.py").exists()
+    assert set(plotting.__all__) >= {"attention_heatmap", "hull_plot", "weights_bar", "head_heatmap", "layer_grid",
+                                     "head_table", "layer_curves", "draw_attention_graph", "draw_layered_graph"}
+
+
+# --- heatmaps ------------------------------------------------------------------------------------
+
+def test_attention_heatmap_labels_values_and_masked_cells():
+    w = random_weights(1)
+    fig = attention_heatmap(w, TOKENS, title="t")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
+    assert [t.get_text() for t in ax.get_yticklabels()] == TOKENS
+    assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "attention weight"
+    assert len(ax.texts) == T * T and ax.texts[T + 2].get_text() == f"{w[1, 2].item():.2f}"  # row 1, column 2
+    np.testing.assert_allclose(np.asarray(ax.images[0].get_array()), w.numpy(), atol=1e-7)
+    scores = torch.randn(3, 4).masked_fill(torch.tensor([[False, True, True, True]] * 3), float("-inf"))
+    fig = attention_heatmap(scores, list("abc"), list("wxyz"))
+    assert sum(t.get_text() == "-inf" for t in fig.axes[0].texts) == 9
+    assert fig.axes[0].images[0].get_array().mask.sum() == 9   # masked cells drawn in the 'bad' colour
+
+
+def test_to_numpy_converts_and_refuses_non_numbers():
+    np.testing.assert_array_equal(to_numpy(torch.tensor([1, 2], dtype=torch.int64)), [1.0, 2.0])
+    assert to_numpy(torch.ones(2, dtype=torch.bfloat16, requires_grad=True)).dtype == np.float64
+    for bad in (None, "ab", [["a"]]):
+        with pytest.raises(TypeError, match="tensor or an array of numbers"):
+            to_numpy(bad)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: attention_heatmap(torch.rand(3), list("abc")), ValueError, r"\(T_q, T_k\) matrix"),
+    (lambda: attention_heatmap(torch.rand(3, 3), list("ab")), ValueError, "labels do not match"),
+    (lambda: attention_heatmap(None, list("ab")), TypeError, "got NoneType"),
+    (lambda: attention_heatmap(torch.rand(2, 2), list("ab"), ax="x"), TypeError, "ax must be a matplotlib Axes"),
+    (lambda: head_table(torch.rand(6), title="t", colorbar_label="c"), ValueError, r"\(n_layers, H\) table"),
+    (lambda: layer_curves(torch.rand(7, 2), ["a", "b", "c"], ylabel="y", title="t"), ValueError, r"expected \(n_points, 3\)"),
+    (lambda: draw_attention_graph(None), TypeError, "networkx graph"),
+    (lambda: draw_attention_graph(attnlib.attention_graph(random_weights(10), TOKENS, threshold=0.99)), ValueError, "no edges"),
+    (lambda: draw_attention_graph(nx.DiGraph([("a", "b")])), ValueError, "nodes 0..T-1"),
+    (lambda: draw_layered_graph(attnlib.attention_graph(random_weights(), TOKENS)), ValueError, "layered_graph"),
+    (lambda: draw_layered_graph(None), ValueError, "layered_graph"),
+])
+def test_figure_functions_reject_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+# --- hull (chapter 1) ------------------------------------------------------------------------------
+
+def test_hull_plot_draws_and_validates():
+    v = torch.tensor([[0., 0.], [4., 0.], [0., 4.], [1., 1.]])
+    w = torch.softmax(torch.tensor([1., 0.5, 0., 2.]), dim=0)  # the output is not on the diagonal x = y
+    fig = hull_plot(v, ["a", "b", "c", "d"], weights=w, out=w @ v, title="t")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts] == ["a", "b", "c", "d"]
+    assert len(fig.axes) == 2                                   # the plot and its colour bar
+    hull = ax.patches[0].get_xy()[:-1]                          # the shaded hull polygon (closed)
+    assert sorted(map(tuple, hull.tolist())) == [(0.0, 0.0), (0.0, 4.0), (4.0, 0.0)]  # (1, 1) is inside
+    star = ax.collections[-1].get_offsets()[0]
+    np.testing.assert_allclose(star, (w @ v).numpy(), atol=1e-6)
+    fig = weights_bar(w, ["a", "b", "c", "d"])
+    assert len(fig.axes[0].patches) == 4
+    np.testing.assert_allclose([p.get_height() for p in fig.axes[0].patches], w.numpy(), atol=1e-7)
+    with pytest.raises(ValueError, match="T_k, 2"):
+        hull_plot(torch.zeros(4, 3), list("abcd"))
+    with pytest.raises(ValueError, match="labels"):
+        hull_plot(v, ["a"])
+    with pytest.raises(ValueError, match="weights"):
+        hull_plot(v, list("abcd"), weights=torch.ones(3) / 3)
+    with pytest.raises(ValueError, match="2-vector"):
+        hull_plot(v, list("abcd"), out=torch.zeros(3))
+    with pytest.raises(ValueError, match="T_k"):
+        weights_bar(torch.ones(2, 2), ["a", "b"])
+
+
+# --- heads (chapter 8) -------------------------------------------------------------------------------
+
+def test_head_figures_have_labels_and_colour_bars(encoder):
+    att = attnlib.get_attentions(RUNNING, model=encoder[0], tokenizer=encoder[1])
+    fig = head_heatmap(att, -1, -1)
+    ax = fig.axes[0]
+    assert ax.get_title() == "layer 5, head 11: attention weights"
+    assert [t.get_text() for t in ax.get_xticklabels()] == att.tokens and len(fig.axes) == 2
+    np.testing.assert_allclose(np.asarray(ax.images[0].get_array()), att.head(5, 11).numpy(), atol=1e-7)
+    grid = layer_grid(att, 1)
+    assert sum(a.get_title().startswith("head") for a in grid.axes) == 12
+    assert [t.get_text() for t in grid.axes[0].get_yticklabels()] == att.tokens
+    assert any(a.get_ylabel() == "attention weight" for a in grid.axes)  # the colour bar
+    np.testing.assert_allclose(np.asarray(grid.axes[3].images[0].get_array()), att.head(1, 3).numpy(), atol=1e-7)
+    assert layer_grid(att, -1)._suptitle.get_text().startswith("layer 5")
+    table = head_table(torch.rand(6, 12), title="t", colorbar_label="share")
+    assert table.axes[0].get_ylabel() == "layer" and len(table.axes[0].texts) == 72
+    curves = layer_curves(torch.rand(7, 2), ["a", "b"], ylabel="cosine", title="c")
+    assert len(curves.axes[0].lines) == 2
+    with pytest.raises(IndexError, match="layer must be in 0..5"):
+        layer_grid(att, 6)
+    with pytest.raises(TypeError, match="layer must be an int"):
+        layer_grid(att, "1")
+    with pytest.raises(TypeError, match="ncols must be a positive int"):
+        layer_grid(att, 1, ncols=2.0)
+    with pytest.raises(ValueError, match="ncols must be a positive int"):
+        layer_grid(att, 1, ncols=0)
+
+
+# --- graphs (chapter 7) -------------------------------------------------------------------------------
+
+def test_draw_attention_graph_draws_every_edge_and_a_colorbar():
+    G = attnlib.attention_graph(random_weights(10), TOKENS, threshold=0.2)
+    fig = draw_attention_graph(G, node_values=attnlib.in_weight(G), title="t")
+    ax = fig.axes[0]
+    assert len(ax.patches) == G.number_of_edges()  # one arrow patch per edge, self-loops included
+    assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "edge weight"
+    assert sorted(t.get_text() for t in ax.texts) == sorted(TOKENS)
+    S = attnlib.score_graph(torch.randn(T, T), TOKENS)
+    fig = draw_attention_graph(S, cmap="cividis")
+    assert fig.axes[1].get_ylabel() == "edge score"
+
+
+def test_draw_layered_graph_labels_tokens_and_layers():
+    L = attnlib.layered_graph(torch.softmax(torch.randn(3, T, T), -1), TOKENS, threshold=0.1)
+    fig = draw_layered_graph(L, title="rollout paths")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["input", "layer 1", "layer 2", "layer 3"]
