@@ -290,8 +290,21 @@ def load_encoder(name=DEFAULT_MODEL, *, device=None, manifest=None):
 
 # ----------------------------------------------------------------------------- one forward pass
 
+class _LayersAndHeads:
+    """``n_layers`` and ``n_heads`` read off ``self.attentions`` (one ``(B, H, T, T)`` tensor
+    per layer), shared by :class:`EncoderAttention` and :class:`EncoderBatch`."""
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.attentions)
+
+    @property
+    def n_heads(self) -> int:
+        return self.attentions[0].shape[1]
+
+
 @dataclass(frozen=True)
-class EncoderAttention:
+class EncoderAttention(_LayersAndHeads):
     """What :func:`get_attentions` returns.
 
     Attributes:
@@ -306,14 +319,6 @@ class EncoderAttention:
     attentions: tuple
     sentence_b_start: int | None
     hidden_states: tuple
-
-    @property
-    def n_layers(self) -> int:
-        return len(self.attentions)
-
-    @property
-    def n_heads(self) -> int:
-        return self.attentions[0].shape[1]
 
     def stacked(self) -> torch.Tensor:
         """All weights as one tensor. Shapes: returns ``(n_layers, H, T, T)``."""
@@ -333,7 +338,7 @@ class EncoderAttention:
 
 
 @dataclass(frozen=True)
-class EncoderBatch:
+class EncoderBatch(_LayersAndHeads):
     """What :func:`get_batch_attentions` returns for ``B`` texts padded to ``T`` tokens.
 
     Attributes:
@@ -349,14 +354,6 @@ class EncoderBatch:
     attention_mask: torch.Tensor
     attentions: tuple
     hidden_states: tuple
-
-    @property
-    def n_layers(self) -> int:
-        return len(self.attentions)
-
-    @property
-    def n_heads(self) -> int:
-        return self.attentions[0].shape[1]
 
 
 def _length_limit(model, tokenizer) -> tuple:
