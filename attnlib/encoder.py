@@ -49,7 +49,7 @@ __all__ = [
     "DEFAULT_MODEL", "DEFAULT_MODEL_MANIFEST", "default_model_dir", "file_manifest", "verify_files",
     "load_encoder", "EncoderAttention", "EncoderBatch", "get_attentions", "get_batch_attentions",
     "layer_input", "embed", "head_projections", "project_qkv", "head_qkv", "head_outputs",
-    "head_scores", "weighted_value_norms", "token_vectors", "ablated_outputs",
+    "head_scores", "weighted_value_norms", "token_vectors", "ablated_outputs", "mean_head_outputs",
 ]
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -714,6 +714,14 @@ def ablated_outputs(text, layer: int, head: int, *, replacement=None, model=None
             raise ValueError(f"replacement must be a finite ({d_v},) tensor (one value vector of the head), "
                              f"got shape {tuple(replacement.shape)}")
     intact = get_attentions(text, model=model, tokenizer=tokenizer, truncate=truncate)
+    ablated = _ablated_hidden(text, layer, head, replacement, model, tokenizer, truncate)
+    return intact.tokens, intact.hidden_states[-1][0], ablated
+
+
+def _ablated_hidden(text, layer, head, replacement, model, tokenizer, truncate=False) -> torch.Tensor:
+    """The last hidden states ``(T, d_model)`` with head ``head`` of ``layer`` replaced by
+    ``replacement`` (``None``: zeros); arguments already checked by the caller."""
+    d_v = model.config.hidden_size // model.config.num_attention_heads
 
     def remove(module, args, output):
         out = output[0].clone()  # (1, T, H * d_v)
@@ -726,7 +734,38 @@ def ablated_outputs(text, layer: int, head: int, *, replacement=None, model=None
         ablated = get_attentions(text, model=model, tokenizer=tokenizer, truncate=truncate)
     finally:
         hook.remove()
-    return intact.tokens, intact.hidden_states[-1][0], ablated.hidden_states[-1][0]
+    return ablated.hidden_states[-1][0]
+
+
+def mean_head_outputs(texts, layer: int, model=None, tokenizer=None) -> torch.Tensor:
+    """Every head's output in layer ``layer`` (as :func:`head_outputs`) averaged over every
+    real token of ``texts``, run as one right-padded batch (padding masked, so each text's
+    outputs are those it has alone, up to float rounding).  The replacement of a mean
+    ablation (:func:`ablated_outputs`).
+
+    Shapes:
+        returns ``(H, d_v)`` float32 on the model's device.
+
+    Raises:
+        TypeError, ValueError: as :func:`get_batch_attentions`; IndexError: ``layer`` out of range.
+    """
+    model, tokenizer = _model_and_tokenizer(model, tokenizer)
+    layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
+    captured = {}
+
+    def keep(module, args, output):
+        captured["out"] = output[0].detach()  # (B, T, H * d_v)
+
+    hook = model.encoder.layer[layer].attention.self.register_forward_hook(keep)
+    try:
+        batch = get_batch_attentions(texts, model=model, tokenizer=tokenizer)
+    finally:
+        hook.remove()
+    out = captured["out"]
+    B, T, _ = out.shape
+    real = batch.attention_mask.to(out.device).bool()                 # (B, T)
+    per_head = out.view(B, T, batch.n_heads, -1)[real]                 # (tokens, H, d_v)
+    return per_head.mean(dim=0)
 
 
 # ----------------------------------------------------------------------------- read from a run

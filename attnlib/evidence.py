@@ -95,11 +95,13 @@ def positional_lift(layer: int, head: int, offsets, *, texts=None, model=None, t
     enc = _encoder()
     sums = {o: 0.0 for o in offsets}
     counts = {o: 0 for o in offsets}
-    for text in _texts(texts):
-        att = enc.get_attentions(text, model=model, tokenizer=tokenizer)
-        A = att.head(layer, head).double().cpu()  # (T, T)
-        T = len(att.tokens)
-        ordinary = [i for i, t in enumerate(att.tokens) if t not in _SPECIAL]
+    batch = enc.get_batch_attentions(_texts(texts), model=model, tokenizer=tokenizer)  # padding masked
+    weights = batch.attentions[_validate.index(layer, batch.n_layers, "layer")]
+    head = _validate.index(head, batch.n_heads, "head")
+    for b, tokens in enumerate(batch.tokens):
+        T = int(batch.attention_mask[b].sum())                # real tokens; [PAD] come after them
+        A = weights[b, head, :T, :T].double().cpu()           # (T, T)
+        ordinary = [i for i, t in enumerate(tokens[:T]) if t not in _SPECIAL]
         keep = set(ordinary)
         for o in offsets:
             for i in ordinary:
@@ -200,14 +202,19 @@ _MEAN_OUTPUTS: dict = {}
 
 
 def _mean_head_outputs(model, tokenizer, layer: int, texts: tuple) -> torch.Tensor:
-    """Every head's output of ``layer`` averaged over every token of ``texts``: ``(H, d_v)``,
-    computed once per model, layer and texts."""
+    """:func:`attnlib.encoder.mean_head_outputs`, ``(H, d_v)``, computed once per model,
+    layer and texts."""
     key = (id(model), layer, texts)
     if key not in _MEAN_OUTPUTS:
-        enc = _encoder()
-        outs = [enc.head_outputs(t, layer, None, model, tokenizer)[1] for t in texts]  # each (H, T, d_v)
-        _MEAN_OUTPUTS[key] = torch.cat(outs, dim=1).mean(dim=1)
+        _MEAN_OUTPUTS[key] = _encoder().mean_head_outputs(list(texts), layer, model, tokenizer)
     return _MEAN_OUTPUTS[key]
+
+
+def _change(intact, ablated) -> tuple:
+    cos = torch.nn.functional.cosine_similarity
+    token_change = (1 - cos(intact.double(), ablated.double(), dim=-1)).cpu()
+    sentence_change = float(1 - cos(intact.double().mean(0), ablated.double().mean(0), dim=0))
+    return token_change, sentence_change
 
 
 def head_ablation(text, layer: int, head: int, *, mode: str = "mean", texts=None, model=None,
@@ -238,9 +245,7 @@ def head_ablation(text, layer: int, head: int, *, mode: str = "mean", texts=None
         replacement = _mean_head_outputs(model, tokenizer, layer, tuple(_texts(texts)))[head]
     tokens, intact, ablated = enc.ablated_outputs(text, layer, head, replacement=replacement,
                                                   model=model, tokenizer=tokenizer)
-    cos = torch.nn.functional.cosine_similarity
-    token_change = (1 - cos(intact.double(), ablated.double(), dim=-1)).cpu()
-    sentence_change = float(1 - cos(intact.double().mean(0), ablated.double().mean(0), dim=0))
+    token_change, sentence_change = _change(intact, ablated)
     return {"tokens": tokens, "token_change": token_change, "sentence_change": sentence_change}
 
 
@@ -251,9 +256,14 @@ def layer_ablation(text, layer: int, *, mode: str = "mean", texts=None, model=No
     Shapes:
         returns ``(H,)`` float64, unitless.
     """
+    mode = _validate.choice(mode, ("mean", "zero"), "mode")
     enc = _encoder()
     model, tokenizer = enc._model_and_tokenizer(model, tokenizer)
-    n_heads = model.config.num_attention_heads
-    return torch.tensor([head_ablation(text, layer, h, mode=mode, texts=texts, model=model,
-                                       tokenizer=tokenizer)["sentence_change"] for h in range(n_heads)],
-                        dtype=torch.float64)
+    layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
+    means = _mean_head_outputs(model, tokenizer, layer, tuple(_texts(texts))) if mode == "mean" else None
+    intact = enc.get_attentions(text, model=model, tokenizer=tokenizer).hidden_states[-1][0]  # one intact pass
+    changes = []
+    for h in range(model.config.num_attention_heads):
+        ablated = enc._ablated_hidden(text, layer, h, None if means is None else means[h], model, tokenizer)
+        changes.append(_change(intact, ablated)[1])
+    return torch.tensor(changes, dtype=torch.float64)
