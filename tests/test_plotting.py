@@ -233,4 +233,4 @@ def test_draw_layered_graph_labels_tokens_and_layers():
     fig = draw_layered_graph(L, title="rollout paths")
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["input", "layer 1", "layer 2", "layer 3"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["input", "after layer 0", "after layer 1", "after layer 2"]

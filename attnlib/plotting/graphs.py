@@ -131,7 +131,7 @@ def draw_layered_graph(
     nx.draw_networkx_nodes(graph, pos, node_size=60, node_color="#444444", ax=ax, hide_ticks=False)
     tokens = [graph.nodes[(0, i)]["token"] for i in range(T)]
     ax.set_xticks(range(T), tokens, rotation=45, ha="right")
-    ax.set_yticks(range(n_layers + 1), ["input"] + [f"layer {layer}" for layer in range(1, n_layers + 1)])
+    ax.set_yticks(range(n_layers + 1), ["input"] + [f"after layer {layer}" for layer in range(n_layers)])
     ax.tick_params(left=True, bottom=True, labelleft=True, labelbottom=True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
