@@ -31,7 +31,7 @@ import torch
 __all__ = ["COLUMN_PX", "COLUMN_WIDTH", "DPI", "MIN_FONT_PT", "MIN_TEXT_KEY", "BOOK_RC", "book_style", "figure",
            "panels", "render_png", "min_text_size", "to_numpy"]
 
-COLUMN_PX = 672        # CSS px: the text column of a chapter page at a 1280 px window (Chromium)
+COLUMN_PX = 672        # CSS px: widest a figure image is shown on a chapter page at a 1280 px window (Chromium)
 DPI = 100              # image pixels per inch of every book figure
 COLUMN_WIDTH = 6.6     # inches: COLUMN_PX at DPI, less a margin for the bounding box padding
 MIN_FONT_PT = 8.0      # points: 8 pt at 100 dpi = 11.1 px, above the 10 px floor on screen

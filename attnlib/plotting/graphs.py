@@ -74,8 +74,9 @@ def draw_attention_graph(
     height = (width - 1.5) * (up + down) / (T + 0.6) + 0.8
     fig, ax = figure(ax, size=(width, max(2.2, height)))
     pos = {i: (float(i), 0.0) for i in nodes}
-    if vmin is None and attr == "weight":
-        vmin = 0.0  # weights are probabilities: anchor the colour scale at 0
+    if attr == "weight":  # weights are probabilities: the colour scale is 0..1, as in the explorable
+        vmin = 0.0 if vmin is None else vmin
+        vmax = 1.0 if vmax is None else vmax
     norm, widths, alphas, colours = _edge_style([e[2] for e in edges], vmin, vmax, cmap, max_width)
     nx.draw_networkx_edges(
         graph, pos, edgelist=[(i, j) for i, j, _ in edges], width=widths, edge_color=colours,
