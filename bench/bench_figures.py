@@ -8,7 +8,7 @@ Chromium (Playwright, ``executable_path``) on the built book served from 127.0.0
 every other request blocked, by ``tests/test_page_figures.measure_figures``.
 
 For an older revision, whose figures carry no such chunk, ``--baseline REV`` exports REV to a
-scratch folder, appends ``bench/_baseline_probe.py`` to its ``attnlib/plotting/__init__.py``
+scratch folder, appends ``bench/_baseline_probe.py`` to its ``attnlib/__init__.py``
 (a PNG formatter that renders each figure exactly as IPython's inline backend does and only
 adds the chunk), builds that book with this checkout's .venv (about 10 minutes on 2 cores)
 and measures it.
@@ -39,7 +39,7 @@ def build_baseline(rev: str, folder: Path) -> Path:
     """Export ``rev`` into ``folder``, add the probe, build its book; returns its _build/html."""
     archive = subprocess.run(["git", "archive", rev], cwd=ROOT, check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
-    init = folder / "attnlib" / "plotting" / "__init__.py"
+    init = folder / "attnlib" / "__init__.py"   # every chapter imports attnlib
     init.write_text(init.read_text() + "\n\n" + (ROOT / "bench" / "_baseline_probe.py").read_text())
     env = dict(os.environ, PYTHONPATH=str(folder), HF_HUB_OFFLINE="1")
     subprocess.run([str(ROOT / ".venv" / "bin" / "jupyter-book"), "build", ".", "--builder", "html"],

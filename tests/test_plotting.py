@@ -24,7 +24,7 @@ from attnlib.corpus import RUNNING  # noqa: E402
 from attnlib.plotting import (  # noqa: E402
     BOOK_RC, COLUMN_PX, COLUMN_WIDTH, DPI, MIN_FONT_PT, MIN_TEXT_KEY, attention_heatmap, book_style, draw_attention_graph,
     draw_layered_graph, figure, head_heatmap, head_table, hull_plot, layer_curves, layer_grid, min_text_size, panels,
-    render_png, to_numpy, weights_bar,
+    render_png, text_size, to_numpy, weights_bar,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,6 +90,13 @@ def test_render_png_raises_text_under_the_minimum_and_records_the_smallest():
     ax.legend(["line"], fontsize=3)
     fig.colorbar(matplotlib.cm.ScalarMappable(), ax=ax).ax.tick_params(labelsize=5)
     assert min_text_size(fig) == 3
+    log_fig, log_ax = plt.subplots(figsize=(4, 3))
+    log_ax.loglog([1, 10, 100], [1, 10, 100])                   # tick labels: 10 with a mathtext superscript
+    log_ax.set_xlabel("$d_k$ (log scale)", fontsize=MIN_FONT_PT)
+    assert min_text_size(log_fig) == pytest.approx(0.7 * MIN_FONT_PT)   # the subscript k, the exponents
+    text, _ = png_chunks(render_png(log_fig))
+    assert float(text[MIN_TEXT_KEY]) >= MIN_FONT_PT * DPI / 72 - 0.01
+    assert min(text_size(t) for t in log_ax.get_xticklabels() + [log_ax.xaxis.label] if t.get_text()) >= MIN_FONT_PT
     text, (width, _) = png_chunks(render_png(fig))
     assert float(text[MIN_TEXT_KEY]) == pytest.approx(MIN_FONT_PT * DPI / 72, abs=0.01)
     assert min_text_size(fig) == MIN_FONT_PT                  # every text, tick labels included

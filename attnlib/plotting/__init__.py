@@ -16,7 +16,7 @@ maths module imports plotting.  Every figure function takes an optional ``ax`` a
 """
 from ._figure import (
     BOOK_RC, COLUMN_PX, COLUMN_WIDTH, DPI, MIN_FONT_PT, MIN_TEXT_KEY, book_style, figure, min_text_size, panels,
-    render_png, to_numpy,
+    render_png, text_size, to_numpy,
 )
 from .graphs import draw_attention_graph, draw_layered_graph
 from .heads import head_heatmap, head_table, layer_curves, layer_grid
@@ -25,7 +25,7 @@ from .hull import hull_plot, weights_bar
 
 __all__ = [
     "BOOK_RC", "COLUMN_PX", "COLUMN_WIDTH", "DPI", "MIN_FONT_PT", "MIN_TEXT_KEY", "book_style", "figure",
-    "min_text_size", "panels", "render_png", "to_numpy",
+    "min_text_size", "panels", "render_png", "text_size", "to_numpy",
     "attention_heatmap", "hull_plot", "weights_bar",
     "head_heatmap", "layer_grid", "head_table", "layer_curves",
     "draw_attention_graph", "draw_layered_graph",

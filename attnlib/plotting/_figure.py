@@ -12,12 +12,16 @@ never shrunk).  At that scale a font size of :data:`MIN_FONT_PT` points is
 ``MIN_FONT_PT * DPI / 72`` = 11.1 px on screen.  :func:`book_style` sets these sizes and, in a
 notebook, renders every figure through :func:`render_png`, which raises any smaller text to
 the minimum and writes the smallest text size into the PNG (text chunk
-:data:`MIN_TEXT_KEY`), where the book's tests read it.
+:data:`MIN_TEXT_KEY`), where the book's tests read it.  "Text size" is that of the smallest
+letter or digit drawn: mathtext draws sub- and superscripts (``$d_k$``, the ``$10^{-1}$`` tick
+labels of a log axis) at 0.7 of the font size, so such a text needs a font of 8 / 0.7 pt.
 """
 from __future__ import annotations
 
 import base64
+import functools
 import io
+import math
 import numbers
 
 import matplotlib
@@ -26,16 +30,20 @@ import matplotlib.figure
 import matplotlib.pyplot as plt
 import matplotlib.text
 import numpy as np
+from matplotlib import cbook
+from matplotlib.font_manager import FontProperties
+from matplotlib.mathtext import MathTextParser
 import torch
 
 __all__ = ["COLUMN_PX", "COLUMN_WIDTH", "DPI", "MIN_FONT_PT", "MIN_TEXT_KEY", "BOOK_RC", "book_style", "figure",
-           "panels", "render_png", "min_text_size", "to_numpy"]
+           "panels", "render_png", "min_text_size", "text_size", "to_numpy"]
 
 COLUMN_PX = 672        # CSS px: widest a figure image is shown on a chapter page at a 1280 px window (Chromium)
 DPI = 100              # image pixels per inch of every book figure
 COLUMN_WIDTH = 6.6     # inches: COLUMN_PX at DPI, less a margin for the bounding box padding
 MIN_FONT_PT = 8.0      # points: 8 pt at 100 dpi = 11.1 px, above the 10 px floor on screen
 MIN_TEXT_KEY = "attnlib:min-text-px"   # PNG text chunk: smallest text in image pixels
+_MATH = MathTextParser("path")
 
 #: matplotlib settings of every book figure (:func:`book_style` applies them).
 BOOK_RC = {
@@ -114,26 +122,51 @@ def _texts(fig) -> list[matplotlib.text.Text]:
             if t.get_visible() and t.get_text().strip() and (t.axes is None or t.axes.get_visible())]
 
 
+@functools.lru_cache(maxsize=4096)
+def _script_ratio(s: str) -> float:
+    """Smallest letter or digit of the mathtext string ``s`` relative to its font size: 1 for
+    plain maths, 0.7 (mathtext's script size) with a sub- or superscript (``$d_k$``,
+    ``$10^{-1}$``)."""
+    try:
+        glyphs = _MATH.parse(s, dpi=72, prop=FontProperties(size=10.0)).glyphs
+    except ValueError:  # not valid mathtext: drawn as written (or refused at draw time)
+        return 1.0
+    sizes = [g[1] for g in glyphs if chr(g[2]).isalnum()]   # (font, fontsize, char code, x, y, ...)
+    return min(sizes, default=10.0) / 10.0
+
+
+def text_size(t: matplotlib.text.Text) -> float:
+    """The size in points of the smallest letter or digit that ``t`` draws: its font size,
+    times 0.7 where mathtext draws a sub- or superscript."""
+    s = t.get_text()
+    if t.get_usetex() or not t.get_parse_math() or not cbook.is_math_text(s):
+        return t.get_fontsize()
+    return t.get_fontsize() * _script_ratio(s)
+
+
 def min_text_size(fig) -> float:
-    """Smallest font size in points among the visible texts of ``fig`` (drawn first, so that
-    tick labels exist); ``inf`` for a figure without text."""
+    """Smallest text in points among the visible texts of ``fig`` (see :func:`text_size`;
+    the figure is drawn first, so that tick labels exist); ``inf`` for a figure without text."""
     fig.canvas.draw()
-    return min((t.get_fontsize() for t in _texts(fig)), default=float("inf"))
+    return min((text_size(t) for t in _texts(fig)), default=float("inf"))
 
 
 def _raise_small_text(fig, minimum: float) -> None:
-    """Raise every text below ``minimum`` points to it: tick labels through their Axes'
-    ``tick_params`` (ticks are re-created on each draw), every other text directly."""
+    """Raise every text whose smallest letter is below ``minimum`` points until it is not:
+    tick labels through their Axes' ``tick_params`` (ticks are re-created on each draw),
+    every other text directly."""
     fig.canvas.draw()
     for t in _texts(fig):
-        if t.get_fontsize() >= minimum:
+        size = text_size(t)
+        if size >= minimum:
             continue
+        new = math.ceil(10 * t.get_fontsize() * minimum / size) / 10
         ax = t.axes
         if ax is not None and t in ax.xaxis.get_ticklabels(which="both"):
-            ax.tick_params(axis="x", which="both", labelsize=minimum)
+            ax.tick_params(axis="x", which="both", labelsize=new)
         elif ax is not None and t in ax.yaxis.get_ticklabels(which="both"):
-            ax.tick_params(axis="y", which="both", labelsize=minimum)
-        t.set_fontsize(minimum)
+            ax.tick_params(axis="y", which="both", labelsize=new)
+        t.set_fontsize(new)
 
 
 def render_png(fig, *, minimum: float = MIN_FONT_PT, dpi: float = DPI) -> bytes:
