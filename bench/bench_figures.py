@@ -69,7 +69,7 @@ def measure(html: Path) -> dict:
                                                    "natural_w": img["natural_w"], "natural_h": img["natural_h"],
                                                    "min_text_px": img["min_text_px"],
                                                    "alt_words": len((img["alt"] or "").split()),
-                                                   "alt_is_path": "/" in (img["alt"] or "")})
+                                                   "alt_is_path": (img["alt"] or "").startswith(("../", "_images/"))})
                     row[f"shown_w_{width}"] = round(img["shown_w"], 1)
                     row[f"scale_{width}"] = round(img["scale"], 3) if img["scale"] else None
                     row[f"min_text_shown_{width}"] = (round(img["min_text_shown_px"], 2)
