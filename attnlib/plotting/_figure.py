@@ -203,7 +203,7 @@ def book_style():
     matplotlib.rcParams.update(BOOK_RC)
     try:
         from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython is a dependency of the book, not of attnlib
+    except ImportError:  # pragma: no cover - IPython is a declared dependency; kept optional for plain scripts
         get_ipython = lambda: None  # noqa: E731
     shell = get_ipython()
     if shell is not None:
