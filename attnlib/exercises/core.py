@@ -121,7 +121,10 @@ def parse_number(answer, what: str = "a number"):
             return None, wrong(f"Expected {what}, got the text {answer!r}.")
     if not isinstance(answer, numbers.Real):
         return None, wrong(f"Expected {what}, got a {type(answer).__name__}.")
-    value = float(answer)
+    try:
+        value = float(answer)
+    except OverflowError:
+        return None, wrong(f"Expected {what}; that number is too large to be one.")
     if not math.isfinite(value):
         return None, wrong(f"Expected a finite number, got {value}.")
     return value, None
