@@ -97,7 +97,7 @@ def write_standalone(folder: Path, keys=None) -> Path:
     page.write_text(
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        "<title>Exercises</title>"
+        '<title>Exercises</title><link rel="icon" href="data:,">'
         '<link rel="stylesheet" href="_static/exercises/exercises.css">'
         '<script defer src="_static/exercises/exercises.js"></script>'
         f"</head><body><main>{body}</main></body></html>", encoding="utf-8")
