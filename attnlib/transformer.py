@@ -14,12 +14,13 @@ Shapes legend: ``B`` batch, ``H`` heads, ``T`` sequence length (``T_q = T_k = T`
 from __future__ import annotations
 
 import numbers
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
+from tqdm import tqdm  # the plain-text bar: no ipywidgets, so a static page needs no widget manager
 
 from . import _validate
 from .multihead import MultiHeadAttention
@@ -192,8 +193,8 @@ def train(model: nn.Module, task, *, steps: int = 500, batch_size: int = 64, lr:
           seed: int = 0, probe=None, probe_every: int = 25, progress: bool = True,
           desc: str = "training", threads: int | None = 1) -> dict:
     """Train ``model`` on batches from ``task.batch(batch_size, generator)`` with AdamW and
-    cross-entropy (positions marked :data:`IGNORE` do not count), showing a ``tqdm``
-    progress bar.
+    cross-entropy (positions marked :data:`IGNORE` do not count), showing a plain-text
+    ``tqdm`` progress bar on stdout (no widget, so the static book needs no widget manager).
 
     ``probe(model)``, when given, is called (under ``no_grad``) before the first step,
     every ``probe_every`` steps and after the last step, to record how something evolves
@@ -249,7 +250,8 @@ def train(model: nn.Module, task, *, steps: int = 500, batch_size: int = 64, lr:
     try:
         model.train()
         record(0)
-        bar = tqdm(range(1, steps + 1), desc=desc, disable=not progress, leave=True)
+        bar = tqdm(range(1, steps + 1), desc=desc, disable=not progress, leave=True,
+                   file=sys.stdout, mininterval=1.0)
         for step in bar:
             tokens, targets = (t.to(device) for t in task.batch(batch_size, generator))
             logits, _ = model(tokens)                 # (B, T, n_targets, V)

@@ -214,6 +214,8 @@ def test_widget_manager_only_on_pages_with_a_widget_view():
         has_exercise = "data-exercise=" in text
         assert has_exercise == ("exercises/exercises.js" in text), page.name
         assert loads_manager or not has_view, page.name
+        # chapter 6's training bars are plain text; only chapter 1 had a live widget
+        assert not has_view or page.name.startswith("01_"), page.name
 
 
 @pytest.mark.book
@@ -238,3 +240,17 @@ def test_book_exercises_answer_in_the_page(browser):  # noqa: F811
         assert visit.errors == [] and visit.external == [] and visit.failed == []
     finally:
         visit.close()
+
+
+def test_training_progress_is_plain_text(capsys):
+    """Chapter 6 trains with a progress bar: plain text on stdout, not a widget (a widget
+    would make its page load the 3.6 MB widget manager)."""
+    import attnlib
+    from attnlib.transformer import LookBackTask, TinyTransformer
+
+    words = "four score and seven years ago our fathers brought forth on this continent".split()
+    task = LookBackTask(words, offsets=(1,), seq_len=6)
+    model = TinyTransformer(len(task.vocab), d_model=8, n_heads=2, max_len=6, seed=0)
+    attnlib.train(model, task, steps=3, batch_size=4, seed=0, desc="probe")
+    out = capsys.readouterr().out
+    assert "probe: 100%" in out and "3/3" in out
