@@ -23,6 +23,7 @@ import pytest
 
 from attnlib.exercises import REGISTRY, check, definition, exercise_data
 from attnlib.exercises import ch01, ch03, ch04, ch07
+from attnlib.exercises.page import render_html
 from test_browser import HTML, Visit, browser, serve  # noqa: F401  (browser is a fixture)
 
 ROOT = HTML.parents[1]
@@ -192,6 +193,45 @@ def test_browser_and_python_agree(visit, chapter, name):
                 mismatches.append((answer, shown, expected))
     assert not mismatches, mismatches[:3]
     assert visit.errors == [] and visit.external == [] and visit.failed == []
+
+
+# ------------------------------------------------------------------ the Sphinx extension
+class _FakeApp:
+    def __init__(self, context):
+        self.context = context
+
+    def add_js_file(self, name, **kwargs):
+        from sphinx.builders.html._assets import _JavaScript
+        self.context["script_files"].append(_JavaScript(name, **kwargs))
+
+    def add_css_file(self, name, **kwargs):
+        self.context.setdefault("css_files", []).append(name)
+
+
+def _page_scripts(body: str) -> list[str]:
+    from sphinx.builders.html._assets import _JavaScript
+
+    scripts = [_JavaScript("_static/doctools.js"), _JavaScript("_static/vendor/requirejs/require.js"),
+               _JavaScript(None, type="application/vnd.jupyter.widget-state+json", body="{}"),
+               _JavaScript("_static/vendor/html-manager/embed-amd.js")]
+    context = {"script_files": scripts, "body": body}
+    _load_ext()._page(_FakeApp(context), "chapters/x", "page.html", context, None)
+    return [str(js.filename or js.attributes.get("type")) for js in context["script_files"]]
+
+
+def test_extension_drops_the_widget_manager_without_a_widget_view_and_adds_the_checker():
+    exercise_body = render_html(9, "state_per_query")
+    names = _page_scripts(exercise_body)
+    assert names == ["_static/doctools.js", "exercises/exercises.js"]
+    view = '<script type="application/vnd.jupyter.widget-view+json">{"model_id": "x"}</script>'
+    names = _page_scripts("<p>text</p>" + view)
+    assert "exercises/exercises.js" not in names and len(names) == 4
+
+
+def test_grader_files_shipped_are_the_ones_python_lists():
+    from attnlib.exercises import grader_sources
+
+    assert _load_ext().grader_paths() == sorted(grader_sources())
 
 
 # ------------------------------------------------------------------ the built book

@@ -35,7 +35,7 @@ from .registry import (
 __all__ = [
     "Feedback", "checker", "right", "wrong", "parse_number", "parse_matrix", "parse_choice",
     "parse_token", "KINDS", "REGISTRY", "Definition", "define", "definition", "exercise",
-    "exercise_names", "exercise_data", "check", "check_json", "GRADER_MODULES", "grader_sources",
+    "exercise_names", "exercise_data", "check", "check_json", "grader_sources",
 ]
 
 
@@ -54,21 +54,16 @@ def exercise(chapter: int, name: str):
     return ExerciseOutput(chapter, name)
 
 
-#: The modules the page ships to the browser (paths relative to the ``attnlib`` folder).
-GRADER_MODULES = ("exercises/__init__.py", "exercises/core.py", "exercises/registry.py",
-                  "exercises/page.py")
-
-
 def grader_sources() -> dict[str, str]:
-    """``{path under attnlib/: source}`` of every module the browser needs to grade: the
-    shared modules and every chapter module.  Written by the book's Sphinx extension into
+    """``{path under attnlib/: source}`` of every module the browser needs to grade: every
+    module of this package except the ipywidgets front end (``widgets.py``).  The book's
+    Sphinx extension (``_ext/exercise_pages.py``) ships the same list as
     ``_static/exercises/graders.json``."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
-    paths = list(GRADER_MODULES) + sorted(
-        f"exercises/{p.name}" for p in (root / "exercises").glob("ch[0-9]*.py"))
-    return {p: (root / p).read_text(encoding="utf-8") for p in paths}
+    folder = Path(__file__).resolve().parent
+    return {f"exercises/{p.name}": p.read_text(encoding="utf-8")
+            for p in sorted(folder.glob("*.py")) if p.name != "widgets.py"}
 
 
 for _info in pkgutil.iter_modules(__path__):
