@@ -13,8 +13,9 @@ cache):
   (``attnExercises.loadMs``);
 * ``bytes``: the response bodies fetched from pressing Enter to the verdict (all of
   Pyodide's core files and ``graders.json``), uncompressed, as the local server sends them;
-* ``warm check``: after that, ``--checks`` checks cycling over every exercise (typed text,
-  option, token or matrix through ``attnExercises.check``), each from call to verdict.
+* ``warm check``: after that, ``--checks`` checks cycling over every exercise, each with an
+  answer in its control ("1" typed, the first option, the first token, the diagonal of a
+  matrix), through ``attnExercises.check``, each from call to verdict on screen.
 
 The machine's load average (1 min) is recorded before and after, with the CPU count: the
 machine is shared, so cold-start times depend on what else runs.
@@ -54,6 +55,13 @@ FIRST = """async () => {
 
 WARM = """async (n) => {
   const roots = [...document.querySelectorAll('[data-exercise]')];
+  // a real answer in every control: "1" typed, the first option, the first token, the diagonal
+  roots.forEach(root => {
+    root.querySelectorAll('input.attn-ex-input').forEach(i => { i.value = '1'; });
+    const radio = root.querySelector('input[type=radio]'); if (radio) radio.checked = true;
+    const token = root.querySelector('.attn-ex-token'); if (token) token.setAttribute('aria-pressed', 'true');
+    root.querySelectorAll('.attn-ex-cell').forEach(c => c.setAttribute('aria-pressed', String(c.dataset.row === c.dataset.col)));
+  });
   const times = [];
   for (let k = 0; k < n; k++) {
     const root = roots[k % roots.length];
@@ -90,7 +98,7 @@ def measure(runs: int, checks: int) -> dict:
             page.goto(url, wait_until="load")
             page.wait_for_load_state("networkidle")
             fetched = []
-            page.on("requestfinished", fetched.append)
+            page.on("requestfinished", lambda req: fetched.append(req))
             first = page.evaluate(FIRST)
             page.wait_for_load_state("networkidle")
             fetched = [(req.url, req.sizes()["responseBodySize"]) for req in fetched]

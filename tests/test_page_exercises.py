@@ -294,3 +294,41 @@ def test_training_progress_is_plain_text(capsys):
     attnlib.train(model, task, steps=3, batch_size=4, seed=0, desc="probe")
     out = capsys.readouterr().out
     assert "probe: 100%" in out and "3/3" in out
+
+
+CONTRAST = """(sel) => {
+  function rgb(s) { const m = s.match(/[\\d.]+/g).map(Number); return {r: m[0], g: m[1], b: m[2], a: m.length > 3 ? m[3] : 1}; }
+  function lum(c) { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+                    return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); }
+  function background(el) {
+    for (; el; el = el.parentElement) { const c = rgb(getComputedStyle(el).backgroundColor); if (c.a > 0.5) return c; }
+    return {r: 255, g: 255, b: 255, a: 1};
+  }
+  return [...document.querySelectorAll(sel)].filter(el => el.offsetParent !== null).map(el => {
+    const a = lum(rgb(getComputedStyle(el).color)), b = lum(background(el));
+    return [el.className || el.tagName, (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)];
+  });
+}"""
+TEXT_PARTS = ".attn-ex-title, .attn-ex-question, .attn-ex-feedback, .attn-ex-check, .attn-ex-input, .attn-ex-option span, .attn-ex-legend"
+
+
+@pytest.mark.book
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_book_exercises_are_readable_in_both_modes(browser, mode):  # noqa: F811
+    """Text of the exercises (question, control, Check, feedback) at >= 4.5:1 in light and dark mode."""
+    page_path = next((p for p in _pages() if p.name.startswith("04_")), None)
+    if page_path is None:
+        pytest.skip("no built book in _build/html (make html)")
+    visit = Visit(browser, serve(str(HTML)) + page_path.relative_to(HTML).as_posix())
+    try:
+        page = visit.page
+        page.evaluate("(m) => { localStorage.setItem('theme', m); localStorage.setItem('mode', m); "
+                      "document.documentElement.dataset.theme = m; document.documentElement.dataset.mode = m; }", mode)
+        root = '[data-exercise="4:uniform_entropy"]'
+        page.fill(f"{root} input", "13")
+        page.press(f"{root} input", "Enter")
+        page.wait_for_selector(f"{root} .attn-ex-wrong", timeout=FIRST_CHECK_TIMEOUT_MS)
+        ratios = page.evaluate(CONTRAST, ", ".join(f"[data-exercise] {s.strip()}" for s in TEXT_PARTS.split(",")))
+        assert ratios and all(r >= 4.5 for _, r in ratios), [x for x in ratios if x[1] < 4.5]
+    finally:
+        visit.close()
