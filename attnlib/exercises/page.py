@@ -64,9 +64,10 @@ def _matrix_control(d, uid: str) -> str:
             '<span aria-hidden="true"></span></button></td>'
             for j, c in enumerate(d.cols))
         rows.append(f'<tr><th scope="row">{html.escape(str(r))}</th>{cells}</tr>')
-    return (f'<div class="attn-ex-grid-wrap"><table class="attn-ex-grid" aria-describedby="{uid}-q">'
-            f'<caption class="attn-ex-legend">Rows: queries; columns: keys. Switch a cell on or '
-            f'off with a click, Enter or Space.</caption>'
+    return (f'<p class="attn-ex-help" id="{uid}-grid-help">Rows: queries; columns: keys. Switch a cell '
+            'on or off with a click, Enter or Space.</p>'
+            f'<div class="attn-ex-grid-wrap"><table class="attn-ex-grid" '
+            f'aria-describedby="{uid}-q {uid}-grid-help">'
             f'<thead><tr><th scope="col"><span class="attn-ex-sr">query \\ key</span></th>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
