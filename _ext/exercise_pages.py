@@ -12,10 +12,14 @@
    (require.js and embed-amd.js from ``nb_ipywidgets_js``) nor the widget state, which
    MyST-NB adds to every page whose notebook created a widget, even when the page shows the
    exercise's HTML instead (``nb_mime_priority_overrides`` puts ``text/html`` first).
+4. ``setup``: sets ``ATTNLIB_STATIC_BOOK=1`` in the environment that the kernels executing
+   the chapters inherit, so that ``attnlib.train`` prints one line per run instead of a
+   progress-bar widget (which would bring the widget manager back to chapter 6).
 """
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -69,6 +73,7 @@ def _finished(app, exception) -> None:
 
 
 def setup(app):
+    os.environ["ATTNLIB_STATIC_BOOK"] = "1"  # attnlib.transformer.STATIC_BOOK_ENV
     app.connect("html-page-context", _page, priority=800)
     app.connect("build-finished", _finished)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -282,18 +282,30 @@ def test_book_exercises_answer_in_the_page(browser):  # noqa: F811
         visit.close()
 
 
-def test_training_progress_is_plain_text(capsys):
-    """Chapter 6 trains with a progress bar: plain text on stdout, not a widget (a widget
-    would make its page load the 3.6 MB widget manager)."""
+def test_training_prints_one_line_while_the_book_is_built(capsys, monkeypatch):
+    """Chapter 6 trains with progress: while the book is built (the extension's environment
+    variable) one printed line per run, no bar (a bar widget would make its page load the
+    3.6 MB widget manager; a text bar would leave every update as a line of the page)."""
     import attnlib
-    from attnlib.transformer import LookBackTask, TinyTransformer
+    from attnlib.transformer import STATIC_BOOK_ENV, LookBackTask, TinyTransformer
 
     words = "four score and seven years ago our fathers brought forth on this continent".split()
     task = LookBackTask(words, offsets=(1,), seq_len=6)
-    model = TinyTransformer(len(task.vocab), d_model=8, n_heads=2, max_len=6, seed=0)
-    attnlib.train(model, task, steps=3, batch_size=4, seed=0, desc="probe")
-    out = capsys.readouterr().out
-    assert "probe: 100%" in out and "3/3" in out
+
+    def run():
+        model = TinyTransformer(len(task.vocab), d_model=8, n_heads=2, max_len=6, seed=0)
+        history = attnlib.train(model, task, steps=3, batch_size=4, seed=0, desc="probe")
+        return history, capsys.readouterr()
+
+    _load_ext()  # importing the extension does not set it; Sphinx's setup() does
+    monkeypatch.delenv(STATIC_BOOK_ENV, raising=False)
+    _, plain = run()
+    assert "3/3" in plain.err and plain.out == ""          # a normal tqdm bar elsewhere
+    monkeypatch.setenv(STATIC_BOOK_ENV, "1")
+    history, book = run()
+    assert book.err == ""
+    assert book.out.strip() == (f"probe: 3 steps in {history['seconds']:.1f} s, "
+                                f"final loss {history['loss'][-1]:.3f}")
 
 
 CONTRAST = """(sel) => {
