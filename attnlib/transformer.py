@@ -14,6 +14,8 @@ Shapes legend: ``B`` batch, ``H`` heads, ``T`` sequence length (``T_q = T_k = T`
 from __future__ import annotations
 
 import numbers
+import os
+import sys
 import time
 
 import torch
@@ -188,12 +190,21 @@ def _loss(logits, targets):
     return F.cross_entropy(logits.flatten(0, 2), targets.flatten(), ignore_index=IGNORE)
 
 
+#: Set (to any non-empty value) while the static book is built: :func:`train` then prints one
+#: line per run instead of a progress bar.
+STATIC_BOOK_ENV = "ATTNLIB_STATIC_BOOK"
+
+
 def train(model: nn.Module, task, *, steps: int = 500, batch_size: int = 64, lr: float = 3e-3,
           seed: int = 0, probe=None, probe_every: int = 25, progress: bool = True,
           desc: str = "training", threads: int | None = 1) -> dict:
     """Train ``model`` on batches from ``task.batch(batch_size, generator)`` with AdamW and
     cross-entropy (positions marked :data:`IGNORE` do not count), showing a ``tqdm``
-    progress bar.
+    progress bar (a widget in a notebook, text in a terminal).  While the static book is
+    built (environment variable :data:`STATIC_BOOK_ENV` set, as ``_ext/exercise_pages.py``
+    does for the kernels it starts) the bar is replaced by one printed line per run (steps,
+    seconds, final loss): a bar widget would make its page load the widget manager, and a
+    text bar leaves every update as a line of the page.
 
     ``probe(model)``, when given, is called (under ``no_grad``) before the first step,
     every ``probe_every`` steps and after the last step, to record how something evolves
@@ -249,7 +260,8 @@ def train(model: nn.Module, task, *, steps: int = 500, batch_size: int = 64, lr:
     try:
         model.train()
         record(0)
-        bar = tqdm(range(1, steps + 1), desc=desc, disable=not progress, leave=True)
+        summary = progress and bool(os.environ.get(STATIC_BOOK_ENV))
+        bar = tqdm(range(1, steps + 1), desc=desc, disable=summary or not progress, leave=True)
         for step in bar:
             tokens, targets = (t.to(device) for t in task.batch(batch_size, generator))
             logits, _ = model(tokens)                 # (B, T, n_targets, V)
@@ -266,6 +278,9 @@ def train(model: nn.Module, task, *, steps: int = 500, batch_size: int = 64, lr:
         torch.set_num_threads(previous_threads)
         model.eval()
     history["seconds"] = time.perf_counter() - start
+    if summary:
+        print(f"{desc}: {steps} steps in {history['seconds']:.1f} s, final loss {history['loss'][-1]:.3f}",
+              file=sys.stdout)
     return history
 
 

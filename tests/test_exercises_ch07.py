@@ -105,7 +105,7 @@ def test_acyclic_suggested_edge_really_keeps_the_graph_acyclic():
 
 def test_acyclic_rejects_bad_shapes_and_dtypes():
     for bad, phrase in [(np.ones((3, 3)), "shape (4, 4)"), ([[0.5] * 4] * 4, "True/False"),
-                        (np.full((4, 4), "x"), "could not read")]:
+                        (np.full((4, 4), "x"), "True/False"), ("xxxx", "could not read")]:
         fb = ch07.check_acyclic(bad)
         assert not fb.correct and phrase in fb.message, fb.message
 

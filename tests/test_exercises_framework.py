@@ -32,11 +32,14 @@ def test_parse_number_rejects_with_reason(raw, fragment):
 
 
 def test_parse_matrix():
-    ok, fb = parse_matrix([[1, 0], [0, 1]], (2, 2))
-    assert fb is None and ok.dtype == torch.bool and ok.tolist() == [[True, False], [False, True]]
+    for good in ([[1, 0], [0, 1]], np.eye(2, dtype=bool), torch.eye(2), ((True, False), (False, True))):
+        ok, fb = parse_matrix(good, (2, 2))
+        assert fb is None and ok == [[True, False], [False, True]], good
+        assert all(type(v) is bool for row in ok for v in row)
     for bad, fragment in [(None, "empty"), ([[1, 0]], "shape (2, 2), got shape (1, 2)"),
                           ([[2, 0], [0, 1]], "True/False"), ([[1, 0], [0]], "could not read"),
-                          (torch.zeros(2, 2, dtype=torch.complex64), "dtype")]:
+                          (torch.zeros(2, 2, dtype=torch.complex64), "True/False"),
+                          ("abcd", "could not read"), ([["a", "b"], ["c", "d"]], "True/False")]:
         val, fb = parse_matrix(bad, (2, 2))
         assert val is None and fragment in fb.message, (bad, fb)
     val, fb = parse_matrix([[0.5, math.nan], [1, 2]], (2, 2), kind="float")

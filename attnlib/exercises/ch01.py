@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import math
 
-import torch
-
-from ..softmax import softmax
-from . import register
 from .core import checker, grade_choice, parse_number, right, wrong
-from .widgets import ChoiceExercise, NumberExercise
+from .registry import define
 
 __all__ = [
     "REACHABLE_OPTIONS", "check_reachable", "OUTPUT_SCORES", "OUTPUT_VALUES",
@@ -45,13 +41,10 @@ def check_reachable(answer):
                         _REACHABLE_FEEDBACK, hint="Softmax weights are strictly positive and sum to 1.")
 
 
-@register(1, "reachable")
-def build_reachable():
-    return ChoiceExercise(
-        "Values v1 = (0, 0), v2 = (4, 0), v3 = (0, 4). Which point can softmax attention with "
-        "finite scores produce <b>exactly</b>?",
-        REACHABLE_OPTIONS, check_reachable, title="Which points can attention reach?",
-    )
+define(1, "reachable", kind="choice", title="Which points can attention reach?",
+       question="Values v1 = (0, 0), v2 = (4, 0), v3 = (0, 4). Which point can softmax attention "
+                "with finite scores produce <b>exactly</b>?",
+       options=REACHABLE_OPTIONS, grade=check_reachable)
 
 
 # ----------------------------------------------------------------------------- output
@@ -60,9 +53,11 @@ OUTPUT_VALUES = (2.0, 4.0, 10.0)
 
 
 def output_answer() -> float:
-    """The exact answer, ``softmax(OUTPUT_SCORES) @ OUTPUT_VALUES``, in float64."""
-    s = torch.tensor(OUTPUT_SCORES, dtype=torch.float64)
-    return float(softmax(s) @ torch.tensor(OUTPUT_VALUES, dtype=torch.float64))
+    """The exact answer, ``softmax(OUTPUT_SCORES) @ OUTPUT_VALUES``, in float64 (stable:
+    the largest score is subtracted before ``exp``)."""
+    top = max(OUTPUT_SCORES)
+    e = [math.exp(s - top) for s in OUTPUT_SCORES]
+    return sum(w * v for w, v in zip(e, OUTPUT_VALUES)) / sum(e)
 
 
 def _typical_mistakes() -> dict[str, float]:
@@ -109,10 +104,7 @@ def check_output(answer, tol: float = 0.01):
                  hint="Compute a = softmax(s) first, then sum a_j * v_j.")
 
 
-@register(1, "output")
-def build_output():
-    return NumberExercise(
-        "Scores s = (1, 0, -1), values v = (2, 4, 10). What is "
-        "sum_j softmax(s)_j v_j? (two decimals)",
-        check_output, title="Compute one output",
-    )
+define(1, "output", kind="number", title="Compute one output",
+       question="Scores s = (1, 0, -1), values v = (2, 4, 10). What is "
+                "sum_j softmax(s)_j v_j? (two decimals)",
+       grade=check_output)

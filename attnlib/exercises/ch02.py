@@ -7,22 +7,21 @@
 """
 from __future__ import annotations
 
+import html
 import math
 
-import torch
-
-from ..corpus import BEARS
-from . import register
-from .core import checker, grade_choice, parse_number, parse_token, right, wrong
-from .widgets import ChoiceExercise, NumberExercise, TokenExercise
+from .core import as_plain, checker, grade_choice, parse_number, parse_token, right, wrong
+from .registry import define
 
 __all__ = [
-    "head_weights", "make_top_key_checker", "TOP_KEY_SETUP",
+    "head_weights", "top_key_data", "check_top_key", "make_top_key_checker", "TOP_KEY_SETUP",
     "SYMMETRIC_OPTIONS", "check_symmetric", "check_rank",
 ]
 
 # ----------------------------------------------------------------------------- top_key
-TOP_KEY_SETUP = {"text": BEARS["verb"], "layer": 0, "head": 11, "query": "bears"}
+# The sentence is attnlib.corpus.BEARS["verb"] (a test checks it), written out so that the
+# graders import nothing beyond the standard library.
+TOP_KEY_SETUP = {"text": "She bears the weight of the whole team.", "layer": 0, "head": 11, "query": "bears"}
 
 
 def head_weights(text: str, layer: int, head: int, model=None, tokenizer=None):
@@ -39,6 +38,8 @@ def head_weights(text: str, layer: int, head: int, model=None, tokenizer=None):
         ValueError: ``text`` empty.
         IndexError: ``layer`` or ``head`` out of range.
     """
+    import torch
+
     from ..encoder import head_qkv
 
     tokens, q, k, _ = head_qkv(text, layer, head, model, tokenizer)          # (T, d_k) each
@@ -46,66 +47,86 @@ def head_weights(text: str, layer: int, head: int, model=None, tokenizer=None):
     return tokens, weights.cpu()
 
 
-def make_top_key_checker(tokens, weights, query: str):
-    """A checker for "which key does ``query`` attend to most?" given a head's ``weights``.
+def _top_key_data(tokens, weights, query: str) -> dict:
+    tokens = [str(t) for t in tokens]
+    weights = as_plain(weights)
+    if tokens.count(query) != 1:
+        raise ValueError(f"query {query!r} must occur exactly once in {tokens}")
+    T = len(tokens)
+    if len(weights) != T or any(len(row) != T for row in weights):
+        raise ValueError(f"weights must be ({T}, {T}), got {len(weights)} rows")
+    return {"tokens": tokens, "query": query, "weights": [[float(x) for x in row] for row in weights]}
+
+
+def top_key_data() -> dict:
+    """The data of the ``top_key`` exercise, read from the encoder (kernel only): ``tokens``
+    (T str), ``query`` (str) and ``weights`` (T x T nested list, rows are queries), plus the
+    setup (``text``, ``layer``, ``head``)."""
+    s = TOP_KEY_SETUP
+    tokens, weights = head_weights(s["text"], s["layer"], s["head"])
+    return {**s, **_top_key_data(tokens, weights, s["query"])}
+
+
+@checker
+def check_top_key(answer, data=None):
+    """Grade "which key does ``data['query']`` attend to most?" on ``data['weights']``.
 
     The answer (a token position or a token string occurring once) is right when it is the
     argmax of the query's row.  Reading the column instead of the row, choosing the query
-    itself, or choosing the runner-up get specific feedback.
+    itself, or choosing the runner-up get specific feedback.  ``data`` defaults to
+    :func:`top_key_data`.
+    """
+    data = data or top_key_data()
+    tokens, weights, query = data["tokens"], data["weights"], data["query"]
+    j, problem = parse_token(answer, tokens)
+    if problem:
+        return problem
+    i = tokens.index(query)
+    row = weights[i]
+    order = sorted(range(len(row)), key=lambda n: -row[n])  # stable: ties keep token order
+    best, second = order[0], order[1]
+    column = [r[i] for r in weights]
+    col_best = max(range(len(column)), key=column.__getitem__)
+    share = f"{row[j]:.2f}"
+    if j == best:
+        return right(f'"{tokens[j]}" (position {j}) gets {share} of the weight of query '
+                     f'"{query}", the largest in its row.')
+    if j == col_best and j != best:
+        return wrong(f'"{tokens[j]}" is the query that looks at "{query}" the most: you read '
+                     f'the column of "{query}". Its row (where "{query}" looks) gives '
+                     f'"{tokens[j]}" only {share}.',
+                     hint="Row i of A is where query i looks; column j is who looks at key j.")
+    if j == i:
+        return wrong(f'"{query}" gives itself only {share}. A token does not automatically '
+                     "attend to itself: the score is q_i . k_i, not |x_i|^2.")
+    if j == second:
+        return wrong(f'Close: "{tokens[j]}" is the runner-up with {share}; one key gets more.')
+    return wrong(f'"{tokens[j]}" gets {share} of the weight; the top key gets '
+                 f"{row[best]:.2f}.",
+                 hint="Compute q = X W_Q + b_Q, k = X W_K + b_K, softmax(q k^T / sqrt(d_k)).")
+
+
+def make_top_key_checker(tokens, weights, query: str):
+    """A checker for "which key does ``query`` attend to most?" given a head's ``weights``
+    (:func:`check_top_key` on those numbers).
 
     Shapes:
-        ``len(tokens) == T``; weights: ``(T, T)``.
+        ``len(tokens) == T``; weights: ``(T, T)`` (nested lists, an array or a tensor).
 
     Raises:
         ValueError: ``query`` is not exactly once in ``tokens``, or the shapes disagree.
     """
-    tokens = list(tokens)
-    if tokens.count(query) != 1:
-        raise ValueError(f"query {query!r} must occur exactly once in {tokens}")
-    if tuple(weights.shape) != (len(tokens), len(tokens)):
-        raise ValueError(f"weights must be ({len(tokens)}, {len(tokens)}), got {tuple(weights.shape)}")
-    i = tokens.index(query)
-    row = weights[i]
-    order = torch.argsort(row, descending=True).tolist()
-    best, second = order[0], order[1]
-    col_best = int(weights[:, i].argmax())
-
-    @checker
-    def check_top_key(answer):
-        j, problem = parse_token(answer, tokens)
-        if problem:
-            return problem
-        share = f"{row[j].item():.2f}"
-        if j == best:
-            return right(f'"{tokens[j]}" (position {j}) gets {share} of the weight of query '
-                         f'"{query}", the largest in its row.')
-        if j == col_best and j != best:
-            return wrong(f'"{tokens[j]}" is the query that looks at "{query}" the most: you read '
-                         f'the column of "{query}". Its row (where "{query}" looks) gives '
-                         f'"{tokens[j]}" only {share}.',
-                         hint="Row i of A is where query i looks; column j is who looks at key j.")
-        if j == i:
-            return wrong(f'"{query}" gives itself only {share}. A token does not automatically '
-                         "attend to itself: the score is q_i . k_i, not |x_i|^2.")
-        if j == second:
-            return wrong(f'Close: "{tokens[j]}" is the runner-up with {share}; one key gets more.')
-        return wrong(f'"{tokens[j]}" gets {share} of the weight; the top key gets '
-                     f"{row[best].item():.2f}.",
-                     hint="Compute q = X W_Q + b_Q, k = X W_K + b_K, softmax(q k^T / sqrt(d_k)).")
-
-    return check_top_key
+    data = _top_key_data(tokens, weights, query)
+    return lambda answer: check_top_key(answer, data)
 
 
-@register(2, "top_key")
-def build_top_key():
-    s = TOP_KEY_SETUP
-    tokens, weights = head_weights(s["text"], s["layer"], s["head"])
-    check = make_top_key_checker(tokens, weights, s["query"])
-    return TokenExercise(
-        f'Layer {s["layer"]}, head {s["head"]}, sentence "{s["text"]}": which key does the query '
-        f'"<b>{s["query"]}</b>" give the largest weight?',
-        tokens, check, title="Which key wins?",
-    )
+def _top_key_question(data) -> str:
+    return (f'Layer {data["layer"]}, head {data["head"]}, sentence "{html.escape(data["text"])}": '
+            f'which key does the query "<b>{html.escape(data["query"])}</b>" give the largest weight?')
+
+
+define(2, "top_key", kind="token", title="Which key wins?", question=_top_key_question,
+       tokens=lambda data: data["tokens"], data=top_key_data, grade=check_top_key)
 
 
 # ----------------------------------------------------------------------------- symmetric
@@ -128,13 +149,10 @@ def check_symmetric(answer):
                         _SYMMETRIC_FEEDBACK, hint="Write A_ij = e^(S_ij) / Z_i and undo the division.")
 
 
-@register(2, "symmetric")
-def build_symmetric():
-    return ChoiceExercise(
-        "S is symmetric (tied W_Q = W_K), A = softmax(S) row by row, Z_i = sum_l exp(S_il). "
-        "Which matrix is <b>guaranteed</b> to be symmetric?",
-        SYMMETRIC_OPTIONS, check_symmetric, title="What stays symmetric?",
-    )
+define(2, "symmetric", kind="choice", title="What stays symmetric?",
+       question="S is symmetric (tied W_Q = W_K), A = softmax(S) row by row, Z_i = sum_l exp(S_il). "
+                "Which matrix is <b>guaranteed</b> to be symmetric?",
+       options=SYMMETRIC_OPTIONS, grade=check_symmetric)
 
 
 # ----------------------------------------------------------------------------- rank
@@ -169,9 +187,6 @@ def check_rank(answer):
     return wrong(f"{value} is not the bound. Think of the shapes: (384 x 32) times (32 x 384).")
 
 
-@register(2, "rank")
-def build_rank():
-    return NumberExercise(
-        "d_model = 384, d_k = 32: what is the largest possible rank of M = W_Q W_K^T for one head?",
-        check_rank, title="The rank of M",
-    )
+define(2, "rank", kind="number", title="The rank of M",
+       question="d_model = 384, d_k = 32: what is the largest possible rank of M = W_Q W_K^T for one head?",
+       grade=check_rank)

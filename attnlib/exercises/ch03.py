@@ -10,9 +10,8 @@ import functools
 import html
 import math
 
-from . import register
 from .core import checker, grade_choice, parse_number, parse_token, right, wrong
-from .widgets import ChoiceExercise, NumberExercise, TokenExercise
+from .registry import define
 
 __all__ = [
     "SENTENCE", "LAYER", "HEAD", "example", "row_entry_expected", "check_row_entry",
@@ -162,29 +161,24 @@ def _matrix_html(data: dict) -> str:
             f"<tr><th>V[:, c]</th>{vals}</tr></table>")
 
 
-@register(3, "row_entry")
-def build_row_entry():
-    data = example()
+def _row_entry_question(data) -> str:
     tok = data["tokens"][data["query"]]
-    question = (f"Layer {LAYER}, head {HEAD} on <i>{html.escape(SENTENCE)}</i>: the weights A and "
-                f"value feature c = {data['feature']}. Compute out[{html.escape(tok)!r}, c] by the "
-                f"row view (use the numbers as printed).{_matrix_html(data)}")
-    return NumberExercise(question, functools.partial(check_row_entry, data=data),
-                          placeholder="e.g. 0.123", title="One entry of A V, by the row view")
+    return (f"Layer {LAYER}, head {HEAD} on <i>{html.escape(SENTENCE)}</i>: the weights A and "
+            f"value feature c = {data['feature']}. Compute out[{html.escape(repr(tok))}, c] by the "
+            f"row view (use the numbers as printed).{_matrix_html(data)}")
 
 
-@register(3, "spread")
-def build_spread():
-    data = example()
-    key = html.escape(data["tokens"][data["key"]])
-    question = (f"Same head and sentence. If V[{key!r}, c] grew by 1, whose output out[query, c] "
-                f"would change the most?{_matrix_html(data)}")
-    return TokenExercise(question, data["tokens"], functools.partial(check_spread, data=data),
-                         title="Where a value feature spreads (column view)")
+def _spread_question(data) -> str:
+    key = data["tokens"][data["key"]]
+    return (f"Same head and sentence. If V[{html.escape(repr(key))}, c] grew by 1, whose output "
+            f"out[query, c] would change the most?{_matrix_html(data)}")
 
 
-@register(3, "which_view")
-def build_which_view():
-    question = ("Which reading of out = A V shows at once that every output vector lies inside the "
-                "convex hull of the value vectors?")
-    return ChoiceExercise(question, VIEW_OPTIONS, check_which_view, title="Which view explains it?")
+define(3, "row_entry", kind="number", title="One entry of A V, by the row view",
+       question=_row_entry_question, data=example, grade=check_row_entry, placeholder="e.g. 0.123")
+define(3, "spread", kind="token", title="Where a value feature spreads (column view)",
+       question=_spread_question, tokens=lambda data: data["tokens"], data=example, grade=check_spread)
+define(3, "which_view", kind="choice", title="Which view explains it?",
+       question="Which reading of out = A V shows at once that every output vector lies inside the "
+                "convex hull of the value vectors?",
+       options=VIEW_OPTIONS, grade=check_which_view)

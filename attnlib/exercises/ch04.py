@@ -10,9 +10,8 @@ import functools
 import html
 import math
 
-from . import register
 from .core import checker, parse_choice, parse_number, right, wrong
-from .widgets import ChoiceExercise, NumberExercise
+from .registry import define
 
 __all__ = [
     "LAYER", "HEAD", "QUERY", "THRESHOLD", "temperature_example", "max_weight",
@@ -163,28 +162,23 @@ def check_uniform_entropy(answer, T: int = UNIFORM_T):
                  hint="With p_j = 1/T for every key, -sum_j p_j log p_j simplifies to one logarithm.")
 
 
-@register(4, "temperature")
-def build_temperature():
-    data = temperature_example()
+def _temperature_question(data) -> str:
     cells = "".join(f"<td>{html.escape(t)}<br>{s:.2f}</td>" for t, s in zip(data["tokens"], data["scores"]))
-    question = (f"Real scaled scores of the query {data['query']!r} (layer {LAYER}, head {HEAD}) over "
-                f"the {len(data['scores'])} keys:<table><tr>{cells}</tr></table>Give a temperature "
-                f"τ such that the largest weight of softmax(scores / τ) is at least {THRESHOLD}.")
-    return NumberExercise(question, functools.partial(check_temperature, scores=data["scores"]),
-                          label="τ =", placeholder="e.g. 0.5", title="Sharpen a real attention row")
+    return (f"Real scaled scores of the query {html.escape(repr(data['query']))} (layer {LAYER}, head "
+            f"{HEAD}) over the {len(data['scores'])} keys:<table><tr>{cells}</tr></table>Give a "
+            f"temperature τ such that the largest weight of softmax(scores / τ) is at least {THRESHOLD}.")
 
 
-@register(4, "scaling")
-def build_scaling():
-    question = (f"The entries of q and k are independent with mean 0 and variance 1, and d_k = "
-                f"{SCALING_D_K}. By which factor should q . k be multiplied so that the scores have "
-                "variance close to 1?")
-    return ChoiceExercise(question, SCALING_OPTIONS, check_scaling, title="Choose the scaling")
-
-
-@register(4, "uniform_entropy")
-def build_uniform_entropy():
-    question = (f"An attention row spreads its weight evenly over T = {UNIFORM_T} keys. What is its "
-                "entropy in nats?")
-    return NumberExercise(question, check_uniform_entropy, label="nats", placeholder="e.g. 1.5",
-                          title="The most spread-out row")
+define(4, "temperature", kind="number", title="Sharpen a real attention row",
+       question=_temperature_question, data=temperature_example,
+       grade=lambda answer, data: check_temperature(answer, scores=data["scores"]),
+       label="τ =", placeholder="e.g. 0.5")
+define(4, "scaling", kind="choice", title="Choose the scaling",
+       question=(f"The entries of q and k are independent with mean 0 and variance 1, and d_k = "
+                 f"{SCALING_D_K}. By which factor should q . k be multiplied so that the scores have "
+                 "variance close to 1?"),
+       options=SCALING_OPTIONS, grade=check_scaling)
+define(4, "uniform_entropy", kind="number", title="The most spread-out row",
+       question=(f"An attention row spreads its weight evenly over T = {UNIFORM_T} keys. What is its "
+                 "entropy in nats?"),
+       grade=check_uniform_entropy, label="nats", placeholder="e.g. 1.5")

@@ -9,11 +9,8 @@ check them against the tokenizer), written out so that importing this module sta
 """
 from __future__ import annotations
 
-import torch
-
-from . import register
 from .core import checker, grade_choice, parse_matrix, parse_number, right, wrong
-from .widgets import ChoiceExercise, MatrixToggleExercise, NumberExercise
+from .registry import define
 
 __all__ = [
     "CAUSAL_SENTENCE", "CAUSAL_TOKENS", "check_causal_cells",
@@ -39,30 +36,31 @@ def check_causal_cells(answer, tokens=CAUSAL_TOKENS):
     removed, problem = parse_matrix(answer, (T, T), kind="bool")
     if problem:
         return problem
-    future = torch.ones(T, T, dtype=torch.bool).triu(1)  # the cells the mask removes
-    if torch.equal(removed, future):
-        return right(f"Exactly the {int(future.sum())} cells above the diagonal: query i may use "
+    future = [[j > i for j in range(T)] for i in range(T)]  # the cells the mask removes
+    cells = [(i, j) for i in range(T) for j in range(T)]
+    if removed == future:
+        return right(f"Exactly the {T * (T - 1) // 2} cells above the diagonal: query i may use "
                      "keys 0..i (itself and the past), never a later token.")
-    if not removed.any():
+    if not any(removed[i][j] for i, j in cells):
         return wrong("Nothing is switched on. Switch on the cells whose key comes after the "
                      "query: those scores are set to -inf.")
-    if torch.equal(removed, ~future):
+    if all(removed[i][j] != future[i][j] for i, j in cells):
         return wrong("You switched on the cells the mask keeps (the diagonal and below). "
                      "Switch on the ones it removes instead: key after query.")
-    if torch.equal(removed, future.T):
+    if all(removed[i][j] == future[j][i] for i, j in cells):
         return wrong("You removed the past instead of the future. Rows are queries, columns are "
                      "keys: query i loses the keys to its right (j > i), the words not yet written.")
-    parts = [f"{int((removed != future).sum())} of {T * T} cells are wrong."]
-    diag = removed.diagonal().nonzero().flatten().tolist()
+    parts = [f"{sum(removed[i][j] != future[i][j] for i, j in cells)} of {T * T} cells are wrong."]
+    diag = [i for i in range(T) if removed[i][i]]
     if diag:
         parts.append(f"You removed the diagonal at {_cell(tokens, diag[0], diag[0])}: a token may "
                      "attend to itself; causal masking only hides later tokens.")
-    past = [(i, j) for i, j in (removed & ~future).nonzero().tolist() if i != j]
+    past = [(i, j) for i, j in cells if removed[i][j] and not future[i][j] and i != j]
     if past:
         i, j = past[0]
         parts.append(f"Cell {_cell(tokens, i, j)} is in the past of '{tokens[i]}' "
                      f"({len(past)} such cell(s)): earlier keys stay visible, switch it off.")
-    missed = (future & ~removed).nonzero().tolist()
+    missed = [(i, j) for i, j in cells if future[i][j] and not removed[i][j]]
     if missed:
         i, j = missed[0]
         parts.append(f"Cell {_cell(tokens, i, j)} is in the future of '{tokens[i]}' "
@@ -70,16 +68,11 @@ def check_causal_cells(answer, tokens=CAUSAL_TOKENS):
     return wrong(" ".join(parts), hint="Cell (i, j) is removed exactly when j > i.")
 
 
-@register(5, "causal_cells")
-def build_causal_cells():
-    return MatrixToggleExercise(
-        f"Scores of the sentence <i>{CAUSAL_SENTENCE}</i> (rows = queries, columns = keys). "
-        "Switch <b>on</b> every cell that a causal (look-ahead) mask sets to -inf before the "
-        "softmax, and leave the cells it keeps off.",
-        CAUSAL_TOKENS, CAUSAL_TOKENS,
-        lambda answer: check_causal_cells(answer, CAUSAL_TOKENS),
-        title="Which scores does a causal mask remove?",
-    )
+define(5, "causal_cells", kind="matrix", title="Which scores does a causal mask remove?",
+       question=(f"Scores of the sentence <i>{CAUSAL_SENTENCE}</i> (rows = queries, columns = keys). "
+                 "Switch <b>on</b> every cell that a causal (look-ahead) mask sets to -inf before the "
+                 "softmax, and leave the cells it keeps off."),
+       rows=CAUSAL_TOKENS, cols=CAUSAL_TOKENS, grade=check_causal_cells)
 
 
 # ----------------------------------------------------------------------------- padding_zero_keys
@@ -123,16 +116,12 @@ def check_padding_zero_keys(answer, tokens=PADDED_TOKENS):
                  f"'{PADDED_SENTENCE}' is 0.", hint="Tokens: " + " ".join(tokens))
 
 
-@register(5, "padding_zero_keys")
-def build_padding_zero_keys():
-    return NumberExercise(
-        "The batch <code>attnlib.corpus.PADDED_BATCH</code> is tokenized with "
-        f"<code>padding=True</code>. Its row for <i>{PADDED_SENTENCE}</i> reads "
-        f"<code>{' '.join(PADDED_TOKENS)}</code>. Under its padding mask, how many keys get "
-        "weight <b>exactly 0</b> in every query row of this sentence?",
-        lambda answer: check_padding_zero_keys(answer, PADDED_TOKENS),
-        label="Keys", placeholder="a whole number", title="Which keys does padding remove?",
-    )
+define(5, "padding_zero_keys", kind="number", title="Which keys does padding remove?",
+       question=("The batch <code>attnlib.corpus.PADDED_BATCH</code> is tokenized with "
+                 f"<code>padding=True</code>. Its row for <i>{PADDED_SENTENCE}</i> reads "
+                 f"<code>{' '.join(PADDED_TOKENS)}</code>. Under its padding mask, how many keys get "
+                 "weight <b>exactly 0</b> in every query row of this sentence?"),
+       grade=check_padding_zero_keys, label="Keys", placeholder="a whole number")
 
 
 # ----------------------------------------------------------------------------- fully_masked_row
@@ -163,12 +152,9 @@ def check_fully_masked_row(answer):
                         _FULLY_MASKED_FEEDBACK, hint="The weights of a row whose every score is -inf are set to 0.")
 
 
-@register(5, "fully_masked_row")
-def build_fully_masked_row():
-    return ChoiceExercise(
-        "A query has <b>every</b> key masked (all <code>False</code> in a boolean mask). What "
-        "does <code>attnlib.scaled_dot_product_attention</code> (like "
-        "<code>torch.nn.functional.scaled_dot_product_attention</code>) return as that "
-        "query's output?",
-        FULLY_MASKED_OPTIONS, check_fully_masked_row, title="A row with nothing to attend to",
-    )
+define(5, "fully_masked_row", kind="choice", title="A row with nothing to attend to",
+       question=("A query has <b>every</b> key masked (all <code>False</code> in a boolean mask). What "
+                 "does <code>attnlib.scaled_dot_product_attention</code> (like "
+                 "<code>torch.nn.functional.scaled_dot_product_attention</code>) return as that "
+                 "query's output?"),
+       options=FULLY_MASKED_OPTIONS, grade=check_fully_masked_row)

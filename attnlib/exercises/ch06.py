@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import re
 
-import torch
-
-from . import register
 from .core import checker, grade_choice, parse_matrix, parse_number, right, wrong
-from .widgets import ChoiceExercise, MatrixToggleExercise, NumberExercise
+from .registry import define
 
 __all__ = [
     "PARAM_D_MODEL", "PARAM_N_HEADS", "check_param_count",
@@ -73,15 +70,11 @@ def check_param_count(answer, d_model: int = PARAM_D_MODEL, n_heads: int = PARAM
                  hint=f"nn.Linear(n, n) has n * n + n parameters; here n = {d}.")
 
 
-@register(6, "param_count")
-def build_param_count():
-    return NumberExercise(
-        f"How many trainable parameters does <code>attnlib.MultiHeadAttention(d_model={PARAM_D_MODEL}, "
-        f"n_heads={PARAM_N_HEADS})</code> have (the default <code>bias=True</code>)? This is the "
-        "shape of one attention layer of the course's pretrained encoder.",
-        check_param_count, label="Parameters", placeholder="a whole number",
-        title="What do twelve heads cost?",
-    )
+define(6, "param_count", kind="number", title="What do twelve heads cost?",
+       question=(f"How many trainable parameters does <code>attnlib.MultiHeadAttention(d_model={PARAM_D_MODEL}, "
+                 f"n_heads={PARAM_N_HEADS})</code> have (the default <code>bias=True</code>)? This is the "
+                 "shape of one attention layer of the course's pretrained encoder."),
+       grade=check_param_count, label="Parameters", placeholder="a whole number")
 
 
 # ----------------------------------------------------------------------------- two_back_cells
@@ -98,50 +91,49 @@ def check_two_back_cells(answer, words=TWO_BACK_WORDS):
     marked, problem = parse_matrix(answer, (T, T), kind="bool")
     if problem:
         return problem
-    ideal = torch.ones(T - _OFFSET).diag(-_OFFSET).bool()  # (T, T): True at (i, i - 2)
-    if torch.equal(marked, ideal):
+    ideal = [[j == i - _OFFSET for j in range(T)] for i in range(T)]  # True at (i, i - 2)
+    cells = [(i, j) for i in range(T) for j in range(T)]
+    if marked == ideal:
         return right(f"One cell per row, two to the left of the diagonal: '{words[2]}' looks at "
                      f"'{words[0]}', '{words[3]}' at '{words[1]}', and so on. The first two words "
                      "have no word two back: their rows stay empty (that answer is not scored).")
-    if not marked.any():
+    if not any(marked[i][j] for i, j in cells):
         return wrong("Nothing is switched on. For each query row, switch on the key two places "
                      "to its left.")
-    if torch.equal(marked, torch.ones(T - 1).diag(-1).bool()):
+    if all(marked[i][j] == (j == i - 1) for i, j in cells):
         return wrong("That is the previous-word head (one place back), the other head's job. "
                      "Move every cell one more step to the left.")
-    if torch.equal(marked, ideal.T):
+    if all(marked[i][j] == ideal[j][i] for i, j in cells):
         return wrong("Those cells look two places ahead. The model is causal: a query only sees "
                      "itself and earlier words, to the left of the diagonal.")
-    parts = [f"{int((marked != ideal).sum())} of {T * T} cells are wrong."]
-    if marked[:_OFFSET].any():
-        i = int(marked[:_OFFSET].any(dim=1).nonzero()[0])
+    parts = [f"{sum(marked[i][j] != ideal[i][j] for i, j in cells)} of {T * T} cells are wrong."]
+    early = [i for i in range(_OFFSET) if any(marked[i])]
+    if early:
+        i = early[0]
         parts.append(f"Row '{words[i]}' (position {i}) has no word two places back, so it has no "
                      "ideal key; leave it empty.")
-    if marked.triu().any():
-        i, j = marked.triu().nonzero()[0].tolist()
+    upper = [(i, j) for i, j in cells if j >= i and marked[i][j]]
+    if upper:
+        i, j = upper[0]
         parts.append(f"Cell (query '{words[i]}', key '{words[j]}') is {'the word itself' if i == j else 'in the future'}; "
                      "a two-back head looks strictly into the past.")
-    crowded = (marked.sum(dim=1) > 1).nonzero().flatten().tolist()
+    crowded = [i for i in range(T) if sum(marked[i]) > 1]
     if crowded:
-        parts.append(f"Row '{words[crowded[0]]}' has {int(marked[crowded[0]].sum())} cells on: a perfect head "
+        parts.append(f"Row '{words[crowded[0]]}' has {sum(marked[crowded[0]])} cells on: a perfect head "
                      "puts all of its weight on one key.")
-    missed = (ideal & ~marked).nonzero().tolist()
+    missed = [(i, j) for i, j in cells if ideal[i][j] and not marked[i][j]]
     if missed:
         i, j = missed[0]
         parts.append(f"Query '{words[i]}' should look at '{words[j]}', two places back.")
     return wrong(" ".join(parts), hint="Cell (i, j) is on exactly when j = i - 2.")
 
 
-@register(6, "two_back_cells")
-def build_two_back_cells():
-    return MatrixToggleExercise(
-        "A perfect head for the second job of this chapter's model reads, at every position, "
-        "the word <b>two places back</b>. For the sequence <i>" + " ".join(TWO_BACK_WORDS) +
-        "</i> (rows = queries, columns = keys), switch <b>on</b> every cell where that head "
-        "puts its weight, and leave the others off.",
-        TWO_BACK_WORDS, TWO_BACK_WORDS, check_two_back_cells,
-        title="Draw the ideal pattern",
-    )
+define(6, "two_back_cells", kind="matrix", title="Draw the ideal pattern",
+       question=("A perfect head for the second job of this chapter's model reads, at every position, "
+                 "the word <b>two places back</b>. For the sequence <i>" + " ".join(TWO_BACK_WORDS) +
+                 "</i> (rows = queries, columns = keys), switch <b>on</b> every cell where that head "
+                 "puts its weight, and leave the others off."),
+       rows=TWO_BACK_WORDS, cols=TWO_BACK_WORDS, grade=check_two_back_cells)
 
 
 # ----------------------------------------------------------------------------- torch_mask
@@ -172,12 +164,9 @@ def check_torch_mask(answer):
                         _TORCH_MASK_FEEDBACK, hint="Which convention does torch.nn.MultiheadAttention use for boolean masks?")
 
 
-@register(6, "torch_mask")
-def build_torch_mask():
-    return ChoiceExercise(
-        "<code>allowed</code> is an attnlib boolean mask (<code>True</code> = the query <b>may "
-        "attend</b> to the key), e.g. <code>attnlib.causal_mask(T)</code>. Which argument makes "
-        "<code>torch.nn.MultiheadAttention</code> compute the same attention as "
-        "<code>attnlib.MultiHeadAttention(..., mask=allowed)</code>?",
-        TORCH_MASK_OPTIONS, check_torch_mask, title="Two conventions for one mask",
-    )
+define(6, "torch_mask", kind="choice", title="Two conventions for one mask",
+       question=("<code>allowed</code> is an attnlib boolean mask (<code>True</code> = the query <b>may "
+                 "attend</b> to the key), e.g. <code>attnlib.causal_mask(T)</code>. Which argument makes "
+                 "<code>torch.nn.MultiheadAttention</code> compute the same attention as "
+                 "<code>attnlib.MultiHeadAttention(..., mask=allowed)</code>?"),
+       options=TORCH_MASK_OPTIONS, grade=check_torch_mask)

@@ -10,58 +10,59 @@
 from __future__ import annotations
 
 import functools
+import html
 
-import networkx as nx
-import torch
-
-from ..corpus import RUNNING
-from ..graphs import attention_graph, attention_rollout, in_weight, is_dag_without_self_loops
-from ..encoder import get_attentions, load_encoder
-from . import register
 from .core import checker, parse_matrix, parse_number, parse_token, right, wrong
-from .widgets import MatrixToggleExercise, NumberExercise, TokenExercise
+from .registry import define
 
 __all__ = [
-    "SINK_SENTENCE", "SINK_HEAD", "ACYCLIC_TOKENS", "ROLLOUT_LAYERS", "sink_case",
-    "check_sink", "check_acyclic", "check_rollout",
+    "SINK_SENTENCE", "SINK_HEAD", "ACYCLIC_TOKENS", "ROLLOUT_LAYERS", "sink_case", "sink_data",
+    "find_cycle", "topological_order", "rollout", "check_sink", "check_acyclic", "check_rollout",
 ]
 
-SINK_SENTENCE = RUNNING
+# attnlib.corpus.RUNNING (a test checks it), written out so the graders need only the stdlib.
+SINK_SENTENCE = "The cat sat on the mat because it was warm."
 SINK_HEAD = (5, 4)  # (layer, head), 0-based as in get_attentions(...).head(layer, head)
 
 ACYCLIC_TOKENS = ["[CLS]", "birds", "sing", "[SEP]"]
 
 # Two head-averaged layers on the tokens ([CLS], rain); rows are queries and sum to 1.
 ROLLOUT_LAYERS = ([[0.6, 0.4], [0.2, 0.8]], [[0.9, 0.1], [0.5, 0.5]])
+ROLLOUT_RESIDUAL = 0.5
 
 
 @functools.lru_cache(maxsize=1)
 def sink_case():
     """Tokens of :data:`SINK_SENTENCE` and each token's share of the attention of head
-    :data:`SINK_HEAD`: its weighted in-degree in the attention graph divided by ``T``.
+    :data:`SINK_HEAD`: its weighted in-degree in the attention graph divided by ``T``
+    (kernel only: runs the encoder).
 
     Shapes:
         returns ``(tokens, shares)``: ``T`` strings and ``T`` floats summing to 1.
     """
+    from ..encoder import get_attentions, load_encoder
+    from ..graphs import attention_graph, in_weight
+
     model, tokenizer = load_encoder(device="cpu")
     att = get_attentions(SINK_SENTENCE, model=model, tokenizer=tokenizer)
     tokens = att.tokens
     share = in_weight(attention_graph(att.head(*SINK_HEAD), tokens), share=True)  # (T_q, T_k) -> T shares
-    return list(tokens), [share[i] for i in range(len(tokens))]
+    return list(tokens), [float(share[i]) for i in range(len(tokens))]
 
 
-def _position(answer, tokens):
-    if isinstance(answer, float):
-        return None, wrong(f"Expected a token or its position, got the number {answer}.")
-    return parse_token(answer, tokens)
+def sink_data() -> dict:
+    """The ``sink`` exercise's data: ``tokens`` and their ``shares`` (:func:`sink_case`)."""
+    tokens, shares = sink_case()
+    return {"tokens": tokens, "shares": shares}
 
 
 @checker
-def check_sink(answer):
+def check_sink(answer, data=None):
     """``answer``: position (or unique text) of the token with the largest in-weight in
-    layer 5, head 4 for :data:`SINK_SENTENCE`."""
-    tokens, shares = sink_case()
-    pos, problem = _position(answer, tokens)
+    layer 5, head 4 for :data:`SINK_SENTENCE`; ``data`` defaults to :func:`sink_data`."""
+    data = data or sink_data()
+    tokens, shares = data["tokens"], data["shares"]
+    pos, problem = parse_token(answer, tokens)
     if problem:
         return problem
     best = max(range(len(tokens)), key=shares.__getitem__)
@@ -92,10 +93,66 @@ def check_sink(answer):
     )
 
 
-def _without_self_loops(graph) -> nx.DiGraph:
-    core = nx.DiGraph(graph)
-    core.remove_edges_from(list(nx.selfloop_edges(core)))
-    return core
+def _edges(allowed) -> dict[int, list[int]]:
+    """Out-neighbours ``i -> j`` (query ``i`` attends to key ``j``), self-loops left out."""
+    T = len(allowed)
+    return {i: [j for j in range(T) if allowed[i][j] and j != i] for i in range(T)}
+
+
+def find_cycle(allowed):
+    """A directed cycle of the graph with adjacency ``allowed`` (``T x T`` bools), self-loops
+    ignored, as the list of its nodes (the first node is not repeated); ``None`` when there is
+    none.  Depth-first search from node 0, neighbours in increasing order, like
+    ``networkx.find_cycle`` on this graph."""
+    out = _edges(allowed)
+    state = {}  # node -> 1 on the current path, 2 finished
+
+    def visit(node, path):
+        state[node] = 1
+        path.append(node)
+        for nxt in out[node]:
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):]
+            if nxt not in state:
+                found = visit(nxt, path)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in range(len(allowed)):
+        if start not in state:
+            found = visit(start, [])
+            if found:
+                return found
+    return None
+
+
+def topological_order(allowed) -> list[int]:
+    """Nodes of the acyclic graph ``allowed`` (self-loops ignored) ordered so that every edge
+    ``u -> v`` has ``u`` before ``v`` (Kahn's algorithm, smallest free node first).
+
+    Raises:
+        ValueError: the graph has a cycle.
+    """
+    out = _edges(allowed)
+    indegree = {n: 0 for n in out}
+    for n in out:
+        for m in out[n]:
+            indegree[m] += 1
+    order, free = [], sorted(n for n, d in indegree.items() if d == 0)
+    while free:
+        n = free.pop(0)
+        order.append(n)
+        for m in out[n]:
+            indegree[m] -= 1
+            if indegree[m] == 0:
+                free.append(m)
+                free.sort()
+    if len(order) != len(out):
+        raise ValueError("the graph has a directed cycle")
+    return order
 
 
 @checker
@@ -107,34 +164,33 @@ def check_acyclic(answer):
     allowed, problem = parse_matrix(answer, (T, T))
     if problem:
         return problem
-    missing = [tokens[i] for i in range(T) if not allowed[i, i]]
+    missing = [tokens[i] for i in range(T) if not allowed[i][i]]
     if missing:
         return wrong(
             f"Switch on the self-loops too; these tokens cannot attend to themselves yet: "
             f"{', '.join(missing)}. A self-loop is not a cycle we need to avoid, and it keeps every "
             "row of the mask non-empty.",
         )
-    graph = attention_graph(allowed.double(), tokens)
-    core = _without_self_loops(graph)
-    if not is_dag_without_self_loops(graph):
-        cycle = nx.find_cycle(core)
-        loop = " -> ".join([tokens[i] for i, _ in cycle] + [tokens[cycle[0][0]]])
+    cycle = find_cycle(allowed)
+    if cycle:
+        loop = " -> ".join([tokens[i] for i in cycle] + [tokens[cycle[0]]])
         return wrong(
             f"This graph has a directed cycle: {loop}. Information could flow around it, so "
             "no order of the tokens makes this mask causal.",
             hint="For every pair of tokens, keep at most one of the two directions.",
         )
-    n_edges, most = core.number_of_edges(), T * (T - 1) // 2
-    order = list(nx.topological_sort(core))  # every edge u -> v has u before v
+    edges = _edges(allowed)
+    n_edges, most = sum(len(v) for v in edges.values()), T * (T - 1) // 2
+    order = topological_order(allowed)  # every edge u -> v has u before v
     if n_edges < most:
         i, j = next((order[a], order[b]) for a in range(T) for b in range(a + 1, T)
-                    if not core.has_edge(order[a], order[b]))
+                    if order[b] not in edges[order[a]])
         return wrong(
             f"No cycle, good, but only {n_edges} of the {most} possible edges between different "
             f"tokens are on. You can still add {tokens[i]} -> {tokens[j]} without closing a cycle.",
             hint="Each pair of tokens can keep one of its two directions.",
         )
-    if all(bool(allowed[i, j]) == (j <= i) for i in range(T) for j in range(T)):
+    if all(allowed[i][j] == (j <= i) for i in range(T) for j in range(T)):
         return right(f"This is the causal mask: every edge points to an earlier token, {n_edges + T} edges in all.")
     reading = ", ".join(tokens[n] for n in reversed(order))
     return right(
@@ -143,24 +199,44 @@ def check_acyclic(answer):
     )
 
 
+def _matmul(a, b):
+    return [[sum(a[i][k] * b[k][j] for k in range(len(b))) for j in range(len(b[0]))] for i in range(len(a))]
+
+
+def rollout(layers, residual: float = ROLLOUT_RESIDUAL):
+    """Attention rollout in pure Python, the definition of :func:`attnlib.attention_rollout`:
+    ``R = Â_L ... Â_1`` with ``Â = residual I + (1 - residual) A``, rows renormalised.
+
+    Shapes:
+        layers: ``L`` nested ``T x T`` lists (rows are queries); returns ``T x T``.
+    """
+    T = len(layers[0])
+    rolled = [[float(i == j) for j in range(T)] for i in range(T)]
+    for a in layers:
+        a_hat = [[residual * (i == j) + (1 - residual) * a[i][j] for j in range(T)] for i in range(T)]
+        a_hat = [[x / sum(row) for x in row] for row in a_hat]
+        rolled = _matmul(a_hat, rolled)  # later layers multiply on the left
+    return rolled
+
+
 @checker
 def check_rollout(answer):
     """``answer``: rollout entry ``R[1, 0]`` for :data:`ROLLOUT_LAYERS` with residual 0.5."""
     value, problem = parse_number(answer, "a share between 0 and 1")
     if problem:
         return problem
-    layers = torch.tensor(ROLLOUT_LAYERS, dtype=torch.float64)
-    expected = attention_rollout(layers)[1, 0].item()
+    layers = [list(map(list, layer)) for layer in ROLLOUT_LAYERS]
+    expected = rollout(layers)[1][0]
     if abs(value - expected) <= 5e-3:
         return right(
             f"R = Â2 Â1 with Â = 0.5 A + 0.5 I, and R[1, 0] = {expected:.3f}: the sum over the two "
             "paths rain -> [CLS] -> [CLS] and rain -> rain -> [CLS] of the products of their weights."
         )
     wrong_answers = {
-        "no_residual": (layers[1] @ layers[0])[1, 0].item(),
-        "order": attention_rollout(layers.flip(0))[1, 0].item(),
-        "last": attention_rollout(layers[1:])[1, 0].item(),
-        "entry": attention_rollout(layers)[1, 1].item(),
+        "no_residual": _matmul(layers[1], layers[0])[1][0],
+        "order": rollout(layers[::-1])[1][0],
+        "last": rollout(layers[1:])[1][0],
+        "entry": rollout(layers)[1][1],
     }
     messages = {
         "no_residual": "That is A2 A1 without the residual term: add 0.5 I to each layer first.",
@@ -179,33 +255,19 @@ def check_rollout(answer):
     )
 
 
-@register(7, "sink")
-def sink_exercise():
-    tokens, _ = sink_case()
-    layer, head = SINK_HEAD
-    return TokenExercise(
-        f"Layer {layer}, head {head} reading <i>{SINK_SENTENCE}</i>: which token receives the most "
-        "attention, i.e. has the largest weighted in-degree?",
-        tokens, check_sink, title="Find the sink in the graph",
-    )
-
-
-@register(7, "acyclic")
-def acyclic_exercise():
-    return MatrixToggleExercise(
-        "Switch on edges (row = query, column = key) so that every token attends to itself, the "
-        "graph has no directed cycle apart from self-loops, and as many edges as possible are on.",
-        ACYCLIC_TOKENS, ACYCLIC_TOKENS, check_acyclic, title="The largest acyclic attention graph",
-    )
-
-
-@register(7, "rollout")
-def rollout_exercise():
-    (a, b), (c, d) = ROLLOUT_LAYERS[0]
-    (e, f), (g, h) = ROLLOUT_LAYERS[1]
-    return NumberExercise(
-        f"Tokens ([CLS], rain). Layer 1: A1 = [[{a}, {b}], [{c}, {d}]]; layer 2: A2 = "
-        f"[[{e}, {f}], [{g}, {h}]]. With residual 0.5, what is the rollout entry R[1, 0], the "
-        "share of the input [CLS] that reaches position 'rain' after layer 2?",
-        check_rollout, label="R[1, 0]", title="Roll out two layers",
-    )
+define(7, "sink", kind="token", title="Find the sink in the graph",
+       question=(f"Layer {SINK_HEAD[0]}, head {SINK_HEAD[1]} reading <i>{html.escape(SINK_SENTENCE)}</i>: "
+                 "which token receives the most attention, i.e. has the largest weighted in-degree?"),
+       tokens=lambda data: data["tokens"], data=sink_data, grade=check_sink)
+define(7, "acyclic", kind="matrix", title="The largest acyclic attention graph",
+       question=("Switch on edges (row = query, column = key) so that every token attends to itself, "
+                 "the graph has no directed cycle apart from self-loops, and as many edges as possible "
+                 "are on."),
+       rows=ACYCLIC_TOKENS, cols=ACYCLIC_TOKENS, grade=check_acyclic)
+(_a, _b), (_c, _d) = ROLLOUT_LAYERS[0]
+(_e, _f), (_g, _h) = ROLLOUT_LAYERS[1]
+define(7, "rollout", kind="number", title="Roll out two layers",
+       question=(f"Tokens ([CLS], rain). Layer 1: A1 = [[{_a}, {_b}], [{_c}, {_d}]]; layer 2: A2 = "
+                 f"[[{_e}, {_f}], [{_g}, {_h}]]. With residual 0.5, what is the rollout entry R[1, 0], "
+                 "the share of the input [CLS] that reaches position 'rain' after layer 2?"),
+       grade=check_rollout, label="R[1, 0]")

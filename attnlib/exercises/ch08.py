@@ -7,16 +7,14 @@ always agree with the model the chapter shows.  Nothing is computed at import ti
 from __future__ import annotations
 
 import functools
+import html
 
-from ..encoder import get_attentions, load_encoder
-from . import register
 from .core import checker, parse_token, right, wrong
-from .widgets import TokenExercise
-from ..measures import received_attention
+from .registry import define
 
 __all__ = [
     "SINK_SENTENCE", "SINK_HEAD", "QUERY_SENTENCE", "QUERY_WORD", "QUERY_HEAD",
-    "sink_case", "query_case", "check_sink_token", "check_most_attended",
+    "sink_case", "query_case", "sink_data", "query_data", "check_sink_token", "check_most_attended",
 ]
 
 # Exercise "sink_token": the punctuation head found by the chapter's sink table.
@@ -37,6 +35,9 @@ def sink_case():
     Shapes:
         returns ``(tokens, received)`` with ``received`` a list of ``T`` floats.
     """
+    from ..encoder import get_attentions, load_encoder
+    from ..measures import received_attention
+
     model, tokenizer = load_encoder(device="cpu")
     att = get_attentions(SINK_SENTENCE, model=model, tokenizer=tokenizer)
     received = received_attention(att.head(*SINK_HEAD))  # (T_k,): mean over queries
@@ -51,26 +52,35 @@ def query_case():
     Shapes:
         returns ``(tokens, query_position, row)`` with ``row`` a list of ``T`` floats summing to 1.
     """
+    from ..encoder import get_attentions, load_encoder
+
     model, tokenizer = load_encoder(device="cpu")
     att = get_attentions(QUERY_SENTENCE, model=model, tokenizer=tokenizer)
     i = att.tokens.index(QUERY_WORD)
     return list(att.tokens), i, [float(x) for x in att.head(*QUERY_HEAD)[i]]
 
 
-def _parse_position(answer, tokens):
-    """A position from the widget (int) or a token typed as text; floats and other types are
-    rejected with feedback rather than silently rounded."""
-    if isinstance(answer, float):
-        return None, wrong(f"Expected a token or its position, got the number {answer}.")
-    return parse_token(answer, tokens)
+def sink_data() -> dict:
+    """The ``sink_token`` exercise's data: ``tokens`` and ``received`` (:func:`sink_case`)."""
+    tokens, received = sink_case()
+    return {"tokens": tokens, "received": received}
+
+
+def query_data() -> dict:
+    """The ``most_attended`` exercise's data: ``tokens``, ``query`` (position) and ``row``
+    (:func:`query_case`)."""
+    tokens, i, row = query_case()
+    return {"tokens": tokens, "query": i, "row": row}
 
 
 @checker
-def check_sink_token(answer):
+def check_sink_token(answer, data=None):
     """``answer``: the position (or text) of the token that receives the most attention,
-    averaged over queries, in layer 3, head 11 for :data:`SINK_SENTENCE`."""
-    tokens, received = sink_case()
-    pos, problem = _parse_position(answer, tokens)
+    averaged over queries, in layer 3, head 11 for :data:`SINK_SENTENCE`; ``data`` defaults
+    to :func:`sink_data`."""
+    data = data or sink_data()
+    tokens, received = data["tokens"], data["received"]
+    pos, problem = parse_token(answer, tokens)
     if problem:
         return problem
     best = max(range(len(tokens)), key=received.__getitem__)
@@ -102,11 +112,12 @@ def check_sink_token(answer):
 
 
 @checker
-def check_most_attended(answer):
+def check_most_attended(answer, data=None):
     """``answer``: the position (or text) of the key that the query "salmon" attends to most
-    in layer 1, head 8 for :data:`QUERY_SENTENCE`."""
-    tokens, i, row = query_case()
-    pos, problem = _parse_position(answer, tokens)
+    in layer 1, head 8 for :data:`QUERY_SENTENCE`; ``data`` defaults to :func:`query_data`."""
+    data = data or query_data()
+    tokens, i, row = data["tokens"], data["query"], data["row"]
+    pos, problem = parse_token(answer, tokens)
     if problem:
         return problem
     best = max(range(len(tokens)), key=row.__getitem__)
@@ -135,21 +146,11 @@ def check_most_attended(answer):
     )
 
 
-@register(8, "sink_token")
-def sink_token_exercise():
-    tokens, _ = sink_case()
-    return TokenExercise(
-        f"Layer 3, head 11 reading <i>{SINK_SENTENCE}</i>: which token receives the most "
-        "attention, averaged over all queries (the largest column mean)?",
-        tokens, check_sink_token, title="Find the sink of a real head",
-    )
-
-
-@register(8, "most_attended")
-def most_attended_exercise():
-    tokens, _, _ = query_case()
-    return TokenExercise(
-        f"Layer 1, head 8 reading <i>{QUERY_SENTENCE}</i>: which key does the query "
-        f"<b>{QUERY_WORD}</b> attend to most?",
-        tokens, check_most_attended, title="Predict the most-attended key",
-    )
+define(8, "sink_token", kind="token", title="Find the sink of a real head",
+       question=(f"Layer 3, head 11 reading <i>{html.escape(SINK_SENTENCE)}</i>: which token receives "
+                 "the most attention, averaged over all queries (the largest column mean)?"),
+       tokens=lambda data: data["tokens"], data=sink_data, grade=check_sink_token)
+define(8, "most_attended", kind="token", title="Predict the most-attended key",
+       question=(f"Layer 1, head 8 reading <i>{html.escape(QUERY_SENTENCE)}</i>: which key does the "
+                 f"query <b>{QUERY_WORD}</b> attend to most?"),
+       tokens=lambda data: data["tokens"], data=query_data, grade=check_most_attended)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import math
 
-from . import register
 from .core import checker, parse_number, right, wrong
-from .widgets import NumberExercise
+from .registry import define
 
 __all__ = [
     "MEMORY_T", "check_weights_memory",
@@ -64,13 +63,10 @@ def check_weights_memory(answer, T: int = MEMORY_T):
                  hint="MiB = bytes / 2**20; a float32 takes 4 bytes.")
 
 
-@register(9, "weights_memory")
-def build_weights_memory():
-    return NumberExercise(
-        f"A sequence has T = {MEMORY_T} tokens. How much memory, in <b>MiB</b> (2<sup>20</sup> "
-        "bytes), does the float32 weight matrix A = softmax(S) of <b>one</b> head take?",
-        check_weights_memory, label="MiB", placeholder="e.g. 12.5", title="The T × T matrix",
-    )
+define(9, "weights_memory", kind="number", title="The T × T matrix",
+       question=(f"A sequence has T = {MEMORY_T} tokens. How much memory, in <b>MiB</b> (2<sup>20</sup> "
+                 "bytes), does the float32 weight matrix A = softmax(S) of <b>one</b> head take?"),
+       grade=check_weights_memory, label="MiB", placeholder="e.g. 12.5")
 
 
 # ----------------------------------------------------------------------------- rescale_factor
@@ -114,15 +110,11 @@ def check_rescale_factor(answer, m_old: float = RESCALE_M_OLD, l_old: float = RE
                  "into exp(s - m_new).", hint="exp(s - m_new) = exp(s - m_old) * exp(m_old - m_new).")
 
 
-@register(9, "rescale_factor")
-def build_rescale_factor():
-    return NumberExercise(
-        f"The online softmax has seen some blocks of scores: running maximum m = {RESCALE_M_OLD:g}, "
-        f"running sum l = {RESCALE_L_OLD:g}. The next block's largest score is {RESCALE_BLOCK_MAX:g}. "
-        "By what <b>factor</b> must l be multiplied before the new block's terms are added?",
-        check_rescale_factor, label="Factor", placeholder="a number, 4 digits",
-        title="The rescaling factor",
-    )
+define(9, "rescale_factor", kind="number", title="The rescaling factor",
+       question=(f"The online softmax has seen some blocks of scores: running maximum m = {RESCALE_M_OLD:g}, "
+                 f"running sum l = {RESCALE_L_OLD:g}. The next block's largest score is {RESCALE_BLOCK_MAX:g}. "
+                 "By what <b>factor</b> must l be multiplied before the new block's terms are added?"),
+       grade=check_rescale_factor, label="Factor", placeholder="a number, 4 digits")
 
 
 # ----------------------------------------------------------------------------- state_per_query
@@ -160,11 +152,7 @@ def check_state_per_query(answer, d_v: int = STATE_D_V, block: int = STATE_BLOCK
                  "already processed.", hint="Look at the three running quantities of the update.")
 
 
-@register(9, "state_per_query")
-def build_state_per_query():
-    return NumberExercise(
-        f"Tiled attention with d_v = {STATE_D_V} and blocks of {STATE_BLOCK} keys. How many numbers "
-        "does it keep for <b>one query row</b> between one key block and the next?",
-        check_state_per_query, label="Numbers", placeholder="a whole number",
-        title="What travels between blocks",
-    )
+define(9, "state_per_query", kind="number", title="What travels between blocks",
+       question=(f"Tiled attention with d_v = {STATE_D_V} and blocks of {STATE_BLOCK} keys. How many numbers "
+                 "does it keep for <b>one query row</b> between one key block and the next?"),
+       grade=check_state_per_query, label="Numbers", placeholder="a whole number")

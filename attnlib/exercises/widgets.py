@@ -1,9 +1,10 @@
-"""ipywidgets front ends for the exercises: one builder per kind of question.
+"""ipywidgets front ends for the exercises (the live notebook): one class per kind of answer.
 
-Each builder lays out the question, an answer control and a "Check" button; pressing the
-button (or calling ``.check()``) passes the answer to a pure checker from
-``attnlib.exercises`` and shows its :class:`Feedback` at once.  The grading logic never
-lives here.
+Each lays out the question, an answer control and a "Check" button; pressing the button (or
+calling ``.check()``) passes the answer to the pure checker and shows its
+:class:`Feedback` at once, with the same words as the static page
+(:attr:`Feedback.text`).  The grading logic never lives here: :func:`build` wires every
+registered exercise to :func:`attnlib.exercises.check`.
 """
 from __future__ import annotations
 
@@ -13,12 +14,22 @@ import ipywidgets as widgets
 
 from .core import Feedback, wrong
 
-__all__ = ["Exercise", "NumberExercise", "ChoiceExercise", "MatrixToggleExercise", "TokenExercise"]
+__all__ = ["Exercise", "NumberExercise", "ChoiceExercise", "MatrixToggleExercise", "TokenExercise",
+           "feedback_html", "build"]
 
 _STYLE = {
     True: "border-left:4px solid #1a7f37;background:#e9f7ef;padding:6px 10px;color:#0b3d1c",
     False: "border-left:4px solid #b3261e;background:#fdecea;padding:6px 10px;color:#5c1510",
 }
+
+
+def feedback_html(result: Feedback) -> str:
+    """The verdict as HTML whose text is exactly ``result.text`` ("Correct. ..." or
+    "Not yet. ... Hint: ...")."""
+    text = f"<b>{result.verdict}</b> {html.escape(result.message)}"
+    if result.hint and not result.correct:
+        text += f" <i>Hint:</i> {html.escape(result.hint)}"
+    return f'<div style="{_STYLE[result.correct]}">{text}</div>'
 
 
 class Exercise(widgets.VBox):
@@ -52,11 +63,7 @@ class Exercise(widgets.VBox):
         except Exception as err:  # noqa: BLE001 - a learner never sees a traceback
             result = wrong(f"Your answer could not be checked ({err}).")
         self.last = result
-        verdict = "Correct." if result.correct else "Not yet."
-        text = f"<b>{verdict}</b> {html.escape(result.message)}"
-        if result.hint and not result.correct:
-            text += f"<br><i>Hint:</i> {html.escape(result.hint)}"
-        self.feedback.value = f'<div style="{_STYLE[result.correct]}">{text}</div>'
+        self.feedback.value = feedback_html(result)
         return result
 
 
@@ -115,3 +122,28 @@ class MatrixToggleExercise(Exercise):
         for i, row in enumerate(self.cells):
             for j, cell in enumerate(row):
                 cell.value = bool(matrix[i][j])
+
+
+def build(chapter: int, name: str) -> Exercise:
+    """The widget of exercise ``name`` of ``chapter``, graded by
+    :func:`attnlib.exercises.check` on :func:`attnlib.exercises.exercise_data`.
+
+    Raises:
+        KeyError: no such exercise.
+    """
+    from .registry import check, definition, exercise_data
+
+    d = definition(chapter, name)
+    data = exercise_data(chapter, name)
+
+    def grade(answer):
+        return check(chapter, name, answer, data)
+
+    question = d.question_html(data)
+    if d.kind == "number":
+        return NumberExercise(question, grade, label=d.label, placeholder=d.placeholder, title=d.title)
+    if d.kind == "choice":
+        return ChoiceExercise(question, d.options, grade, title=d.title)
+    if d.kind == "token":
+        return TokenExercise(question, d.token_list(data), grade, title=d.title)
+    return MatrixToggleExercise(question, d.rows, d.cols, grade, title=d.title)

@@ -1,0 +1,174 @@
+"""The registry of exercises and the one grading entry point both front ends call.
+
+Pure Python (standard library only): this module runs in the Jupyter kernel and, unchanged,
+in the reader's browser (Pyodide).  Each exercise is declared once with :func:`define`: its
+kind of answer, its question, its options or tokens, its checker, and, when the checker needs
+numbers read from the pretrained encoder, a ``data()`` function that computes them in the
+kernel (the static page receives them as JSON, computed when the book is built).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .core import Feedback, wrong
+
+__all__ = [
+    "KINDS", "Definition", "REGISTRY", "define", "definition", "exercise_names",
+    "exercise_data", "check", "check_json",
+]
+
+#: The four kinds of answer.  What the checker receives from either front end:
+#: number: the typed text; choice: the option's value (``None`` when nothing is chosen);
+#: token: the position (``None`` when nothing is picked); matrix: a nested list of bools.
+KINDS = ("number", "choice", "token", "matrix")
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One exercise.
+
+    Attributes:
+        chapter, name: the key ``(chapter, name)``.
+        kind: one of :data:`KINDS`.
+        title: a short heading.
+        question: the question as HTML, or ``question(data) -> str`` when it shows data.
+        grade: ``grade(answer, data) -> Feedback``, pure.
+        data: ``data() -> dict`` (JSON-ready), computed in the kernel only; ``None`` when the
+            checker needs no data.
+        options: the choices (choice kind).
+        tokens: the tokens (token kind), a list or ``tokens(data) -> list``.
+        rows, cols: the labels of a matrix's rows (queries) and columns (keys).
+        label, placeholder: the label and the placeholder of a number's text box.
+    """
+
+    chapter: int
+    name: str
+    kind: str
+    title: str
+    question: Any
+    grade: Callable
+    data: Callable | None = None
+    options: tuple = ()
+    tokens: Any = ()
+    rows: tuple = ()
+    cols: tuple = ()
+    label: str = "Answer"
+    placeholder: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.chapter}:{self.name}"
+
+    def question_html(self, data=None) -> str:
+        return self.question(data) if callable(self.question) else self.question
+
+    def token_list(self, data=None) -> list:
+        return list(self.tokens(data) if callable(self.tokens) else self.tokens)
+
+
+REGISTRY: dict[int, dict[str, Definition]] = {}
+
+
+def define(chapter: int, name: str, *, kind: str, title: str, question, grade: Callable,
+           data: Callable | None = None, options=(), tokens=(), rows=(), cols=(),
+           label: str = "Answer", placeholder: str = "") -> Definition:
+    """Declare exercise ``name`` of ``chapter`` (see :class:`Definition`).
+
+    ``grade`` is called as ``grade(answer)`` when ``data`` is ``None``, else as
+    ``grade(answer, data)``.
+
+    Raises:
+        ValueError: the name is taken in this chapter, or ``kind`` is not one of :data:`KINDS`,
+            or a choice exercise has no options, or a matrix exercise has no labels.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if kind == "choice" and not options:
+        raise ValueError("a choice exercise needs options")
+    if kind == "matrix" and not (rows and cols):
+        raise ValueError("a matrix exercise needs row and column labels")
+    chapter_defs = REGISTRY.setdefault(chapter, {})
+    if name in chapter_defs:
+        raise ValueError(f"exercise {name!r} is registered twice in chapter {chapter}")
+    two_args = data is not None
+    definition_ = Definition(
+        chapter, name, kind, title, question,
+        grade if two_args else (lambda answer, _data, _g=grade: _g(answer)),
+        data, tuple(options), tokens if callable(tokens) else tuple(tokens), tuple(rows), tuple(cols),
+        label, placeholder,
+    )
+    chapter_defs[name] = definition_
+    return definition_
+
+
+def definition(chapter: int, name: str) -> Definition:
+    """The :class:`Definition` of exercise ``name`` of ``chapter``.
+
+    Raises:
+        KeyError: no such exercise; the message lists the chapter's exercises.
+    """
+    try:
+        return REGISTRY[chapter][name]
+    except KeyError:
+        raise KeyError(
+            f"no exercise {name!r} in chapter {chapter}; known: {exercise_names(chapter)}"
+        ) from None
+
+
+def exercise_names(chapter: int) -> list[str]:
+    """Names of the exercises registered for ``chapter`` (in registration order)."""
+    return list(REGISTRY.get(chapter, {}))
+
+
+_DATA_CACHE: dict[tuple, Any] = {}
+
+
+def exercise_data(chapter: int, name: str):
+    """The exercise's data as the page receives it: ``data()`` passed through JSON (so the
+    kernel grades on exactly the numbers the page embeds), cached; ``None`` without data.
+    Runs the encoder the first time for exercises that read it (kernel only)."""
+    d = definition(chapter, name)
+    if d.data is None:
+        return None
+    key = (chapter, name)
+    if key not in _DATA_CACHE:
+        _DATA_CACHE[key] = json.loads(json.dumps(d.data()))
+    return _DATA_CACHE[key]
+
+
+def check(chapter: int, name: str, answer, data=None) -> Feedback:
+    """Grade ``answer`` to exercise ``name`` of ``chapter``; never raises on any answer.
+
+    ``answer``: number exercises take the typed text (or a number), choice exercises the
+    option's value, token exercises the position (or a token occurring once), matrix
+    exercises a nested list of bools (arrays and tensors work in the kernel).  ``data``
+    defaults to :func:`exercise_data` (computed in the kernel); the page passes the JSON it
+    embeds.
+
+    Raises:
+        KeyError: no such exercise (a programming error, not a learner's).
+    """
+    d = definition(chapter, name)
+    if d.data is not None and data is None:
+        data = exercise_data(chapter, name)
+    try:
+        result = d.grade(answer, data)
+    except Exception as err:  # noqa: BLE001 - learner input must never raise
+        return wrong(f"Your answer could not be checked ({type(err).__name__}: {err}).")
+    if not isinstance(result, Feedback):
+        return wrong("The checker could not grade this answer.")
+    return result
+
+
+def check_json(chapter: int, name: str, answer_json: str, data_json: str = "null") -> str:
+    """:func:`check` for the page: the answer and the data arrive as JSON text, the result
+    leaves as the JSON of :meth:`Feedback.to_dict` (``correct``, ``message``, ``hint``,
+    ``text``).  Never raises on any answer; an unreadable answer gets feedback."""
+    try:
+        answer = json.loads(answer_json)
+    except (TypeError, ValueError):
+        return json.dumps(wrong("Your answer could not be read.").to_dict())
+    data = json.loads(data_json) if data_json else None
+    return json.dumps(check(int(chapter), str(name), answer, data).to_dict())

@@ -1,0 +1,346 @@
+"""Exercises graded in the page: Python and the browser give the same verdict and message.
+
+A standalone site (``_ext/exercise_pages.write_standalone``: every exercise's HTML exactly
+as the book embeds it, the book's ``exercises.js``/``.css``, the grader files and the
+vendored Pyodide) is served on 127.0.0.1 with every other host blocked.  For every exercise
+a battery of answers (right, each kind of wrong answer its checker names, empty, garbage)
+is put into the page's own controls (or, for values no control can produce, passed to the
+page's checker directly), checked in the browser, and the feedback text the reader sees is
+compared with ``attnlib.exercises.check(chapter, name, answer).text``.
+
+``book`` tests (the built book in ``_build/html``): exercise pages load the checker script
+and answer Correct / Not yet; a page loads the Jupyter widget manager only when it shows a
+widget view.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+
+import pytest
+
+from attnlib.exercises import REGISTRY, check, definition, exercise_data
+from attnlib.exercises import ch01, ch03, ch04, ch07
+from attnlib.exercises.page import render_html
+from test_browser import HTML, Visit, browser, serve  # noqa: F401  (browser is a fixture)
+
+ROOT = HTML.parents[1]
+ALL = [(c, n) for c in sorted(REGISTRY) for n in REGISTRY[c]]
+FIRST_CHECK_TIMEOUT_MS = 180_000  # a cold Pyodide on a loaded 2-core machine took 10 s
+
+
+def _load_ext():
+    spec = importlib.util.spec_from_file_location("exercise_pages", ROOT / "_ext" / "exercise_pages.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ------------------------------------------------------------------ the battery of answers
+def _num(x) -> str:
+    return repr(float(x))
+
+
+GARBAGE_TEXT = ["", "   ", "abc", "1e999", "nan", "-inf", "<b>1</b>", "1,5", "١٢", "0x1F"]
+
+
+def _matrix(T, cells):
+    return [[(i, j) in cells for j in range(T)] for i in range(T)]
+
+
+def battery(chapter: int, name: str) -> tuple[list, list]:
+    """``(ui, direct)``: answers the page's controls can express, and values that only a
+    hostile caller could send (passed to the page's checker directly)."""
+    d = definition(chapter, name)
+    data = exercise_data(chapter, name)
+    if d.kind == "choice":
+        return [None, *d.options], ["", "not an option", 3, [1], {"a": 1}, True]
+    if d.kind == "token":
+        T = len(d.token_list(data))
+        return [None, *range(T)], [-1, T, 10**6, 1.5, "[CLS]", "zzz", True, [0], ""]
+    if d.kind == "matrix":
+        T = len(d.rows)
+        full = {(i, j) for i in range(T) for j in range(T)}
+        tril = {(i, j) for i, j in full if j <= i}
+        triu1 = full - tril
+        eye = {(i, i) for i in range(T)}
+        answers = [set(), full, tril, triu1, eye, tril - {(T - 1, 0)}, triu1 | {(1, 0)}, triu1 - {(0, 1)},
+                   {(i, i - 2) for i in range(2, T)}, {(i, i - 1) for i in range(1, T)},
+                   {(i - 2, i) for i in range(2, T)}, {(i, i - 2) for i in range(2, T)} | {(0, 0), (3, 0)},
+                   eye | {(1, 2), (2, 3), (3, 1)}, eye | {(1, 0)}, {(j, i) for i, j in tril}]
+        if name == "acyclic":
+            perm = [2, 0, 3, 1]
+            answers.append({(perm[a], perm[b]) for a in range(T) for b in range(a + 1)})
+        ui = [_matrix(T, cells) for cells in answers]
+        return ui, [None, "x", [[True]], [[1, 0], [0, 1]], [[0.5] * T] * T, [["a"] * T] * T, 7]
+    # number: the typed text
+    specific = {
+        (1, "output"): lambda: [ch01.output_answer(), 3.21, *ch01._typical_mistakes().values(), 11, 5, 2],
+        (2, "rank"): lambda: [32, 384, 385, 64, 12, 32.5, 1000, 16, 0, -3],
+        (3, "row_entry"): lambda: [ch03.row_entry_expected(data), sum(data["values"]) / len(data["values"]),
+                           sum(data["values"]), data["values"][data["query"]], 1000, -1000, 0],
+        (4, "temperature"): lambda: [0.05, 0.3, 1, 10, 0, -1, 1e-9,
+                             0.99 * ch04.largest_temperature(data["scores"]),
+                             1.01 * ch04.largest_temperature(data["scores"])],
+        (4, "uniform_entropy"): lambda: [math.log(13), math.log2(13), math.log10(13), 13, 1 / 13, 0, -1, 5],
+        (5, "padding_zero_keys"): lambda: [7, 5, 12, 0, 9, 13, 3, 2.5, -1],
+        (6, "param_count"): lambda: ["591,360", "591 360", "591_360", 591360, 4 * 384 ** 2, 3 * 384 ** 2 + 3 * 384,
+                             3 * 384 ** 2, 12 * 591360, 12 * 4 * 384 ** 2, 4 * 384 * 32 + 4 * 32,
+                             4 * 32 * 32, 100, -5, 1.5],
+        (7, "rollout"): lambda: [0.275, 0.4, ch07.rollout(list(ch07.ROLLOUT_LAYERS)[::-1])[1][0], 0.25, 0.725, 1.7, 0.9],
+        (9, "weights_memory"): lambda: [256, 8192 ** 2 * 4, 8192 ** 2 * 4 / 1e6, 64, 512, 128, 0.25, 0.03125,
+                                262144, 0.125, -1, 7],
+        (9, "rescale_factor"): lambda: [math.exp(-3), math.exp(3), -3, 3, 1, 0.4, 3.5 * math.exp(-3),
+                                math.exp(-5), 0, 7],
+        (9, "state_per_query"): lambda: [66, 64, 65, 2, 128, 130, 194, 8192, 70, 66.5],
+    }[(chapter, name)]()
+    typed = [v if isinstance(v, str) else (str(v) if isinstance(v, int) else _num(v)) for v in specific]
+    return typed + GARBAGE_TEXT, [None, 3, 2.5, True, [1], {"x": 1}]
+
+
+def test_battery_reaches_every_kind_of_message():
+    """The battery is worth running: it reaches many distinct messages per exercise."""
+    for chapter, name in ALL:
+        ui, direct = battery(chapter, name)
+        data = exercise_data(chapter, name)
+        texts = {check(chapter, name, a, data).text for a in ui + direct}
+        verdicts = {check(chapter, name, a, data).correct for a in ui}
+        assert verdicts == {True, False}, (chapter, name)
+        assert len(texts) >= 5, (chapter, name, len(texts))
+
+
+# ------------------------------------------------------------------ the standalone page
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("exercise_site")
+    _load_ext().write_standalone(folder)
+    return serve(str(folder)) + "index.html"
+
+
+@pytest.fixture(scope="module")
+def visit(browser, site):  # noqa: F811
+    v = Visit(browser, site)
+    yield v
+    v.close()
+
+
+SET_AND_CHECK = """async ([key, answer, viaUi]) => {
+  const root = document.querySelector(`[data-exercise="${key}"]`);
+  const kind = root.dataset.kind;
+  if (!viaUi) return (await attnExercises.check(root, answer)) && root.querySelector('.attn-ex-feedback').textContent;
+  if (kind === 'number') root.querySelector('input').value = answer;
+  if (kind === 'choice') root.querySelectorAll('input[type=radio]').forEach(r => { r.checked = (r.value === answer); });
+  if (kind === 'token') root.querySelectorAll('.attn-ex-token').forEach(
+      b => b.setAttribute('aria-pressed', String(answer !== null && +b.dataset.value === answer)));
+  if (kind === 'matrix') root.querySelectorAll('.attn-ex-cell').forEach(
+      c => c.setAttribute('aria-pressed', String(answer[+c.dataset.row][+c.dataset.col])));
+  await attnExercises.check(root);
+  return root.querySelector('.attn-ex-feedback').textContent;
+}"""
+
+
+def test_first_check_through_the_ui(visit):
+    """A reader types, presses Enter, waits for the runtime once, and reads the verdict; the
+    feedback clears when the answer changes; a click on Check grades again."""
+    page = visit.page
+    root = '[data-exercise="4:uniform_entropy"]'
+    page.fill(f"{root} input", "3.7")
+    page.press(f"{root} input", "Enter")
+    page.wait_for_selector(f"{root} .attn-ex-wrong", timeout=FIRST_CHECK_TIMEOUT_MS)
+    assert page.inner_text(f"{root} .attn-ex-feedback") == check(4, "uniform_entropy", "3.7").text
+    page.fill(f"{root} input", "2.565")
+    assert page.inner_text(f"{root} .attn-ex-feedback") == ""
+    page.click(f"{root} button.attn-ex-check")
+    page.wait_for_selector(f"{root} .attn-ex-correct")
+    assert page.inner_text(f"{root} .attn-ex-feedback").startswith("Correct. ")
+    # a token, a choice and a matrix cell, by clicks
+    tok = '[data-exercise="7:sink"]'
+    page.click(f"{tok} .attn-ex-token >> nth=0")
+    page.click(f"{tok} .attn-ex-check")
+    page.wait_for_selector(f"{tok} .attn-ex-feedback:not(:empty)")
+    assert page.inner_text(f"{tok} .attn-ex-feedback") == check(7, "sink", 0).text
+    ch = '[data-exercise="2:symmetric"]'
+    page.check(f'{ch} input[value="diag(Z) A"]')
+    page.press(f'{ch} input[value="diag(Z) A"]', "Enter")
+    page.wait_for_selector(f"{ch} .attn-ex-correct")
+    mx = '[data-exercise="5:causal_cells"]'
+    page.focus(f'{mx} .attn-ex-cell[data-row="0"][data-col="1"]')
+    page.keyboard.press("Space")
+    assert page.get_attribute(f'{mx} .attn-ex-cell[data-row="0"][data-col="1"]', "aria-pressed") == "true"
+    page.click(f"{mx} .attn-ex-check")
+    page.wait_for_selector(f"{mx} .attn-ex-wrong")
+    answer = [[(i, j) == (0, 1) for j in range(6)] for i in range(6)]
+    assert page.inner_text(f"{mx} .attn-ex-feedback") == check(5, "causal_cells", answer).text
+    assert visit.errors == [] and visit.external == [] and visit.failed == []
+
+
+@pytest.mark.parametrize("chapter,name", ALL)
+def test_browser_and_python_agree(visit, chapter, name):
+    page = visit.page
+    page.wait_for_function("() => window.attnExercises", timeout=30_000)
+    page.evaluate("() => attnExercises.start()", )  # the runtime, once for the module
+    data = exercise_data(chapter, name)
+    ui, direct = battery(chapter, name)
+    mismatches = []
+    for via_ui, answers in ((True, ui), (False, direct)):
+        for answer in answers:
+            shown = page.evaluate(SET_AND_CHECK, [f"{chapter}:{name}", answer, via_ui])
+            sent = json.loads(json.dumps(answer))  # what the page sends to Python
+            expected = check(chapter, name, sent, data).text
+            if shown != expected:
+                mismatches.append((answer, shown, expected))
+    assert not mismatches, mismatches[:3]
+    assert visit.errors == [] and visit.external == [] and visit.failed == []
+
+
+# ------------------------------------------------------------------ the Sphinx extension
+class _FakeApp:
+    def __init__(self, context):
+        self.context = context
+
+    def add_js_file(self, name, **kwargs):
+        from sphinx.builders.html._assets import _JavaScript
+        self.context["script_files"].append(_JavaScript(name, **kwargs))
+
+    def add_css_file(self, name, **kwargs):
+        self.context.setdefault("css_files", []).append(name)
+
+
+def _page_scripts(body: str) -> list[str]:
+    from sphinx.builders.html._assets import _JavaScript
+
+    scripts = [_JavaScript("_static/doctools.js"), _JavaScript("_static/vendor/requirejs/require.js"),
+               _JavaScript(None, type="application/vnd.jupyter.widget-state+json", body="{}"),
+               _JavaScript("_static/vendor/html-manager/embed-amd.js")]
+    context = {"script_files": scripts, "body": body}
+    _load_ext()._page(_FakeApp(context), "chapters/x", "page.html", context, None)
+    return [str(js.filename or js.attributes.get("type")) for js in context["script_files"]]
+
+
+def test_extension_drops_the_widget_manager_without_a_widget_view_and_adds_the_checker():
+    exercise_body = render_html(9, "state_per_query")
+    names = _page_scripts(exercise_body)
+    assert names == ["_static/doctools.js", "exercises/exercises.js"]
+    view = '<script type="application/vnd.jupyter.widget-view+json">{"model_id": "x"}</script>'
+    names = _page_scripts("<p>text</p>" + view)
+    assert "exercises/exercises.js" not in names and len(names) == 4
+
+
+def test_grader_files_shipped_are_the_ones_python_lists():
+    from attnlib.exercises import grader_sources
+
+    assert _load_ext().grader_paths() == sorted(grader_sources())
+
+
+# ------------------------------------------------------------------ the built book
+def _pages():
+    return sorted(p for p in HTML.rglob("*.html") if "_static" not in p.parts) if HTML.exists() else []
+
+
+@pytest.mark.book
+def test_widget_manager_only_on_pages_with_a_widget_view():
+    pages = _pages()
+    if not pages:
+        pytest.skip("no built book in _build/html (make html)")
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        has_view = "application/vnd.jupyter.widget-view+json" in text
+        loads_manager = bool(re.search(r'<script[^>]+src="[^"]*(embed-amd|require)\.js', text))
+        state = 'type="application/vnd.jupyter.widget-state+json"' in text
+        if not has_view:
+            assert not state and not re.search(r'src="[^"]*embed-amd\.js', text), page.name
+        has_exercise = "data-exercise=" in text
+        assert has_exercise == ("exercises/exercises.js" in text), page.name
+        assert loads_manager or not has_view, page.name
+        # chapter 6's training bars are plain text; only chapter 1 had a live widget
+        assert not has_view or page.name.startswith("01_"), page.name
+
+
+@pytest.mark.book
+def test_book_exercises_answer_in_the_page(browser):  # noqa: F811
+    pages = [p for p in _pages() if "data-exercise=" in p.read_text(encoding="utf-8")]
+    if not pages:
+        pytest.skip("no built book with exercises in _build/html (make html)")
+    keys = {m for p in pages for m in re.findall(r'data-exercise="(\d+:\w+)"', p.read_text(encoding="utf-8"))}
+    assert keys == {f"{c}:{n}" for c, n in ALL}
+    page_path = next(p for p in pages if "04_" in p.name)
+    visit = Visit(browser, serve(str(HTML)) + page_path.relative_to(HTML).as_posix())
+    try:
+        page = visit.page
+        root = '[data-exercise="4:scaling"]'
+        page.check(f'{root} input[value="1/d_k"]')
+        page.click(f"{root} .attn-ex-check")
+        page.wait_for_selector(f"{root} .attn-ex-wrong", timeout=FIRST_CHECK_TIMEOUT_MS)
+        assert page.inner_text(f"{root} .attn-ex-feedback") == check(4, "scaling", "1/d_k").text
+        page.check(f'{root} input[value="1/sqrt(d_k)"]')
+        page.click(f"{root} .attn-ex-check")
+        page.wait_for_selector(f"{root} .attn-ex-correct")
+        assert visit.errors == [] and visit.external == [] and visit.failed == []
+    finally:
+        visit.close()
+
+
+def test_training_prints_one_line_while_the_book_is_built(capsys, monkeypatch):
+    """Chapter 6 trains with progress: while the book is built (the extension's environment
+    variable) one printed line per run, no bar (a bar widget would make its page load the
+    3.6 MB widget manager; a text bar would leave every update as a line of the page)."""
+    import attnlib
+    from attnlib.transformer import STATIC_BOOK_ENV, LookBackTask, TinyTransformer
+
+    words = "four score and seven years ago our fathers brought forth on this continent".split()
+    task = LookBackTask(words, offsets=(1,), seq_len=6)
+
+    def run():
+        model = TinyTransformer(len(task.vocab), d_model=8, n_heads=2, max_len=6, seed=0)
+        history = attnlib.train(model, task, steps=3, batch_size=4, seed=0, desc="probe")
+        return history, capsys.readouterr()
+
+    _load_ext()  # importing the extension does not set it; Sphinx's setup() does
+    monkeypatch.delenv(STATIC_BOOK_ENV, raising=False)
+    _, plain = run()
+    assert "3/3" in plain.err and plain.out == ""          # a normal tqdm bar elsewhere
+    monkeypatch.setenv(STATIC_BOOK_ENV, "1")
+    history, book = run()
+    assert book.err == ""
+    assert book.out.strip() == (f"probe: 3 steps in {history['seconds']:.1f} s, "
+                                f"final loss {history['loss'][-1]:.3f}")
+
+
+CONTRAST = """(sel) => {
+  function rgb(s) { const m = s.match(/[\\d.]+/g).map(Number); return {r: m[0], g: m[1], b: m[2], a: m.length > 3 ? m[3] : 1}; }
+  function lum(c) { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+                    return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); }
+  function background(el) {
+    for (; el; el = el.parentElement) { const c = rgb(getComputedStyle(el).backgroundColor); if (c.a > 0.5) return c; }
+    return {r: 255, g: 255, b: 255, a: 1};
+  }
+  return [...document.querySelectorAll(sel)].filter(el => el.offsetParent !== null).map(el => {
+    const a = lum(rgb(getComputedStyle(el).color)), b = lum(background(el));
+    return [el.className || el.tagName, (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)];
+  });
+}"""
+TEXT_PARTS = ".attn-ex-title, .attn-ex-question, .attn-ex-feedback, .attn-ex-check, .attn-ex-input, .attn-ex-option span, .attn-ex-legend"
+
+
+@pytest.mark.book
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_book_exercises_are_readable_in_both_modes(browser, mode):  # noqa: F811
+    """Text of the exercises (question, control, Check, feedback) at >= 4.5:1 in light and dark mode."""
+    page_path = next((p for p in _pages() if p.name.startswith("04_")), None)
+    if page_path is None:
+        pytest.skip("no built book in _build/html (make html)")
+    visit = Visit(browser, serve(str(HTML)) + page_path.relative_to(HTML).as_posix())
+    try:
+        page = visit.page
+        page.evaluate("(m) => { localStorage.setItem('theme', m); localStorage.setItem('mode', m); "
+                      "document.documentElement.dataset.theme = m; document.documentElement.dataset.mode = m; }", mode)
+        root = '[data-exercise="4:uniform_entropy"]'
+        page.fill(f"{root} input", "13")
+        page.press(f"{root} input", "Enter")
+        page.wait_for_selector(f"{root} .attn-ex-wrong", timeout=FIRST_CHECK_TIMEOUT_MS)
+        ratios = page.evaluate(CONTRAST, ", ".join(f"[data-exercise] {s.strip()}" for s in TEXT_PARTS.split(",")))
+        assert ratios and all(r >= 4.5 for _, r in ratios), [x for x in ratios if x[1] < 4.5]
+    finally:
+        visit.close()
