@@ -63,7 +63,7 @@ def test_titles_headings_and_sidebar_entries_carry_no_raw_tex(book):
         places += [(h.name, h) for h in soup.select("main h1, main h2, main h3, main h4, main h5, main h6")]
         places += [("sidebar", a) for a in soup.select("nav.bd-links a, nav.bd-docs-nav a")]
         places += [("contents", a) for a in soup.select(".bd-toc-nav a, #pst-page-navigation-heading-2 ~ * a")]
-        places += [("explorable title", t) for t in soup.select(".attnlib-xp [class*=title]")]
+        places += [("explorable title", t) for t in soup.select(".attnlib-xp > figcaption")]
         bad += [f"{rel} {where}: {_text(el)!r}" for where, el in places if RAW_TEX.search(_text(el))]
     assert not bad, "raw TeX where maths is not typeset (write √dₖ, −10⁹, or words):\n" + "\n".join(bad)
 
