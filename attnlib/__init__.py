@@ -26,6 +26,7 @@ from .transformer import LookBackTask, TinyTransformer, train
 from .measures import (asymmetry, attention_share, cosine_similarities, ideal_pattern, offset_share,
                        pattern_closeness, received_attention, sink_shares, token_groups, top_keys)
 from .corpus import load_text, words_of
+from . import evidence  # baselines, minimal pairs and ablations for reading a head (chapters 3, 8)
 
 from .views import column_view, dot_product_view, outer_product_view, row_view
 
@@ -48,6 +49,6 @@ __all__ = [
     "attention_graph", "score_graph", "strongest_edges", "in_weight",
     "is_dag_without_self_loops", "stationary_distribution", "neighbourhood_mask", "graph_attention",
     "attention_rollout", "layered_graph", "path_flow",
-    "explorables",
+    "explorables", "evidence",
     "dot_product_view", "row_view", "column_view", "outer_product_view",
 ]

@@ -49,7 +49,7 @@ __all__ = [
     "DEFAULT_MODEL", "DEFAULT_MODEL_MANIFEST", "default_model_dir", "file_manifest", "verify_files",
     "load_encoder", "EncoderAttention", "EncoderBatch", "get_attentions", "get_batch_attentions",
     "layer_input", "embed", "head_projections", "project_qkv", "head_qkv", "head_outputs",
-    "head_scores", "weighted_value_norms", "token_vectors",
+    "head_scores", "weighted_value_norms", "token_vectors", "ablated_outputs", "mean_head_outputs",
 ]
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -682,6 +682,90 @@ def head_outputs(text, layer: int, head: int | None = None, model=None, tokenize
     T, n_heads = len(att.tokens), att.n_heads
     out = captured["out"][0].view(T, n_heads, -1).transpose(0, 1)  # (T, H, d_v) -> (H, T, d_v)
     return att.tokens, out if head is None else out[head]
+
+
+def ablated_outputs(text, layer: int, head: int, *, replacement=None, model=None, tokenizer=None,
+                    truncate: bool = False):
+    """The model's output for ``text`` with one head removed, next to the intact output.
+
+    The head's output (its slice of the self-attention output of layer ``layer``, before the
+    heads are mixed by ``W_O``) is replaced at every token by ``replacement``: zeros by
+    default (zero ablation), or a ``(d_v,)`` vector such as the head's mean output over a
+    reference text (mean ablation, which keeps the head's average contribution and removes
+    only what depends on the input).  Everything downstream is recomputed.  The method is
+    the head ablation of Michel et al. (2019) and of the interpretability literature.
+
+    Shapes:
+        returns ``tokens`` (list of ``T`` str), ``intact`` and ``ablated``, each
+        ``(T, d_model)``: the last hidden states, on the model's device.
+
+    Raises:
+        TypeError, ValueError, IndexError: as :func:`head_qkv`; ValueError when
+        ``replacement`` is not a finite ``(d_v,)`` tensor.
+    """
+    _validate.text(text, "text")
+    model, tokenizer = _model_and_tokenizer(model, tokenizer)
+    layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
+    head = _validate.index(head, model.config.num_attention_heads, "head")
+    d_v = model.config.hidden_size // model.config.num_attention_heads
+    if replacement is not None:
+        replacement = _validate.floating(replacement, "replacement")
+        if replacement.shape != (d_v,) or not bool(torch.isfinite(replacement).all()):
+            raise ValueError(f"replacement must be a finite ({d_v},) tensor (one value vector of the head), "
+                             f"got shape {tuple(replacement.shape)}")
+    intact = get_attentions(text, model=model, tokenizer=tokenizer, truncate=truncate)
+    ablated = _ablated_hidden(text, layer, head, replacement, model, tokenizer, truncate)
+    return intact.tokens, intact.hidden_states[-1][0], ablated
+
+
+def _ablated_hidden(text, layer, head, replacement, model, tokenizer, truncate=False) -> torch.Tensor:
+    """The last hidden states ``(T, d_model)`` with head ``head`` of ``layer`` replaced by
+    ``replacement`` (``None``: zeros); arguments already checked by the caller."""
+    d_v = model.config.hidden_size // model.config.num_attention_heads
+
+    def remove(module, args, output):
+        out = output[0].clone()  # (1, T, H * d_v)
+        cols = slice(head * d_v, (head + 1) * d_v)
+        out[..., cols] = 0.0 if replacement is None else replacement.to(out)
+        return (out,) + tuple(output[1:])
+
+    hook = model.encoder.layer[layer].attention.self.register_forward_hook(remove)
+    try:
+        ablated = get_attentions(text, model=model, tokenizer=tokenizer, truncate=truncate)
+    finally:
+        hook.remove()
+    return ablated.hidden_states[-1][0]
+
+
+def mean_head_outputs(texts, layer: int, model=None, tokenizer=None) -> torch.Tensor:
+    """Every head's output in layer ``layer`` (as :func:`head_outputs`) averaged over every
+    real token of ``texts``, run as one right-padded batch (padding masked, so each text's
+    outputs are those it has alone, up to float rounding).  The replacement of a mean
+    ablation (:func:`ablated_outputs`).
+
+    Shapes:
+        returns ``(H, d_v)`` float32 on the model's device.
+
+    Raises:
+        TypeError, ValueError: as :func:`get_batch_attentions`; IndexError: ``layer`` out of range.
+    """
+    model, tokenizer = _model_and_tokenizer(model, tokenizer)
+    layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
+    captured = {}
+
+    def keep(module, args, output):
+        captured["out"] = output[0].detach()  # (B, T, H * d_v)
+
+    hook = model.encoder.layer[layer].attention.self.register_forward_hook(keep)
+    try:
+        batch = get_batch_attentions(texts, model=model, tokenizer=tokenizer)
+    finally:
+        hook.remove()
+    out = captured["out"]
+    B, T, _ = out.shape
+    real = batch.attention_mask.to(out.device).bool()                 # (B, T)
+    per_head = out.view(B, T, batch.n_heads, -1)[real]                 # (tokens, H, d_v)
+    return per_head.mean(dim=0)
 
 
 # ----------------------------------------------------------------------------- read from a run

@@ -225,8 +225,10 @@ def graph_threshold(weights, tokens, *, threshold: float = 0.1, title: str | Non
     """Chapter 7: the weight matrix as a directed graph, with a threshold slider.
 
     Nodes are the tokens in reading order; edge ``i -> j`` (query ``i`` attends to key
-    ``j``, weight ``weights[i, j]``) is an arc above the line when ``j > i``, below it when
-    ``j < i``, a loop when ``i = j``; width and opacity grow with the weight.  The slider
+    ``j``, weight ``weights[i, j]``) is an arc above the line when ``j < i`` (an earlier
+    token), below it when ``j > i``, a loop when ``i = j``; width, opacity and colour
+    (viridis on 0..1) grow with the weight: the convention of
+    :func:`attnlib.plotting.draw_attention_graph`.  The slider
     hides edges lighter than the threshold and counts the edges kept, as
     :func:`attnlib.graphs.attention_graph` does with its ``threshold``.
 

@@ -15,7 +15,7 @@ import torch
 
 from . import _validate
 
-__all__ = ["convex_hull_2d", "in_convex_hull_2d", "support_excess"]
+__all__ = ["convex_hull_2d", "in_convex_hull_2d", "support_excess", "barycentric", "in_convex_hull"]
 
 
 def _points(x, name: str, *, width: int | None = None) -> torch.Tensor:
@@ -166,3 +166,79 @@ def support_excess(values, out, directions) -> torch.Tensor:
     v, p, u = v.to(dtype), p.to(dtype), u.to(dtype)
     reach = (v @ u.T).amax(dim=0)          # (n_dirs,): how far the hull reaches along each u
     return (p @ u.T - reach).amax(dim=1)   # (M,)
+
+
+def barycentric(values, points):
+    """Exact hull test in any dimension for affinely independent values: the weights
+    ``lam`` with ``sum_j lam_j v_j = p`` and ``sum_j lam_j = 1`` (barycentric coordinates),
+    and how far ``p`` is from the affine hull of the values.
+
+    When the ``T_k`` values are affinely independent (possible only for ``T_k <= d + 1``,
+    and true of real token vectors with ``T_k`` well below ``d``), these weights are unique,
+    so ``p`` lies in the convex hull **exactly when** its residual is 0 and every weight is
+    ``>= 0``.  This decides membership both ways, unlike :func:`support_excess`, which can
+    prove a point outside but never inside.  For an attention output ``A[i] @ V`` the weights
+    it returns are the attention weights themselves.
+
+    Computed in float64 as the least-squares solution of the stacked system
+    ``[V^T; 1^T] lam = [p; 1]``.
+
+    Shapes:
+        values: ``(T_k, d)``; points: ``(M, d)``.  Returns ``lam`` ``(M, T_k)`` and
+        ``residual`` ``(M,)`` (Euclidean distance to the affine hull, in the units of the
+        vectors), float64.
+
+    Raises:
+        TypeError: an input is not a floating tensor or numpy array.
+        ValueError: an input is not 2-D, empty or not finite; the widths differ; the values
+            are not affinely independent (the message says how many are).
+
+    Source: barycentric coordinates of a simplex, e.g. Boyd & Vandenberghe (2004),
+    *Convex Optimization*, section 2.1.4.
+
+    >>> v = torch.tensor([[0., 0.], [1., 0.], [0., 1.]])
+    >>> lam, res = barycentric(v, torch.tensor([[0.2, 0.3], [1., 1.]]))
+    >>> lam.round(decimals=6), res.round(decimals=6)
+    (tensor([[ 0.5000,  0.2000,  0.3000],
+            [-1.0000,  1.0000,  1.0000]], dtype=torch.float64), tensor([0., 0.], dtype=torch.float64))
+    """
+    v = _points(values, "values")
+    p = _points(points, "points")
+    if v.shape[1] != p.shape[1]:
+        raise ValueError(f"values and points must share their width d: values {tuple(v.shape)}, "
+                         f"points {tuple(p.shape)}")
+    _validate.same_device(values=v, points=p)
+    v, p = v.double().cpu(), p.double().cpu()
+    T_k = v.shape[0]
+    system = torch.cat([v.T, torch.ones(1, T_k, dtype=torch.float64)])      # (d + 1, T_k)
+    rank = int(torch.linalg.matrix_rank(system))
+    if rank < T_k:
+        raise ValueError(f"the {T_k} values are not affinely independent (the affine hull has dimension "
+                         f"{rank - 1}, not {T_k - 1}), so their barycentric weights are not unique; "
+                         "use support_excess to prove points outside")
+    rhs = torch.cat([p.T, torch.ones(1, p.shape[0], dtype=torch.float64)])  # (d + 1, M)
+    lam = torch.linalg.lstsq(system, rhs).solution.T                          # (M, T_k)
+    residual = (lam @ v - p).norm(dim=-1)
+    return lam, residual
+
+
+def in_convex_hull(values, points, atol: float = 1e-6) -> torch.Tensor:
+    """``True`` for each point inside the convex hull of affinely independent ``values``,
+    decided exactly by :func:`barycentric`: residual ``<= atol * scale`` and every weight
+    ``>= -atol``, where ``scale`` is the largest norm among the values (so ``atol`` is
+    relative).
+
+    Shapes:
+        values ``(T_k, d)``, points ``(M, d)``; returns ``(M,)`` bool.
+
+    Raises:
+        as :func:`barycentric`; ValueError for a negative or non-finite ``atol``.
+
+    >>> v = torch.tensor([[0., 0.], [1., 0.], [0., 1.]])
+    >>> in_convex_hull(v, torch.tensor([[0.2, 0.3], [1., 1.]]))
+    tensor([ True, False])
+    """
+    atol = _validate.real(atol, "atol", low=0.0)
+    lam, residual = barycentric(values, points)
+    scale = _validate.floating(values, "values").double().norm(dim=-1).max().cpu()
+    return (residual <= atol * max(float(scale), 1.0)) & (lam >= -atol).all(dim=-1)

@@ -367,8 +367,9 @@ def attention_rollout(layer_weights, *, residual: float = 0.5, cumulative: bool 
 
 
 def layered_graph(layer_weights, tokens, *, residual: float = 0.5, threshold: float = 0.0) -> nx.DiGraph:
-    """Layers of attention as one DAG: node ``(l, i)`` is token ``i`` after layer ``l``
-    (``l = 0`` is the input); edge ``(l, i) -> (l - 1, j)`` has weight ``Â_l[i, j]`` (as in
+    """Layers of attention as one DAG: node ``(l, i)`` is token ``i`` at depth ``l``, the
+    output of the first ``l`` layers (``l = 0`` is the input); edge ``(l, i) -> (l - 1, j)``
+    has weight ``Â[i, j]`` of ``layer_weights[l - 1]`` (0-based layers, as in
     :func:`attention_rollout`).  Edges below ``threshold`` are dropped.
 
     Shapes:

@@ -155,3 +155,41 @@ def test_cuda_inputs():
     assert in_convex_hull_2d(v, w @ v, atol=1e-5).all()
     e = support_excess(v, w @ v, torch.randn(20, 2, device="cuda"))
     assert e.device.type == "cuda" and (e <= 1e-5).all()
+
+
+# --- barycentric / in_convex_hull: the exact test in any dimension ---------------------------
+
+def test_barycentric_recovers_attention_weights_in_384_dimensions():
+    from attnlib.geometry import barycentric, in_convex_hull
+    g = torch.Generator().manual_seed(0)
+    values = torch.randn(13, 384, generator=g, dtype=torch.float64)
+    weights = torch.randn(5, 13, generator=g, dtype=torch.float64).softmax(-1)     # convex
+    lam, residual = barycentric(values, weights @ values)
+    torch.testing.assert_close(lam, weights, atol=1e-10, rtol=0)
+    assert residual.max() < 1e-10
+    assert in_convex_hull(values, weights @ values).all()
+    doubled = 2 * weights                                   # sums to 2: off the affine hull
+    negative = weights.clone(); negative[:, 0] -= 0.5; negative[:, 1] += 0.5   # sums to 1, one < 0
+    assert not in_convex_hull(values, doubled @ values).any()
+    assert not in_convex_hull(values, negative @ values).any()
+    lam_neg, res_neg = barycentric(values, negative @ values)
+    assert res_neg.max() < 1e-10 and (lam_neg[:, 0] < 0).all()   # on the affine hull, outside the simplex
+
+
+def test_in_convex_hull_agrees_with_the_2d_test_on_a_triangle():
+    from attnlib.geometry import in_convex_hull
+    g = torch.Generator().manual_seed(1)
+    triangle = torch.tensor([[0.0, 0.0], [2.0, 0.0], [0.5, 1.5]], dtype=torch.float64)
+    points = torch.rand(400, 2, generator=g, dtype=torch.float64) * 2.4 - 0.2
+    expected = in_convex_hull_2d(triangle, points)
+    got = in_convex_hull(triangle, points, atol=1e-12)
+    assert (got == expected).all() and 0 < int(got.sum()) < 400
+
+
+def test_barycentric_refuses_affinely_dependent_values():
+    from attnlib.geometry import barycentric
+    square = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])    # 4 points in 2-D
+    with pytest.raises(ValueError, match="not affinely independent"):
+        barycentric(square, torch.tensor([[0.5, 0.5]]))
+    with pytest.raises(ValueError, match="share their width"):
+        barycentric(square[:3], torch.zeros(1, 3))

@@ -2,6 +2,8 @@
 patch per edge, one colour bar), clear errors, and the rule that the maths never imports
 plotting."""
 import ast
+import base64
+import io
 import os
 import subprocess
 import sys
@@ -20,8 +22,9 @@ import attnlib  # noqa: E402
 from attnlib import plotting  # noqa: E402
 from attnlib.corpus import RUNNING  # noqa: E402
 from attnlib.plotting import (  # noqa: E402
-    COLUMN_WIDTH, attention_heatmap, draw_attention_graph, draw_layered_graph, figure, head_heatmap, head_table,
-    hull_plot, layer_curves, layer_grid, to_numpy, weights_bar,
+    BOOK_RC, COLUMN_PX, COLUMN_WIDTH, DPI, MIN_FONT_PT, MIN_TEXT_KEY, attention_heatmap, book_style, draw_attention_graph,
+    draw_layered_graph, figure, head_heatmap, head_table, hull_plot, layer_curves, layer_grid, min_text_size, panels,
+    render_png, text_size, to_numpy, weights_bar,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +61,121 @@ def test_figure_makes_a_column_sized_figure_or_reuses_the_axes():
         figure(size=5)
     with pytest.raises(ValueError, match="positive"):
         figure(size=(0, 3))
+    wide, _ = figure(size=(17, 4))                 # wider than the column: drawn at the column's width
+    assert tuple(wide.get_size_inches()) == pytest.approx((COLUMN_WIDTH, 4))
+
+
+# --- figures for the column: size, minimum text, mathtext ---------------------------------------
+
+def png_chunks(data: bytes) -> dict:
+    from PIL import Image
+    with Image.open(io.BytesIO(data)) as im:
+        return dict(im.text), im.size
+
+
+def test_the_column_width_fits_the_measured_column():
+    """A figure of COLUMN_WIDTH inches at DPI, plus render_png's 0.04 in padding on each side,
+    is no wider than the page's column (measured in Chromium at a 1280 px window), and 8 pt
+    at DPI is over 10 px."""
+    assert (COLUMN_WIDTH + 0.08) * DPI <= COLUMN_PX
+    assert MIN_FONT_PT * DPI / 72 >= 10.0
+
+
+def test_render_png_raises_text_under_the_minimum_and_records_the_smallest():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], [0, 1])
+    ax.tick_params(labelsize=6)                               # 6 pt tick labels: too small
+    ax.set_title("title", fontsize=5)
+    ax.text(0.5, 0.5, "note", fontsize=4)
+    ax.legend(["line"], fontsize=3)
+    fig.colorbar(matplotlib.cm.ScalarMappable(), ax=ax).ax.tick_params(labelsize=5)
+    assert min_text_size(fig) == 3
+    log_fig, log_ax = plt.subplots(figsize=(4, 3))
+    log_ax.loglog([1, 10, 100], [1, 10, 100])                   # tick labels: 10 with a mathtext superscript
+    log_ax.set_xlabel("$d_k$ (log scale)", fontsize=MIN_FONT_PT)
+    assert min_text_size(log_fig) == pytest.approx(0.7 * MIN_FONT_PT)   # the subscript k, the exponents
+    text, _ = png_chunks(render_png(log_fig))
+    assert float(text[MIN_TEXT_KEY]) >= MIN_FONT_PT * DPI / 72 - 0.01
+    assert min(text_size(t) for t in log_ax.get_xticklabels() + [log_ax.xaxis.label] if t.get_text()) >= MIN_FONT_PT
+    text, (width, _) = png_chunks(render_png(fig))
+    assert float(text[MIN_TEXT_KEY]) == pytest.approx(MIN_FONT_PT * DPI / 72, abs=0.01)
+    assert min_text_size(fig) == MIN_FONT_PT                  # every text, tick labels included
+    assert width <= 4 * DPI + 8
+    with pytest.raises(ValueError, match="positive"):
+        render_png(fig, minimum=0)
+
+
+def test_book_style_renders_every_notebook_figure_through_render_png():
+    """In IPython, book_style() puts render_png behind the PNG of every figure displayed."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        with matplotlib.rc_context():
+            book_style()
+            assert {k: matplotlib.rcParams[k] for k in BOOK_RC} == BOOK_RC
+            fig, ax = plt.subplots()
+            ax.plot([1, 2])
+            ax.set_title(r"$A = \mathrm{softmax}(QK^\top/\sqrt{d_k})$")
+            ax.tick_params(labelsize=6)
+            data, _ = shell.display_formatter.format(fig)
+            text, _ = png_chunks(base64.b64decode(data["image/png"]))
+            assert float(text[MIN_TEXT_KEY]) >= 10.0
+    finally:
+        InteractiveShell.clear_instance()
+
+
+@pytest.mark.parametrize("size", [(6.0, 3.0), (COLUMN_WIDTH, 4.0)])
+def test_mathtext_titles_are_typeset(size):
+    """A title in mathtext is parsed (a bad one raises at draw time), not shown as ASCII."""
+    with matplotlib.rc_context(BOOK_RC):
+        fig, ax = plt.subplots(figsize=size)
+        ax.set_title(r"$W_Q W_K^\top$, $\sqrt{d_k}$")
+        fig.canvas.draw()
+        bad, ax2 = plt.subplots()
+        ax2.set_title(r"$\sqrt{d_k$")
+        with pytest.raises(ValueError):
+            bad.canvas.draw()
+
+
+def test_panels_lays_out_a_column_wide_grid():
+    fig, axes = panels(5, ncols=3, panel_height=2.0)
+    assert len(axes) == 5 and len(fig.axes) == 5
+    assert tuple(fig.get_size_inches()) == pytest.approx((COLUMN_WIDTH, 4.0))
+    with pytest.raises(ValueError, match="positive ints"):
+        panels(0)
+    with pytest.raises(ValueError, match="panel_height"):
+        panels(2, panel_height=0)
+
+
+def test_every_figure_function_draws_for_the_column_with_readable_text(encoder):
+    """Under the book's style, each figure function makes a figure no wider than the column
+    whose smallest text is at least MIN_FONT_PT before render_png has anything to fix."""
+    att = attnlib.get_attentions(RUNNING, model=encoder[0], tokenizer=encoder[1])
+    v = torch.tensor([[0., 0.], [4., 0.], [0., 4.]])
+    w = torch.tensor([0.2, 0.3, 0.5])
+    calls = {
+        "attention_heatmap": lambda: attention_heatmap(random_weights(), TOKENS, title="t"),
+        "attention_heatmap 13": lambda: attention_heatmap(att.head(0, 0), att.tokens),
+        "hull_plot": lambda: hull_plot(v, list("abc"), weights=w, out=w @ v, title="t"),
+        "weights_bar": lambda: weights_bar(w, list("abc"), title="t"),
+        "head_heatmap": lambda: head_heatmap(att, 5, 11),
+        "layer_grid": lambda: layer_grid(att, 1),
+        "head_table": lambda: head_table(torch.rand(6, 12), title="t", colorbar_label="c"),
+        "layer_curves": lambda: layer_curves(torch.rand(7, 2), ["a", "b"], ylabel="y", title="t"),
+        "draw_attention_graph": lambda: draw_attention_graph(attnlib.attention_graph(att.head(5, 11), att.tokens)),
+        "draw_layered_graph": lambda: draw_layered_graph(
+            attnlib.layered_graph(torch.stack([att.head(i, 0) for i in range(3)]), att.tokens, threshold=0.1)),
+    }
+    problems = {}
+    with matplotlib.rc_context(BOOK_RC):
+        for name, call in calls.items():
+            fig = call()
+            width, smallest = fig.get_size_inches()[0], min_text_size(fig)
+            if width > COLUMN_WIDTH + 1e-9 or smallest < MIN_FONT_PT:
+                problems[name] = (round(float(width), 2), smallest)
+            plt.close(fig)
+    assert problems == {}
 
 
 def test_every_figure_function_draws_into_a_given_axes(encoder):
@@ -196,6 +314,7 @@ def test_head_figures_have_labels_and_colour_bars(encoder):
     np.testing.assert_allclose(np.asarray(ax.images[0].get_array()), att.head(5, 11).numpy(), atol=1e-7)
     grid = layer_grid(att, 1)
     assert sum(a.get_title().startswith("head") for a in grid.axes) == 12
+    assert tuple(grid.get_size_inches())[0] == pytest.approx(COLUMN_WIDTH)
     assert [t.get_text() for t in grid.axes[0].get_yticklabels()] == att.tokens
     assert any(a.get_ylabel() == "attention weight" for a in grid.axes)  # the colour bar
     np.testing.assert_allclose(np.asarray(grid.axes[3].images[0].get_array()), att.head(1, 3).numpy(), atol=1e-7)
@@ -233,4 +352,4 @@ def test_draw_layered_graph_labels_tokens_and_layers():
     fig = draw_layered_graph(L, title="rollout paths")
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["input", "layer 1", "layer 2", "layer 3"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["input", "after layer 0", "after layer 1", "after layer 2"]

@@ -1,5 +1,7 @@
 """Every matplotlib figure of the course, drawn through one figure helper
-(:func:`attnlib.plotting.figure`).
+(:func:`attnlib.plotting.figure`, :func:`attnlib.plotting.panels`) for the book's column, in
+the book's style (:func:`attnlib.plotting.book_style`: 100 dpi, no text under 8 pt, maths in
+mathtext; :func:`attnlib.plotting.render_png` enforces the minimum and records it in the PNG).
 
 Plotting only draws: the numbers come from the maths modules (:mod:`attnlib.geometry`,
 :mod:`attnlib.graphs`, :mod:`attnlib.measures`, the encoder's reader) or the caller, and no
@@ -12,14 +14,18 @@ maths module imports plotting.  Every figure function takes an optional ``ax`` a
   :func:`layer_curves`, a pretrained encoder's heads (ch. 8).
 * :mod:`.graphs`: :func:`draw_attention_graph`, :func:`draw_layered_graph` (ch. 7).
 """
-from ._figure import COLUMN_WIDTH, figure, to_numpy
+from ._figure import (
+    BOOK_RC, COLUMN_PX, COLUMN_WIDTH, DPI, MIN_FONT_PT, MIN_TEXT_KEY, book_style, figure, min_text_size, panels,
+    render_png, text_size, to_numpy,
+)
 from .graphs import draw_attention_graph, draw_layered_graph
 from .heads import head_heatmap, head_table, layer_curves, layer_grid
 from .heatmaps import attention_heatmap
 from .hull import hull_plot, weights_bar
 
 __all__ = [
-    "COLUMN_WIDTH", "figure", "to_numpy",
+    "BOOK_RC", "COLUMN_PX", "COLUMN_WIDTH", "DPI", "MIN_FONT_PT", "MIN_TEXT_KEY", "book_style", "figure",
+    "min_text_size", "panels", "render_png", "text_size", "to_numpy",
     "attention_heatmap", "hull_plot", "weights_bar",
     "head_heatmap", "layer_grid", "head_table", "layer_curves",
     "draw_attention_graph", "draw_layered_graph",

@@ -1,22 +1,66 @@
-"""The one figure helper of :mod:`attnlib.plotting`, and the conversion every drawing uses.
+"""The one figure helper of :mod:`attnlib.plotting`, the book's figure style, and the conversion
+every drawing uses.
 
 Every figure function takes an optional ``ax``: given one, it draws there (in a figure the
-caller laid out); without one it asks :func:`figure` for a new figure.  The book's pages have
-a text column about 700 px wide, and chapters draw at about 100 dpi, so a figure of
-:data:`COLUMN_WIDTH` inches fills the column.
+caller laid out); without one it asks :func:`figure` for a new figure.
+
+Figures are designed for the page they sit on.  The book's text column is
+:data:`COLUMN_PX` CSS pixels wide at a 1280 px window (measured in Chromium on the built
+page), and figures are drawn at :data:`DPI` dots per inch, so a figure at most
+:data:`COLUMN_WIDTH` inches wide is shown at its natural size (one image pixel per CSS pixel,
+never shrunk).  At that scale a font size of :data:`MIN_FONT_PT` points is
+``MIN_FONT_PT * DPI / 72`` = 11.1 px on screen.  :func:`book_style` sets these sizes and, in a
+notebook, renders every figure through :func:`render_png`, which raises any smaller text to
+the minimum and writes the smallest text size into the PNG (text chunk
+:data:`MIN_TEXT_KEY`), where the book's tests read it.  "Text size" is that of the smallest
+letter or digit drawn: mathtext draws sub- and superscripts (``$d_k$``, the ``$10^{-1}$`` tick
+labels of a log axis) at 0.7 of the font size, so such a text needs a font of 8 / 0.7 pt.
 """
 from __future__ import annotations
 
+import base64
+import functools
+import io
+import math
 import numbers
 
+import matplotlib
 import matplotlib.axes
+import matplotlib.figure
 import matplotlib.pyplot as plt
+import matplotlib.text
 import numpy as np
+from matplotlib import cbook
+from matplotlib.font_manager import FontProperties
+from matplotlib.mathtext import MathTextParser
 import torch
 
-__all__ = ["COLUMN_WIDTH", "figure", "to_numpy"]
+__all__ = ["COLUMN_PX", "COLUMN_WIDTH", "DPI", "MIN_FONT_PT", "MIN_TEXT_KEY", "BOOK_RC", "book_style", "figure",
+           "panels", "render_png", "min_text_size", "text_size", "to_numpy"]
 
-COLUMN_WIDTH = 7.0  # inches: the ~700 px text column at the book's 100 dpi
+COLUMN_PX = 672        # CSS px: widest a figure image is shown on a chapter page at a 1280 px window (Chromium)
+DPI = 100              # image pixels per inch of every book figure
+COLUMN_WIDTH = 6.6     # inches: COLUMN_PX at DPI, less a margin for the bounding box padding
+MIN_FONT_PT = 8.0      # points: 8 pt at 100 dpi = 11.1 px, above the 10 px floor on screen
+MIN_TEXT_KEY = "attnlib:min-text-px"   # PNG text chunk: smallest text in image pixels
+_MATH = MathTextParser("path")
+
+#: matplotlib settings of every book figure (:func:`book_style` applies them).
+BOOK_RC = {
+    "figure.dpi": DPI,
+    "savefig.dpi": DPI,
+    "font.size": 9.0,
+    "axes.titlesize": 10.0,
+    "axes.labelsize": 9.0,
+    "xtick.labelsize": MIN_FONT_PT,
+    "ytick.labelsize": MIN_FONT_PT,
+    "legend.fontsize": MIN_FONT_PT,
+    "legend.title_fontsize": 9.0,
+    "figure.titlesize": 10.0,
+    "figure.labelsize": 9.0,
+    "mathtext.fontset": "dejavusans",   # $\sqrt{d_k}$, $W_Q$ typeset in the sans face of the text
+    "figure.constrained_layout.use": True,
+}
 
 
 def figure(ax=None, *, size=None, nrows: int = 1, ncols: int = 1, **subplots_kw):
@@ -24,6 +68,7 @@ def figure(ax=None, *, size=None, nrows: int = 1, ncols: int = 1, **subplots_kw)
     figure of ``size`` inches (default: the column width, 3:5 high) with ``constrained_layout``
     and an ``nrows x ncols`` grid of axes (``ax`` is then what ``plt.subplots`` returns for
     that grid: one Axes, or an array of them; pass ``squeeze=False`` for always an array).
+    A width above :data:`COLUMN_WIDTH` is reduced to it (the page would shrink the image).
 
     Raises:
         TypeError: ``ax`` is not a matplotlib Axes; ``size`` is not two numbers.
@@ -44,7 +89,127 @@ def figure(ax=None, *, size=None, nrows: int = 1, ncols: int = 1, **subplots_kw)
     if not all(np.isfinite(x) and x > 0 for x in size):
         raise ValueError(f"size must be positive (width, height) in inches, got {size!r}")
     subplots_kw.setdefault("constrained_layout", True)
-    return plt.subplots(nrows, ncols, figsize=tuple(float(x) for x in size), **subplots_kw)
+    size = (min(float(size[0]), COLUMN_WIDTH), float(size[1]))
+    return plt.subplots(nrows, ncols, figsize=size, **subplots_kw)
+
+
+def panels(n: int, *, ncols: int = 2, panel_height: float = 3.0, **subplots_kw):
+    """``(fig, axes)``: ``n`` panels, ``ncols`` per row, in a figure one column wide
+    (:data:`COLUMN_WIDTH`) and ``panel_height`` inches per row; ``axes`` is a flat array of
+    ``n`` Axes (unused cells of the last row are removed).
+
+    Raises:
+        ValueError: ``n`` or ``ncols`` below 1, or ``panel_height`` not positive.
+    """
+    if not (isinstance(n, int) and isinstance(ncols, int) and n >= 1 and ncols >= 1):
+        raise ValueError(f"n and ncols must be positive ints, got n={n!r}, ncols={ncols!r}")
+    if not panel_height > 0:
+        raise ValueError(f"panel_height must be positive, got {panel_height!r}")
+    ncols = min(ncols, n)
+    nrows = -(-n // ncols)
+    fig, axes = figure(size=(COLUMN_WIDTH, panel_height * nrows), nrows=nrows, ncols=ncols, squeeze=False,
+                       **subplots_kw)
+    flat = axes.ravel()
+    for ax in flat[n:]:
+        ax.remove()
+    return fig, flat[:n]
+
+
+def _texts(fig) -> list[matplotlib.text.Text]:
+    """Every visible, non-empty text of ``fig`` (titles, labels, tick labels, annotations,
+    legends, colour bars) as last drawn."""
+    return [t for t in fig.findobj(matplotlib.text.Text)
+            if t.get_visible() and t.get_text().strip() and (t.axes is None or t.axes.get_visible())]
+
+
+@functools.lru_cache(maxsize=4096)
+def _script_ratio(s: str) -> float:
+    """Smallest letter or digit of the mathtext string ``s`` relative to its font size: 1 for
+    plain maths, 0.7 (mathtext's script size) with a sub- or superscript (``$d_k$``,
+    ``$10^{-1}$``)."""
+    try:
+        glyphs = _MATH.parse(s, dpi=72, prop=FontProperties(size=10.0)).glyphs
+    except ValueError:  # not valid mathtext: drawn as written (or refused at draw time)
+        return 1.0
+    sizes = [g[1] for g in glyphs if chr(g[2]).isalnum()]   # (font, fontsize, char code, x, y, ...)
+    return min(sizes, default=10.0) / 10.0
+
+
+def text_size(t: matplotlib.text.Text) -> float:
+    """The size in points of the smallest letter or digit that ``t`` draws: its font size,
+    times 0.7 where mathtext draws a sub- or superscript."""
+    s = t.get_text()
+    if t.get_usetex() or not t.get_parse_math() or not cbook.is_math_text(s):
+        return t.get_fontsize()
+    return t.get_fontsize() * _script_ratio(s)
+
+
+def min_text_size(fig) -> float:
+    """Smallest text in points among the visible texts of ``fig`` (see :func:`text_size`;
+    the figure is drawn first, so that tick labels exist); ``inf`` for a figure without text."""
+    fig.canvas.draw()
+    return min((text_size(t) for t in _texts(fig)), default=float("inf"))
+
+
+def _raise_small_text(fig, minimum: float) -> None:
+    """Raise every text whose smallest letter is below ``minimum`` points until it is not:
+    tick labels through their Axes' ``tick_params`` (ticks are re-created on each draw),
+    every other text directly."""
+    fig.canvas.draw()
+    for t in _texts(fig):
+        size = text_size(t)
+        if size >= minimum:
+            continue
+        new = math.ceil(10 * t.get_fontsize() * minimum / size) / 10
+        ax = t.axes
+        if ax is not None and t in ax.xaxis.get_ticklabels(which="both"):
+            ax.tick_params(axis="x", which="both", labelsize=new)
+        elif ax is not None and t in ax.yaxis.get_ticklabels(which="both"):
+            ax.tick_params(axis="y", which="both", labelsize=new)
+        t.set_fontsize(new)
+
+
+def render_png(fig, *, minimum: float = MIN_FONT_PT, dpi: float = DPI) -> bytes:
+    """PNG bytes of ``fig`` at ``dpi``, every text at least ``minimum`` points (smaller text
+    is raised to it), cropped to its drawn content; the PNG carries the smallest text size in
+    image pixels under the text key :data:`MIN_TEXT_KEY` (read it back with
+    ``PIL.Image.open(...).text``).
+
+    Raises:
+        ValueError: ``minimum`` or ``dpi`` is not positive.
+    """
+    if not (minimum > 0 and dpi > 0):
+        raise ValueError(f"minimum and dpi must be positive, got minimum={minimum!r}, dpi={dpi!r}")
+    _raise_small_text(fig, minimum)
+    smallest = min_text_size(fig)
+    smallest_px = "none" if smallest == float("inf") else f"{smallest * dpi / 72:.2f}"
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", pad_inches=0.04,
+                facecolor=fig.get_facecolor(), metadata={MIN_TEXT_KEY: smallest_px})
+    return buf.getvalue()
+
+
+def _png_formatter(fig, **_ignored):
+    if not fig.axes and not fig.lines:
+        return None
+    return base64.b64encode(render_png(fig)).decode("ascii")
+
+
+def book_style():
+    """Apply the book's figure style (:data:`BOOK_RC`: 100 dpi, text of at least 8 pt,
+    mathtext in the sans face) and, inside IPython, show every figure through
+    :func:`render_png`.  Chapters call it once, in their set-up cell; returns None.
+    """
+    matplotlib.rcParams.update(BOOK_RC)
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is a dependency of the book, not of attnlib
+        get_ipython = lambda: None  # noqa: E731
+    shell = get_ipython()
+    if shell is not None:
+        plt.close(plt.figure())   # load the inline backend now, so that it cannot replace our formatter later
+        shell.display_formatter.formatters["image/png"].for_type(matplotlib.figure.Figure, _png_formatter)
+        matplotlib.rcParams.update(BOOK_RC)   # the inline backend loads its own rc on first use
 
 
 def to_numpy(x) -> np.ndarray:

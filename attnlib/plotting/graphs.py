@@ -9,7 +9,7 @@ import matplotlib
 import networkx as nx
 import numpy as np
 
-from ._figure import figure
+from ._figure import COLUMN_WIDTH, MIN_FONT_PT, figure
 
 __all__ = ["draw_attention_graph", "draw_layered_graph"]
 
@@ -70,12 +70,13 @@ def draw_attention_graph(
     back = max([i - j for i, j, _ in edges if j < i] + [1])
     fwd = max([j - i for i, j, _ in edges if j > i and directed] + [0])
     up, down = rad * back / 2 + 0.8, rad * fwd / 2 + 0.6
-    width = max(6.0, 0.75 * T + 1.5)
+    width = min(COLUMN_WIDTH, max(6.0, 0.75 * T + 1.5))
     height = (width - 1.5) * (up + down) / (T + 0.6) + 0.8
     fig, ax = figure(ax, size=(width, max(2.2, height)))
     pos = {i: (float(i), 0.0) for i in nodes}
-    if vmin is None and attr == "weight":
-        vmin = 0.0  # weights are probabilities: anchor the colour scale at 0
+    if attr == "weight":  # weights are probabilities: the colour scale is 0..1, as in the explorable
+        vmin = 0.0 if vmin is None else vmin
+        vmax = 1.0 if vmax is None else vmax
     norm, widths, alphas, colours = _edge_style([e[2] for e in edges], vmin, vmax, cmap, max_width)
     nx.draw_networkx_edges(
         graph, pos, edgelist=[(i, j) for i, j, _ in edges], width=widths, edge_color=colours,
@@ -89,7 +90,7 @@ def draw_attention_graph(
     nx.draw_networkx_nodes(graph, pos, nodelist=nodes, node_size=sizes, node_color="#f4a261",
                            alpha=0.55, linewidths=0.8, edgecolors="#7a4419", ax=ax)
     for i in nodes:
-        ax.text(i, 0.0, graph.nodes[i].get("token", str(i)), ha="center", va="center", fontsize=9,
+        ax.text(i, 0.0, graph.nodes[i].get("token", str(i)), ha="center", va="center", fontsize=MIN_FONT_PT,
                 zorder=5, bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.75})
     ax.set_xlim(-0.8, T - 0.2)
     ax.set_ylim(-down, up)
@@ -123,7 +124,7 @@ def draw_layered_graph(
         raise ValueError("the graph has no edges to draw (threshold too high?)")
     n_layers = graph.graph["n_layers"]
     T = 1 + max(position for _, position in graph.nodes)
-    fig, ax = figure(ax, size=(max(6.0, 0.8 * T + 1.5), 1.0 + 1.05 * (n_layers + 1)))
+    fig, ax = figure(ax, size=(COLUMN_WIDTH, 1.0 + 1.05 * (n_layers + 1)))
     pos = {node: (float(node[1]), float(node[0])) for node in graph.nodes}
     norm, widths, alphas, colours = _edge_style([e[2] for e in edges], 0.0, None, cmap, max_width)
     nx.draw_networkx_edges(graph, pos, edgelist=[(u, v) for u, v, _ in edges], width=widths,
@@ -131,7 +132,7 @@ def draw_layered_graph(
     nx.draw_networkx_nodes(graph, pos, node_size=60, node_color="#444444", ax=ax, hide_ticks=False)
     tokens = [graph.nodes[(0, i)]["token"] for i in range(T)]
     ax.set_xticks(range(T), tokens, rotation=45, ha="right")
-    ax.set_yticks(range(n_layers + 1), ["input"] + [f"layer {layer}" for layer in range(1, n_layers + 1)])
+    ax.set_yticks(range(n_layers + 1), ["input"] + [f"after layer {layer}" for layer in range(n_layers)])
     ax.tick_params(left=True, bottom=True, labelleft=True, labelbottom=True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)

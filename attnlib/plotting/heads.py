@@ -10,7 +10,7 @@ import math
 import matplotlib
 
 from .. import _validate
-from ._figure import figure, to_numpy
+from ._figure import COLUMN_WIDTH, MIN_FONT_PT, figure, to_numpy
 from .heatmaps import attention_heatmap
 
 __all__ = ["head_heatmap", "layer_grid", "head_table", "layer_curves"]
@@ -37,10 +37,12 @@ def head_heatmap(att, layer: int, head: int, *, ax=None, title: str | None = Non
     return attention_heatmap(weights, att.tokens, ax=ax, title=title, **kwargs)
 
 
-def layer_grid(att, layer: int, *, ncols: int = 4, cmap: str = "viridis", panel_size: float = 2.3,
+def layer_grid(att, layer: int, *, ncols: int = 3, cmap: str = "viridis", panel_height: float | None = None,
                title: str | None = None):
-    """All ``H`` heads of one layer side by side on a shared 0..1 colour scale, with token
-    labels on the outer axes and one colour bar.
+    """All ``H`` heads of one layer on a shared 0..1 colour scale, ``ncols`` per row in a
+    figure one column wide (:data:`attnlib.plotting.COLUMN_WIDTH`), with token labels on the
+    outer axes and one colour bar.  Every label keeps the book's minimum size (8 pt), so the
+    panels are made tall enough for one token label per row.
 
     Shapes:
         draws ``att.attentions[layer][0]``, ``(H, T_q, T_k)``.
@@ -54,20 +56,20 @@ def layer_grid(att, layer: int, *, ncols: int = 4, cmap: str = "viridis", panel_
     weights = to_numpy(att.attentions[layer][0])  # (H, T, T)
     n_heads, n_tokens = weights.shape[0], weights.shape[-1]
     nrows = math.ceil(n_heads / ncols)
-    fig, axes = figure(size=(panel_size * ncols + 1.2, panel_size * nrows + 0.6), nrows=nrows, ncols=ncols,
-                       squeeze=False)
-    small = max(4.0, min(7.0, 70.0 / n_tokens))
+    if panel_height is None:  # one 8 pt label (~0.15 in with spacing) per token row, at least 1.6 in
+        panel_height = max(1.6, 0.15 * n_tokens + 0.3)
+    fig, axes = figure(size=(COLUMN_WIDTH, panel_height * nrows + 1.3), nrows=nrows, ncols=ncols, squeeze=False)
     image = None
     for h, ax in enumerate(axes.flat):
         if h >= n_heads:
             ax.axis("off")
             continue
         image = ax.imshow(weights[h], cmap=matplotlib.colormaps[cmap], vmin=0.0, vmax=1.0, aspect="auto")
-        ax.set_title(f"head {h}", fontsize=9)
+        ax.set_title(f"head {h}")
         row, col = divmod(h, ncols)
-        ax.set_yticks(range(n_tokens), att.tokens if col == 0 else [], fontsize=small)
+        ax.set_yticks(range(n_tokens), att.tokens if col == 0 else [], fontsize=MIN_FONT_PT)
         last_row = row == nrows - 1 or h + ncols >= n_heads
-        ax.set_xticks(range(n_tokens), att.tokens if last_row else [], fontsize=small, rotation=90)
+        ax.set_xticks(range(n_tokens), att.tokens if last_row else [], fontsize=MIN_FONT_PT, rotation=90)
     fig.colorbar(image, ax=axes, label="attention weight", shrink=0.6)
     fig.supylabel("query")
     fig.supxlabel("key")
@@ -110,7 +112,7 @@ def layer_curves(values, labels, *, ylabel: str, title: str, xlabel: str = "laye
     table = to_numpy(values)
     if table.ndim != 2 or table.shape[1] != len(labels):
         raise ValueError(f"expected (n_points, {len(labels)}) values for {len(labels)} labels, got {table.shape}")
-    fig, ax = figure(ax, size=(6.4, 3.6))
+    fig, ax = figure(ax, size=(COLUMN_WIDTH, 3.6))
     colours = matplotlib.colormaps["viridis"]
     for s, label in enumerate(labels):
         ax.plot(range(table.shape[0]), table[:, s], marker="o", label=str(label),
@@ -120,5 +122,5 @@ def layer_curves(values, labels, *, ylabel: str, title: str, xlabel: str = "laye
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, frameon=False)
+    ax.legend(frameon=False)
     return fig

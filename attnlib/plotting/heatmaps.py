@@ -7,7 +7,7 @@ from __future__ import annotations
 import matplotlib
 import numpy as np
 
-from ._figure import figure, to_numpy
+from ._figure import MIN_FONT_PT, figure, to_numpy
 
 __all__ = ["attention_heatmap"]
 
@@ -59,9 +59,9 @@ def attention_heatmap(
         for i in range(m.shape[0]):
             for j in range(m.shape[1]):
                 if not finite[i, j]:
-                    ax.text(j, i, "-inf" if m[i, j] < 0 else "inf", ha="center", va="center", fontsize=7, color="black")
+                    ax.text(j, i, "-inf" if m[i, j] < 0 else "inf", ha="center", va="center", fontsize=MIN_FONT_PT, color="black")
                     continue
                 light = (m[i, j] - lo) / (hi - lo + 1e-12) > 0.6
-                ax.text(j, i, fmt.format(m[i, j]), ha="center", va="center", fontsize=7,
+                ax.text(j, i, fmt.format(m[i, j]), ha="center", va="center", fontsize=MIN_FONT_PT,
                         color="black" if light else "white")
     return fig

@@ -10,7 +10,7 @@ import matplotlib
 import numpy as np
 
 from ..geometry import convex_hull_2d
-from ._figure import figure, to_numpy
+from ._figure import MIN_FONT_PT, figure, to_numpy
 
 __all__ = ["hull_plot", "weights_bar"]
 
@@ -18,7 +18,7 @@ __all__ = ["hull_plot", "weights_bar"]
 def hull_plot(
     values, labels, weights=None, out=None, *, ax=None, title: str | None = None,
     cmap: str = "viridis", colorbar: bool = True, xlabel: str = "PC 1", ylabel: str = "PC 2",
-    fontsize: float = 8,
+    fontsize: float = MIN_FONT_PT,
 ):
     """2-D value vectors, their convex hull (shaded), and optionally the attention weights
     (point colours) and the averaged output (a red star).
@@ -88,7 +88,7 @@ def weights_bar(weights, labels, *, ax=None, title: str | None = None, cmap: str
     ax.set_ylim(0, 1)
     ax.set_ylabel("weight")
     for i, x in enumerate(w):
-        ax.text(i, x + 0.02, f"{x:.2f}", ha="center", va="bottom", fontsize=7)
+        ax.text(i, x + 0.02, f"{x:.2f}", ha="center", va="bottom", fontsize=MIN_FONT_PT)
     if title:
         ax.set_title(title)
     return fig

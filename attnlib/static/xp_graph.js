@@ -1,8 +1,10 @@
 /* Chapter 7: the weight matrix as a directed graph, thresholded with a slider.
  * data: {tokens (T), weights: T rows of T numbers, threshold, title}.  Nodes sit in
- * reading order on a line; edge i -> j (query i attends to key j) is an arc whose width
- * and opacity grow with weights[i][j]: above the line when j > i (a later token), below
- * when j < i (an earlier token), a small loop for i = j.  The T^2 arcs are stroked on a
+ * reading order on a line; edge i -> j (query i attends to key j) is an arc whose width,
+ * opacity and colour grow with weights[i][j]: above the line when j < i (an earlier
+ * token), below when j > i (a later token), a small loop for i = j; the colour is viridis
+ * on 0..1, the convention of the static figures (attnlib.plotting.draw_attention_graph), so
+ * the same head looks the same in both.  The T^2 arcs are stroked on a
  * <canvas>, batched by direction and weight bin, so an update costs a few dozen strokes
  * rather than a style pass over T^2 SVG paths; nodes and labels are SVG on top. */
 function view(root, data, uid) {
@@ -17,8 +19,9 @@ function view(root, data, uid) {
                    function (v) { threshold = v; update(); });
   controls.appendChild(thr.wrap);
   root.appendChild(controls);
-  root.appendChild(el("p", {"class": "xp-hint"}, "Edge i \u2192 j: query i attends to key j. Teal arcs above the line " +
-    "point to a later token, purple arcs below to an earlier one, small loops are self-loops."));
+  root.appendChild(el("p", {"class": "xp-hint"}, "Edge i \u2192 j: query i attends to key j. Arcs above the line " +
+    "point to an earlier token, arcs below to a later one, small loops are self-loops; heavier edges are " +
+    "wider and brighter (dark purple \u2192 yellow, as in the figures of this chapter)."));
 
   var stage = el("div", {"class": "xp-stage", style: "width:" + W + "px;height:" + H + "px"});
   var dpr = window.devicePixelRatio || 1;
@@ -41,14 +44,21 @@ function view(root, data, uid) {
   var edges = [];
   for (i = 0; i < T; i++) for (j = 0; j < T; j++) edges.push({i: i, j: j, w: data.weights[i][j]});
   edges.sort(function (a, b) { return b.w - a.w; });
-  var BINS = 40, COLOURS = ["33,145,140", "71,45,123", "173,150,20"];  /* later, earlier, self */
+  var BINS = 40;
+  /* viridis at 0, 1/8, ..., 1 (matplotlib), interpolated per weight bin: the static figures' colours */
+  var VIRIDIS = [[68, 1, 84], [71, 45, 123], [59, 82, 139], [44, 114, 142], [33, 145, 140], [40, 174, 128],
+                 [94, 201, 98], [173, 220, 48], [253, 231, 37]];
+  function viridis(w) {
+    var x = Math.max(0, Math.min(1, w)) * (VIRIDIS.length - 1), k = Math.min(VIRIDIS.length - 2, Math.floor(x)), f = x - k;
+    return [0, 1, 2].map(function (c) { return Math.round(VIRIDIS[k][c] + f * (VIRIDIS[k + 1][c] - VIRIDIS[k][c])); }).join(",");
+  }
   function trace(path, e) {
     var a = xs(e.i), b = xs(e.j);
     if (e.i === e.j) {
       path.moveTo(a - 3, base);
       path.bezierCurveTo(a - 12, base - 22, a + 12, base - 22, a + 3, base);
     } else {
-      var h = arcH * Math.abs(e.j - e.i) / Math.max(1, T - 1) + 8, sign = e.j > e.i ? -1 : 1;
+      var h = arcH * Math.abs(e.j - e.i) / Math.max(1, T - 1) + 8, sign = e.j < e.i ? -1 : 1;  /* earlier key: up */
       path.moveTo(a, base);
       path.quadraticCurveTo((a + b) / 2, base + sign * 2 * h, b, base);
     }
@@ -69,7 +79,7 @@ function view(root, data, uid) {
     ctx.clearRect(0, 0, W, H);
     Object.keys(paths).map(Number).sort(function (a, b) { return a - b; }).forEach(function (key) {
       var bin = Math.floor(key / 3), w = bin / BINS;  /* light edges first, heavy ones on top */
-      ctx.strokeStyle = "rgba(" + COLOURS[key % 3] + "," + (0.15 + 0.85 * w).toFixed(3) + ")";
+      ctx.strokeStyle = "rgba(" + viridis(w) + "," + (0.25 + 0.75 * w).toFixed(3) + ")";
       ctx.lineWidth = 0.4 + 7 * w;
       ctx.stroke(paths[key]);
     });

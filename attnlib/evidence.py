@@ -1,0 +1,269 @@
+"""Evidence before interpretation: the baselines, minimal pairs and ablations that a sentence
+of the form "this head does X" needs before it can be believed.
+
+A head's weight on a key means little on its own.  Three questions come first:
+
+* **Uniform baseline.** Is the weight larger than ``1 / T``, what a head that ignores its
+  input gives every key?  (:func:`uniform_weight`)
+* **Positional baseline.** Is it larger than what the key's *offset* alone predicts?  Many
+  heads mostly look a fixed distance back or forward; their weight on a noun two places back
+  says nothing about nouns.  :func:`positional_lift` measures, over reference sentences, the
+  mean weight at each offset ``j - i`` in multiples of the uniform weight, and
+  :func:`positional_baseline` turns it into a weight for a sentence of ``T`` tokens.
+* **Minimal pairs.** Does the weight follow the property claimed when *only* that property
+  changes?  (:func:`pair_weights` reads one query's weight on named keys across sentences
+  that differ in one word.)
+
+And where the claim is about what a head contributes, an **ablation**: remove the head and
+measure how much the model's output moves (:func:`head_ablation`), next to the same change
+for every other head of the layer (:func:`layer_ablation`) as its baseline.
+
+The reference sentences (:func:`reference_sentences`) are the course's sink probes and the
+sentences of the Gettysburg Address: real prose, none written for a head.
+
+Conventions: ``A[i, j]`` is the weight query ``i`` gives key ``j`` (rows sum to 1); offsets
+are ``j - i`` (``-1`` is the previous token); special tokens (``[CLS]``, ``[SEP]``) are left
+out of the positional statistics, since they attract weight for reasons other than position.
+Layers and heads are 0-based, as everywhere in attnlib.
+"""
+from __future__ import annotations
+
+import re
+
+import torch
+
+from . import _validate, corpus
+
+__all__ = [
+    "reference_sentences", "uniform_weight", "positional_lift", "positional_baseline",
+    "token_position", "pair_weights", "head_ablation", "layer_ablation",
+]
+
+_SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
+
+
+def reference_sentences() -> list:
+    """The reference sentences for baselines: :data:`attnlib.corpus.SINK_PROBES` and every
+    sentence of the Gettysburg Address with more than three words (18 sentences).
+
+    >>> len(reference_sentences())
+    18
+    """
+    speech = [s.strip() + "." for s in re.split(r"\.", corpus.load_text("gettysburg")) if len(s.split()) > 3]
+    return list(corpus.SINK_PROBES) + speech
+
+
+def uniform_weight(n_keys: int) -> float:
+    """The weight ``1 / n_keys`` a head that ignores its input gives every key.
+
+    Raises:
+        TypeError: ``n_keys`` is not an int.  ValueError: ``n_keys < 1``.
+
+    >>> round(uniform_weight(13), 4)
+    0.0769
+    """
+    return 1.0 / _validate.positive_int(n_keys, "n_keys")
+
+
+def _encoder():
+    from . import encoder
+    return encoder
+
+
+def _texts(texts) -> list:
+    texts = reference_sentences() if texts is None else texts
+    if isinstance(texts, str) or not isinstance(texts, (list, tuple)) or not texts:
+        raise TypeError(f"texts must be a non-empty list of str, got {type(texts).__name__}")
+    return [_validate.text(t, "each text") for t in texts]
+
+
+def positional_lift(layer: int, head: int, offsets, *, texts=None, model=None, tokenizer=None) -> dict:
+    """Mean weight a head gives the key ``o`` places away, in multiples of the uniform
+    weight: the mean of ``T * A[i, i + o]`` over every ordinary (non-special) query and key
+    of ``texts`` (default :func:`reference_sentences`).  1 means "no preference for this
+    offset"; a previous-token head scores far above 1 at ``o = -1``.
+
+    Shapes:
+        returns ``{offset: lift}`` with one float per offset (unitless).
+
+    Raises:
+        TypeError: ``offsets`` not ints; ``texts`` not a list of str.
+        ValueError: no pair of ordinary tokens at some offset in any text.
+        IndexError: ``layer`` or ``head`` out of range.
+    """
+    offsets = [int(o) for o in _ints(offsets, "offsets")]
+    enc = _encoder()
+    sums = {o: 0.0 for o in offsets}
+    counts = {o: 0 for o in offsets}
+    batch = enc.get_batch_attentions(_texts(texts), model=model, tokenizer=tokenizer)  # padding masked
+    weights = batch.attentions[_validate.index(layer, batch.n_layers, "layer")]
+    head = _validate.index(head, batch.n_heads, "head")
+    for b, tokens in enumerate(batch.tokens):
+        T = int(batch.attention_mask[b].sum())                # real tokens; [PAD] come after them
+        A = weights[b, head, :T, :T].double().cpu()           # (T, T)
+        ordinary = [i for i, t in enumerate(tokens[:T]) if t not in _SPECIAL]
+        keep = set(ordinary)
+        for o in offsets:
+            for i in ordinary:
+                if i + o in keep:
+                    sums[o] += T * float(A[i, i + o])
+                    counts[o] += 1
+    empty = [o for o in offsets if counts[o] == 0]
+    if empty:
+        raise ValueError(f"no pair of ordinary tokens at offset(s) {empty} in the texts")
+    return {o: sums[o] / counts[o] for o in offsets}
+
+
+def positional_baseline(layer: int, head: int, offset: int, n_tokens: int, **kwargs) -> float:
+    """The weight the offset alone predicts for a key ``offset`` places from its query, in a
+    sentence of ``n_tokens`` tokens: ``positional_lift(...)[offset] / n_tokens``.  Keyword
+    arguments go to :func:`positional_lift`.
+
+    Raises:
+        as :func:`positional_lift`; ValueError for ``n_tokens < 1``.
+    """
+    n = _validate.positive_int(n_tokens, "n_tokens")
+    return positional_lift(layer, head, [offset], **kwargs)[int(offset)] / n
+
+
+def _ints(values, name):
+    if isinstance(values, (int,)) and not isinstance(values, bool):
+        return [values]
+    values = list(values)
+    if not values or any(isinstance(v, bool) or not isinstance(v, int) for v in values):
+        raise TypeError(f"{name} must be an int or a non-empty list of ints, got {values!r}")
+    return values
+
+
+def token_position(tokens, token) -> int:
+    """Position of ``token`` in ``tokens``: an int passes through (checked), a str must occur
+    exactly once, so that a repeated word such as "the" is never silently taken for another.
+
+    Raises:
+        TypeError: ``token`` is neither an int nor a str.
+        ValueError: the str does not occur, or occurs more than once (the message lists the
+            positions to choose from); the int is outside the sentence.
+
+    >>> token_position(["[CLS]", "the", "cat", "the", "[SEP]"], "cat")
+    2
+    """
+    tokens = list(tokens)
+    if isinstance(token, int) and not isinstance(token, bool):
+        if not 0 <= token < len(tokens):
+            raise ValueError(f"position {token} is outside the sentence (0..{len(tokens) - 1})")
+        return token
+    if not isinstance(token, str):
+        raise TypeError(f"token must be a str or a position (int), got {type(token).__name__}")
+    hits = [i for i, t in enumerate(tokens) if t == token]
+    if len(hits) != 1:
+        where = "does not occur" if not hits else f"occurs {len(hits)} times, at {hits}"
+        raise ValueError(f"{token!r} {where} in {tokens}; pass its position instead")
+    return hits[0]
+
+
+def pair_weights(texts, layer: int, head: int, query, keys, *, model=None, tokenizer=None) -> list:
+    """One query's weight on named keys, sentence by sentence: the table of a minimal pair.
+
+    Each of ``texts`` is run through the encoder; ``query`` and each of ``keys`` is a token
+    (str, which must occur exactly once in that sentence) or a position.  A key absent from a
+    sentence gets ``None``.
+
+    Returns:
+        one dict per text: ``text``, ``tokens``, ``n_tokens``, ``uniform`` (``1 / T``) and
+        ``weights`` (``{key: weight or None}``, floats in [0, 1]).
+
+    Raises:
+        TypeError / ValueError: as :func:`token_position` for the query; IndexError: layer
+        or head out of range.
+    """
+    enc = _encoder()
+    keys = [keys] if isinstance(keys, (str, int)) else list(keys)
+    rows = []
+    for text in _texts(list(texts)):
+        att = enc.get_attentions(text, model=model, tokenizer=tokenizer)
+        A = att.head(layer, head)
+        i = token_position(att.tokens, query)
+        weights = {}
+        for key in keys:
+            try:
+                j = token_position(att.tokens, key)
+            except ValueError:
+                if isinstance(key, str) and key not in att.tokens:
+                    weights[key] = None
+                    continue
+                raise
+            weights[key] = float(A[i, j])
+        rows.append({"text": text, "tokens": list(att.tokens), "n_tokens": len(att.tokens),
+                     "uniform": 1.0 / len(att.tokens), "weights": weights})
+    return rows
+
+
+_MEAN_OUTPUTS: dict = {}
+
+
+def _mean_head_outputs(model, tokenizer, layer: int, texts: tuple) -> torch.Tensor:
+    """:func:`attnlib.encoder.mean_head_outputs`, ``(H, d_v)``, computed once per model,
+    layer and texts."""
+    key = (id(model), layer, texts)
+    if key not in _MEAN_OUTPUTS:
+        _MEAN_OUTPUTS[key] = _encoder().mean_head_outputs(list(texts), layer, model, tokenizer)
+    return _MEAN_OUTPUTS[key]
+
+
+def _change(intact, ablated) -> tuple:
+    cos = torch.nn.functional.cosine_similarity
+    token_change = (1 - cos(intact.double(), ablated.double(), dim=-1)).cpu()
+    sentence_change = float(1 - cos(intact.double().mean(0), ablated.double().mean(0), dim=0))
+    return token_change, sentence_change
+
+
+def head_ablation(text, layer: int, head: int, *, mode: str = "mean", texts=None, model=None,
+                  tokenizer=None) -> dict:
+    """How far the model's output moves when one head is removed.
+
+    ``mode="mean"`` replaces the head's output by its mean over the tokens of ``texts``
+    (default :func:`reference_sentences`); ``mode="zero"`` by zeros.  Mean ablation is the
+    fairer test: it removes what the head computes from *this* input, not the constant offset
+    every later layer has learned to expect.
+
+    Returns:
+        dict with ``tokens`` (T str), ``token_change`` ``(T,)``: ``1 - cos`` between each
+        token's last hidden state with and without the head, and ``sentence_change``: the same
+        for the mean-pooled sentence vector (the course's encoder is a sentence encoder).
+        Both are unitless, 0 for no change, at most 2.
+
+    Raises:
+        ValueError: ``mode`` is not "mean" or "zero"; as :func:`attnlib.encoder.ablated_outputs`.
+    """
+    mode = _validate.choice(mode, ("mean", "zero"), "mode")
+    enc = _encoder()
+    model, tokenizer = enc._model_and_tokenizer(model, tokenizer)
+    replacement = None
+    if mode == "mean":
+        layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
+        head = _validate.index(head, model.config.num_attention_heads, "head")
+        replacement = _mean_head_outputs(model, tokenizer, layer, tuple(_texts(texts)))[head]
+    tokens, intact, ablated = enc.ablated_outputs(text, layer, head, replacement=replacement,
+                                                  model=model, tokenizer=tokenizer)
+    token_change, sentence_change = _change(intact, ablated)
+    return {"tokens": tokens, "token_change": token_change, "sentence_change": sentence_change}
+
+
+def layer_ablation(text, layer: int, *, mode: str = "mean", texts=None, model=None, tokenizer=None) -> torch.Tensor:
+    """:func:`head_ablation`'s ``sentence_change`` for every head of ``layer``: the baseline
+    against which one head's effect is read.
+
+    Shapes:
+        returns ``(H,)`` float64, unitless.
+    """
+    mode = _validate.choice(mode, ("mean", "zero"), "mode")
+    enc = _encoder()
+    model, tokenizer = enc._model_and_tokenizer(model, tokenizer)
+    layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
+    means = _mean_head_outputs(model, tokenizer, layer, tuple(_texts(texts))) if mode == "mean" else None
+    intact = enc.get_attentions(text, model=model, tokenizer=tokenizer).hidden_states[-1][0]  # one intact pass
+    changes = []
+    for h in range(model.config.num_attention_heads):
+        ablated = enc._ablated_hidden(text, layer, h, None if means is None else means[h], model, tokenizer)
+        changes.append(_change(intact, ablated)[1])
+    return torch.tensor(changes, dtype=torch.float64)

@@ -1,0 +1,154 @@
+"""attnlib.evidence and encoder.ablated_outputs against independent oracles: the positional
+lift against measures.offset_share on the ordinary-token block, minimal-pair weights against
+the encoder's own weights, and head ablation against the same ablation done a second way
+(editing the columns of the output projection W_O of a copy of the model)."""
+import copy
+
+import pytest
+import torch
+
+import attnlib
+from attnlib import corpus, evidence
+from attnlib.encoder import ablated_outputs, get_attentions, head_outputs
+from attnlib.measures import offset_share
+
+TEXTS = [corpus.RUNNING, "Most birds build their nests in early spring."]
+
+
+def test_uniform_weight_and_its_errors():
+    assert evidence.uniform_weight(13) == pytest.approx(1 / 13)
+    with pytest.raises(ValueError, match="n_keys"):
+        evidence.uniform_weight(0)
+    with pytest.raises(TypeError, match="n_keys"):
+        evidence.uniform_weight("13")
+
+
+def test_token_position_refuses_a_repeated_or_missing_word():
+    tokens = get_attentions(corpus.RUNNING).tokens
+    assert evidence.token_position(tokens, "cat") == tokens.index("cat")
+    with pytest.raises(ValueError, match="occurs 2 times"):
+        evidence.token_position(tokens, "the")
+    with pytest.raises(ValueError, match="does not occur"):
+        evidence.token_position(tokens, "dog")
+    with pytest.raises(ValueError, match="outside"):
+        evidence.token_position(tokens, 99)
+    with pytest.raises(TypeError, match="str or a position"):
+        evidence.token_position(tokens, 2.0)
+
+
+def test_reference_sentences_are_real_and_fit_the_model():
+    sentences = evidence.reference_sentences()
+    assert len(sentences) == 18 and all(isinstance(s, str) and len(s.split()) > 3 for s in sentences)
+    assert sentences[:len(corpus.SINK_PROBES)] == list(corpus.SINK_PROBES)
+    assert any(s.startswith("Four score and seven years ago") for s in sentences)
+
+
+@pytest.mark.parametrize("layer,head", [(0, 2), (4, 3)])
+def test_positional_lift_equals_offset_share_on_the_ordinary_tokens(encoder, layer, head):
+    model, tokenizer = encoder
+    offsets = [-3, -1, 0, 2]
+    lift = evidence.positional_lift(layer, head, offsets, texts=TEXTS, model=model, tokenizer=tokenizer)
+    # oracle: per text, the diagonal means of the block without [CLS] and [SEP], times T,
+    # pooled over the texts with the number of pairs at each offset as weights
+    for o in offsets:
+        total, count = 0.0, 0
+        for text in TEXTS:
+            att = get_attentions(text, model=model, tokenizer=tokenizer)
+            T = len(att.tokens)
+            inner = att.head(layer, head)[1:-1, 1:-1].double()
+            n = inner.shape[0] - abs(o)
+            total += float(offset_share(inner, o)) * T * n
+            count += n
+        assert lift[o] == pytest.approx(total / count, rel=1e-5)
+    base = evidence.positional_baseline(layer, head, -1, 13, texts=TEXTS, model=model, tokenizer=tokenizer)
+    assert base == pytest.approx(lift[-1] / 13)
+
+
+def test_positional_lift_errors(encoder):
+    model, tokenizer = encoder
+    with pytest.raises(TypeError, match="offsets"):
+        evidence.positional_lift(0, 0, [1.5], texts=TEXTS, model=model, tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="offset"):
+        evidence.positional_lift(0, 0, [40], texts=TEXTS, model=model, tokenizer=tokenizer)
+    with pytest.raises(TypeError, match="texts"):
+        evidence.positional_lift(0, 0, [1], texts=corpus.RUNNING, model=model, tokenizer=tokenizer)
+    with pytest.raises(IndexError, match="head"):
+        evidence.positional_lift(0, 12, [1], texts=TEXTS, model=model, tokenizer=tokenizer)
+
+
+def test_pair_weights_read_the_models_own_weights(encoder):
+    model, tokenizer = encoder
+    pair = [corpus.RUNNING, "The dog sat on the rug because it was warm."]
+    rows = evidence.pair_weights(pair, 4, 3, "it", ["cat", "rug"], model=model, tokenizer=tokenizer)
+    for row, text in zip(rows, pair):
+        att = get_attentions(text, model=model, tokenizer=tokenizer)
+        A = att.head(4, 3)
+        i = att.tokens.index("it")
+        for key, w in row["weights"].items():
+            if key in att.tokens:
+                assert w == pytest.approx(float(A[i, att.tokens.index(key)]), abs=0)
+            else:
+                assert w is None
+        assert row["uniform"] == pytest.approx(1 / len(att.tokens)) and row["n_tokens"] == len(att.tokens)
+    with pytest.raises(ValueError, match="occurs 2 times"):
+        evidence.pair_weights(pair[:1], 4, 3, "it", ["the"], model=model, tokenizer=tokenizer)
+
+
+def _ablated_by_w_o(model, tokenizer, text, layer, head, replacement):
+    """The same ablation done on the weights: zero the head's columns of W_O in a copy of the
+    model and, for a mean ablation, add W_O[:, cols] @ replacement to the projection's bias."""
+    twin = copy.deepcopy(model)
+    dense = twin.encoder.layer[layer].attention.output.dense
+    d_v = model.config.hidden_size // model.config.num_attention_heads
+    cols = slice(head * d_v, (head + 1) * d_v)
+    with torch.no_grad():
+        if replacement is not None:
+            dense.bias += dense.weight[:, cols] @ replacement
+        dense.weight[:, cols] = 0.0
+    return get_attentions(text, model=twin, tokenizer=tokenizer).hidden_states[-1][0]
+
+
+@pytest.mark.parametrize("mean", [False, True])
+def test_ablation_equals_editing_the_output_projection(encoder, mean):
+    model, tokenizer = encoder
+    layer, head = 4, 3
+    replacement = head_outputs(corpus.SINK_PROBES[0], layer, head, model, tokenizer)[1].mean(0) if mean else None
+    tokens, intact, ablated = ablated_outputs(corpus.RUNNING, layer, head, replacement=replacement,
+                                              model=model, tokenizer=tokenizer)
+    assert tokens == get_attentions(corpus.RUNNING, model=model, tokenizer=tokenizer).tokens
+    assert torch.equal(intact, get_attentions(corpus.RUNNING, model=model, tokenizer=tokenizer).hidden_states[-1][0])
+    oracle = _ablated_by_w_o(model, tokenizer, corpus.RUNNING, layer, head, replacement)
+    torch.testing.assert_close(ablated, oracle, atol=2e-5, rtol=1e-4)
+    assert (ablated - intact).abs().max() > 1e-3  # the head matters at all
+
+
+def test_ablated_outputs_refuses_a_bad_replacement(encoder):
+    model, tokenizer = encoder
+    with pytest.raises(ValueError, match=r"\(32,\)"):
+        ablated_outputs(corpus.RUNNING, 4, 3, replacement=torch.zeros(31), model=model, tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="finite"):
+        ablated_outputs(corpus.RUNNING, 4, 3, replacement=torch.full((32,), float("nan")), model=model,
+                        tokenizer=tokenizer)
+    with pytest.raises(IndexError, match="head"):
+        ablated_outputs(corpus.RUNNING, 4, 12, model=model, tokenizer=tokenizer)
+
+
+def test_head_ablation_and_its_layer_baseline(encoder):
+    model, tokenizer = encoder
+    zero = evidence.head_ablation(corpus.RUNNING, 4, 3, mode="zero", model=model, tokenizer=tokenizer)
+    tokens, intact, ablated = ablated_outputs(corpus.RUNNING, 4, 3, model=model, tokenizer=tokenizer)
+    cos = torch.nn.functional.cosine_similarity(intact.double(), ablated.double(), dim=-1)
+    torch.testing.assert_close(zero["token_change"], (1 - cos).cpu())
+    assert 0 < zero["sentence_change"] < 2
+    per_head = evidence.layer_ablation(corpus.RUNNING, 4, mode="zero", model=model, tokenizer=tokenizer)
+    assert per_head.shape == (12,) and per_head[3] == pytest.approx(zero["sentence_change"])
+    with pytest.raises(ValueError, match="mode"):
+        evidence.head_ablation(corpus.RUNNING, 4, 3, mode="half", model=model, tokenizer=tokenizer)
+
+
+def test_mean_head_outputs_of_a_padded_batch_equal_the_texts_run_alone(encoder):
+    model, tokenizer = encoder
+    from attnlib.encoder import mean_head_outputs
+    texts = [corpus.RUNNING, "Hello there!", corpus.SINK_PROBES[2]]  # unequal lengths: padding
+    alone = torch.cat([head_outputs(t, 2, None, model, tokenizer)[1] for t in texts], dim=1).mean(dim=1)  # (H, d_v)
+    torch.testing.assert_close(mean_head_outputs(texts, 2, model, tokenizer), alone, atol=1e-5, rtol=1e-4)

@@ -1,0 +1,224 @@
+"""Figures a reader can read, checked on the built book in headless Chromium (``book``).
+
+Every figure of the book is a PNG drawn by matplotlib through
+:func:`attnlib.plotting.render_png`, which writes the smallest text size of the figure, in
+image pixels, into the PNG (text chunk ``attnlib:min-text-px``).  A page shows an image at
+``shown width / natural width`` of its size, so the smallest text a reader sees is that
+number times the scale.  Here, at a 1280 px window:
+
+* every figure of every page carries the text chunk (it went through the book's figure
+  style), and its smallest text is at least 10 CSS px on screen;
+* no figure is shrunk (scale 1: figures are drawn for the column);
+* every image has alt text that describes it (not empty, not a file name);
+* at a 390 px window, where figures shrink to the phone's column, each figure is a link to
+  its full-size PNG, which opens at its natural size.
+
+The per-figure numbers (natural width, shown width at 1280 and 390 px, smallest text) are
+written by ``bench/bench_figures.py``, which reuses :func:`measure_figures`.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from test_browser import HTML, book, book_pages, browser, serve  # noqa: F401  (fixtures)
+
+MIN_TEXT_KEY = "attnlib:min-text-px"
+MIN_SCREEN_PX = 10.0
+
+# Every <img> in the article: where it comes from, its natural and shown size, its alt text,
+# the figure it belongs to, and the link around it (if any).
+MEASURE = """() => [...document.querySelectorAll('article img, .bd-article img')].map((img) => {
+  const r = img.getBoundingClientRect(), fig = img.closest('figure'), a = img.closest('a');
+  const num = fig && fig.querySelector('.caption-number');
+  return {src: img.currentSrc || img.src, alt: img.getAttribute('alt'), natural_w: img.naturalWidth,
+          natural_h: img.naturalHeight, shown_w: r.width, complete: img.complete,
+          figure: fig ? ((num && num.textContent.trim()) || fig.id || '') : null,
+          link: a ? a.href : null};
+})"""
+COLUMN = """() => { const a = document.querySelector('.bd-article') || document.querySelector('article');
+  const s = getComputedStyle(a); return a.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); }"""
+
+
+def png_text(path: Path) -> dict:
+    """The text chunks of a PNG file (``{}`` when it has none or is not a PNG)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            return dict(getattr(im, "text", {}) or {})
+    except OSError:
+        return {}
+
+
+def local_file(url: str, html: Path) -> Path:
+    """The file under ``html`` that a page URL served from it points to."""
+    return html / unquote(urlparse(url).path).lstrip("/")
+
+
+def _local_only(route):
+    url = urlparse(route.request.url)
+    if url.scheme in ("data", "blob", "about") or url.hostname == "127.0.0.1":
+        route.continue_()
+    else:
+        route.abort()
+
+
+def measure_figures(browser, base: str, rel: str, html: Path, width: int) -> dict:
+    """Open ``base + rel`` at a ``width`` px window; returns the article's content width and,
+    for each image, its natural and shown width, scale, alt text, link, and the smallest
+    text from its PNG chunk in image px and in CSS px as shown."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    context.route("**/*", _local_only)
+    try:
+        page = context.new_page()
+        page.goto(base + rel, wait_until="load", timeout=120_000)
+        page.wait_for_function("() => [...document.images].every((i) => i.complete)", timeout=60_000)
+        column = page.evaluate(COLUMN)
+        images = page.evaluate(MEASURE)
+    finally:
+        context.close()
+    for img in images:
+        img["file"] = local_file(img["src"], html).relative_to(html).as_posix()
+        text = png_text(html / img["file"])
+        img["min_text_px"] = float(text[MIN_TEXT_KEY]) if text.get(MIN_TEXT_KEY, "none") != "none" else None
+        img["scale"] = img["shown_w"] / img["natural_w"] if img["natural_w"] else None
+        img["min_text_shown_px"] = (img["min_text_px"] * img["scale"]
+                                    if img["min_text_px"] is not None and img["scale"] else None)
+    return {"page": rel, "width": width, "column_px": column, "images": images}
+
+
+def chapter_pages() -> list[str]:
+    return [p.relative_to(HTML).as_posix() for p in book_pages() if p.relative_to(HTML).parts[0] == "chapters"]
+
+
+@pytest.fixture(scope="module")
+def desktop(book, browser):  # noqa: F811
+    base = serve(str(book))
+    return [measure_figures(browser, base, rel, book, 1280) for rel in chapter_pages()]
+
+
+def _figures(pages):
+    return [(p["page"], img) for p in pages for img in p["images"] if img["file"].endswith(".png")]
+
+
+@pytest.mark.book
+def test_every_figure_carries_its_smallest_text_size(desktop):
+    figures = _figures(desktop)
+    assert len(figures) >= 40, f"expected the book's 40+ figures, found {len(figures)}"
+    missing = [f"{page}: {img['file']}" for page, img in figures if img["min_text_px"] is None]
+    assert not missing, ("figures not drawn through attnlib.plotting.book_style() (no "
+                         f"{MIN_TEXT_KEY} chunk):\n" + "\n".join(missing))
+
+
+@pytest.mark.book
+def test_no_figure_text_under_10_px_at_1280(desktop):
+    small = [f"{page} {img['figure'] or img['file']}: {img['min_text_shown_px']:.1f} px "
+             f"({img['min_text_px']:.1f} px at scale {img['scale']:.2f})"
+             for page, img in _figures(desktop)
+             if img["min_text_shown_px"] is not None and img["min_text_shown_px"] < MIN_SCREEN_PX]
+    assert not small, "figure text under 10 px on screen at 1280 px:\n" + "\n".join(small)
+
+
+@pytest.mark.book
+def test_figures_fit_the_column_and_are_not_shrunk_at_1280(desktop):
+    shrunk = [f"{page} {img['figure'] or img['file']}: {img['natural_w']} px shown at {img['shown_w']:.0f} px"
+              for page, img in _figures(desktop) if img["scale"] is not None and img["scale"] < 0.995]
+    assert not shrunk, "figures wider than the column (shrunk by the page):\n" + "\n".join(shrunk)
+
+
+def _describes(img) -> bool:
+    alt = (img["alt"] or "").strip()
+    file_like = re.search(r"\.(png|jpe?g|svg|gif|webp)$", alt, re.I) or re.match(r"^(\.\./|_images/|data:)", alt)
+    return len(alt.split()) >= 5 and not file_like
+
+
+@pytest.mark.book
+def test_every_figure_has_alt_text_that_describes_it(desktop):
+    bad = [f"{page['page']} {img['figure'] or img['file'][:40]}: alt={img['alt']!r}"
+           for page in desktop for img in page["images"] if not _describes(img)]
+    assert not bad, "images whose alt text is missing, a file name, or under five words:\n" + "\n".join(bad)
+
+
+@pytest.mark.book
+def test_on_a_phone_each_figure_opens_at_full_size(book, browser):  # noqa: F811
+    base, problems, checked = serve(str(book)), [], 0
+    for rel in chapter_pages():
+        page = measure_figures(browser, base, rel, book, 390)
+        for img in page["images"]:
+            if not img["file"].endswith(".png"):
+                continue
+            checked += 1
+            if img["scale"] is not None and img["scale"] > 1.005:
+                problems.append(f"{rel} {img['figure']}: enlarged to scale {img['scale']:.2f}")
+            if not img["link"] or local_file(img["link"], book) != book / img["file"]:
+                problems.append(f"{rel} {img['figure'] or img['file']}: no link to its full-size PNG "
+                                f"(link: {img['link']})")
+    assert checked >= 40 and not problems, "\n".join(problems[:40])
+
+
+# ------------------------------------------------ one convention: static graph figure = explorable
+# Total alpha of the edge canvas above and below the token line (the line sits at arcH + 14
+# CSS px from the top, arcH = min(150, (T - 1) * gap / 2 + 20), gap = min(60, 700 / T)).
+INK_SPLIT = """([sel, base]) => { const c = document.querySelector(sel), s = c.width / c.clientWidth;
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let up = 0, down = 0;
+  for (let y = 0; y < c.height; y++) for (let x = 0; x < c.width; x++) {
+    const a = d[4 * (y * c.width + x) + 3]; if (y < (base - 3) * s) up += a; else if (y > (base + 3) * s) down += a; }
+  return {up, down}; }"""
+
+
+def test_graph_explorable_and_static_figure_draw_earlier_keys_above_the_line(browser, tmp_path):  # noqa: F811
+    """Query 2 attends only to key 0 (earlier), query 0 only to key 2 (later): the static
+    figure and the explorable both put the first arc above the token line and the second
+    below, in the same viridis colour for the same weight."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import torch
+
+    import attnlib
+    from attnlib import explorables as xp
+    from attnlib.plotting import draw_attention_graph
+
+    tokens = ["a", "b", "c"]
+    earlier = torch.tensor([[1.0, 0, 0], [1.0, 0, 0], [1.0, 0, 0]])   # 2 -> 0 and 1 -> 0 (and a loop on 0)
+    later = torch.tensor([[0, 0, 1.0], [0, 0, 1.0], [0, 0, 1.0]])     # 0 -> 2 and 1 -> 2 (and a loop on 2)
+    static = {}
+    for name, w in (("earlier", earlier), ("later", later)):
+        fig = draw_attention_graph(attnlib.attention_graph(w, tokens, threshold=0.5))
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        rgba = np.asarray(fig.canvas.buffer_rgba())[::-1]          # rows from the bottom, as display y
+        (x0, y0), (x1, y1) = ax.get_window_extent().get_points().astype(int)
+        line = int(ax.transData.transform((0, 0))[1])
+        ink = (rgba[..., :3].min(axis=-1) < 200)[:, x0:x1]         # coloured pixels inside the axes
+        static[name] = {"up": int(ink[line + 25:y1].sum()), "down": int(ink[y0:line - 25].sum())}
+        arcs = [p for p in ax.patches if p.get_edgecolor()[3] > 0]
+        colour = max((p.get_edgecolor() for p in arcs), key=lambda c: c[1])
+        plt.close(fig)
+    assert static["earlier"]["down"] == 0 and static["earlier"]["up"] > 0, static
+    assert static["later"]["down"] > 0, static
+    np.testing.assert_allclose(colour[:3], matplotlib.colormaps["viridis"](1.0)[:3], atol=0.01)
+
+    views = {name: xp.graph_threshold(w, tokens, threshold=0.5) for name, w in (("earlier", earlier), ("later", later))}
+    (tmp_path / "index.html").write_text(xp.standalone_page(views.values()), encoding="utf-8")
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.route("**/*", _local_only)
+    try:
+        page = context.new_page()
+        page.goto(serve(str(tmp_path)) + "index.html", wait_until="load")
+        page.wait_for_selector(".attnlib-xp[data-ready]")
+        gap = min(60, 700 // 3)
+        base = min(150, (3 - 1) * gap / 2 + 20) + 14
+        ink = {name: page.evaluate(INK_SPLIT, [f"#{v.uid} canvas[data-role=edges]", base]) for name, v in views.items()}
+        # the self-loop always sits above; the long arc decides
+        assert ink["earlier"]["down"] == 0 and ink["earlier"]["up"] > 0, ink
+        assert ink["later"]["down"] > 0, ink
+        hint = page.inner_text(f"#{views['earlier'].uid} .xp-hint")
+        assert "above the line point to an earlier token" in hint
+    finally:
+        context.close()
