@@ -175,7 +175,7 @@ def temperature_explorer(scores, tokens, d_k: int | None = None, *, query: int =
         raise ValueError(f"temperature must be in [0.01, 100], got {temperature}")
     data = {"tokens": toks, "scores": _numbers(rows), "d_k": None if d_k is None else int(d_k),
             "query": q, "temperature": float(temperature)}
-    return render("temperature", data, _title(title, "Temperature and the \u221ad_k scaling"), len(toks))
+    return render("temperature", data, _title(title, "Temperature and the \u221ad\u2096 scaling"), len(toks))
 
 
 def mask_explorer(scores, tokens, attention_mask=None, *, title: str | None = None) -> Explorable:

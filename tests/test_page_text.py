@@ -1,0 +1,112 @@
+"""Clean text on the built pages (issue 12, "Clean pages"): titles and headings read right
+where maths is not typeset (browser tab, sidebar, search results), the bibliography has no raw
+TeX and clean labels, and no build-time status message is printed on a page.
+
+Reads ``_build/html`` (rebuilt by the ``book`` fixture of test_browser.py when older than its
+sources); no browser needed.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_browser import book, book_pages  # noqa: E402,F401  (fixture)
+
+pytestmark = pytest.mark.book
+
+# TeX written as plain text: a dollar, a backslash command, a one-letter subscript (d_k, W_Q,
+# T_k; not an identifier such as tiled_attention), a caret (n^2) or braces.  Typeset forms
+# use Unicode (√dₖ, −10⁹, n²).
+RAW_TEX = re.compile(r"\$|\\[A-Za-z(\[]|\b[A-Za-z]_[A-Za-z0-9]\b|\w\^|[{}]")
+
+# Messages about the build machine rather than the subject, seen on earlier builds, and the
+# loader's own words when a model is not cached.  None belongs on a published page.
+STATUS = [
+    "Offline, so the checkpoint",
+    "could not be loaded",
+    "No GPU benchmark has been recorded",
+    "could not load 'bert-base-uncased'",
+    "not in the local Hugging Face cache",
+    "HF_HUB_OFFLINE may be set",
+    "Traceback (most recent call last)",
+]
+
+# pybtex's "alpha" labels: three letters of a lone author's surname (Str16), the initials of
+# two to four authors (AZ20, CKLM19) or of the first three and "+" (VCC+18); two-digit year,
+# optional a/b suffix.
+LABEL = re.compile(r"^\[(?:[A-Z][a-zà-ž]{2}|[A-Z]{2,4}|[A-Z]{3}\+)\d{2}[a-z]?\]$")
+
+
+def _soup(page: Path) -> BeautifulSoup:
+    return BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+
+
+def _text(el) -> str:
+    """Text of ``el`` as a reader without MathJax sees it (the page title, the search index):
+    inline maths keeps its TeX source, e.g. ``\\(W_Q\\)``."""
+    return " ".join(el.get_text(" ", strip=True).split())
+
+
+def test_titles_headings_and_sidebar_entries_carry_no_raw_tex(book):
+    bad = []
+    for page in book_pages():
+        soup, rel = _soup(page), page.relative_to(book).as_posix()
+        if soup.title is None:
+            continue  # index.html: a redirect stub
+        places = [("title", soup.title)]
+        places += [(h.name, h) for h in soup.select("main h1, main h2, main h3, main h4, main h5, main h6")]
+        places += [("sidebar", a) for a in soup.select("nav.bd-links a, nav.bd-docs-nav a")]
+        places += [("contents", a) for a in soup.select(".bd-toc-nav a, #pst-page-navigation-heading-2 ~ * a")]
+        places += [("explorable title", t) for t in soup.select(".attnlib-xp > figcaption")]
+        bad += [f"{rel} {where}: {_text(el)!r}" for where, el in places if RAW_TEX.search(_text(el))]
+    assert not bad, "raw TeX where maths is not typeset (write √dₖ, −10⁹, or words):\n" + "\n".join(bad)
+
+
+def test_the_search_index_titles_carry_no_raw_tex(book):
+    text = (book / "searchindex.js").read_text(encoding="utf-8")
+    index = json.loads(text[text.index("(") + 1:text.rindex(")")])
+    titles = list(index.get("titles", [])) + list(index.get("alltitles", {}))
+    assert len(titles) > 20, titles
+    bad = [t for t in titles if RAW_TEX.search(t)]
+    assert not bad, f"search results would show raw TeX: {bad}"
+
+
+def test_no_build_time_status_message_on_any_page(book):
+    found = []
+    for page in book_pages():
+        soup = _soup(page)
+        for code in soup.select(".cell_input, div.highlight-python, div.highlight-ipython3"):
+            code.decompose()  # the code a reader runs may name the error; its output may not
+        text = " ".join(soup.get_text(" ").split())
+        found += [f"{page.relative_to(book)}: {s!r}" for s in STATUS if s in text]
+    assert not found, "build-time status messages printed on the page:\n" + "\n".join(found)
+
+
+def test_bibliography_labels_and_entries_are_clean(book):
+    soup = _soup(book / "chapters" / "references.html")
+    entries = soup.select('[role="doc-biblioentry"]')
+    root = Path(__file__).resolve().parents[1]
+    cited = set()  # the bibliography lists the works cited in the chapters
+    for source in [root / "intro.md", *sorted((root / "chapters").glob("*.md"))]:
+        for keys in re.findall(r"\{cite(?::\w+)?\}`([^`]+)`", source.read_text(encoding="utf-8")):
+            cited |= {k.strip() for k in keys.split(",")}
+    assert len(entries) == len(cited) > 10, (len(entries), sorted(cited))
+    bad = []
+    for entry in entries:
+        label = entry.select_one(".label").get_text("", strip=True)
+        body = _text(entry).removeprefix(_text(entry.select_one(".label"))).strip()
+        if not LABEL.match(label):
+            bad.append(f"label {label}: not an alpha label")
+        if RAW_TEX.search(body.replace("arXiv:", "")) or "\\" in body:
+            bad.append(f"{label}: raw TeX in {body!r}")
+        if re.search(r"\? [a-z]", body):
+            bad.append(f"{label}: a title's new sentence starts in lower case (protect it with braces): {body!r}")
+        if re.search(r"\b\d+ edition\b", body):
+            bad.append(f"{label}: edition as a bare number in {body!r}")
+    assert not bad, "\n".join(bad)
