@@ -105,7 +105,7 @@ def test_which_view():
 
 
 def test_exercises_are_registered():
-    assert set(exercise_names(3)) == {"row_entry", "spread", "which_view"}
+    assert set(exercise_names(3)) == {"row_entry", "spread", "which_view", "claim"}
 
 
 def test_row_entry_widget(data):
@@ -140,3 +140,41 @@ def test_example_weights_rows_are_distributions(data):
     tokens, q, k, v = head_qkv(ch03.SENTENCE, ch03.LAYER, ch03.HEAD)
     exact = softmax(q @ k.T / math.sqrt(q.shape[-1]))
     assert int(exact[:, data["key"]].argmax()) == 3
+
+
+# --- claim: a claim about a head tested with minimal pairs -----------------------------------
+
+def _claim_data(other_beats_subject: bool) -> dict:
+    rows = [["The cat sat on the mat because it was warm.", "cat", 0.381, "mat", 0.119],
+            ["The dog sat on the rug because it was warm.", "dog", 0.125 if other_beats_subject else 0.3, "rug", 0.225]]
+    return {"rows": rows, "uniform": 0.077, "positional": 0.039}
+
+
+def test_claim_is_refuted_by_one_minimal_pair_and_every_wrong_verdict_says_why():
+    data = _claim_data(True)
+    right = ch03.check_claim(ch03.CLAIM_OPTIONS[1], data)
+    assert right.correct and "'dog' gets 0.125" in right.message and "'rug' gets 0.225" in right.message
+    assert "uniform" in ch03.check_claim(ch03.CLAIM_OPTIONS[0], data).message
+    assert "ablation" in ch03.check_claim(ch03.CLAIM_OPTIONS[2], data).message
+    assert "0.039" in ch03.check_claim(ch03.CLAIM_OPTIONS[3], data).message
+    for option in (ch03.CLAIM_OPTIONS[0], ch03.CLAIM_OPTIONS[2], ch03.CLAIM_OPTIONS[3]):
+        assert ch03.check_claim(option, data).correct is False
+    for bad in (None, "", "refuted", 3):
+        assert ch03.check_claim(bad, data).correct is False
+
+
+def test_claim_verdict_follows_the_data_not_a_fixed_option():
+    data = _claim_data(False)   # the subject wins in every sentence: then the claim stands
+    assert ch03.check_claim(ch03.CLAIM_OPTIONS[1], data).correct is False
+    assert ch03.check_claim(ch03.CLAIM_OPTIONS[0], data).correct
+
+
+def test_claim_evidence_reads_the_encoder(encoder):
+    data = ch03.claim_evidence()
+    from attnlib import get_attentions
+    for sentence, subject, ws, other, wo in data["rows"]:
+        att = get_attentions(sentence)
+        A, t = att.head(ch03.EVIDENCE_LAYER, ch03.EVIDENCE_HEAD), att.tokens
+        assert ws == pytest.approx(float(A[t.index("it"), t.index(subject)]), abs=5e-4)
+        assert wo == pytest.approx(float(A[t.index("it"), t.index(other)]), abs=5e-4)
+    assert any(wo > ws for _, _, ws, _, wo in data["rows"])   # the chapter's exercise is a refutation

@@ -15,7 +15,7 @@ from .registry import define
 
 __all__ = [
     "SENTENCE", "LAYER", "HEAD", "example", "row_entry_expected", "check_row_entry",
-    "check_spread", "check_which_view", "VIEW_OPTIONS",
+    "check_spread", "check_which_view", "VIEW_OPTIONS", "claim_evidence", "check_claim", "CLAIM_OPTIONS",
 ]
 
 SENTENCE = "Hello there!"  # attnlib.corpus.PADDED_BATCH[2]
@@ -182,3 +182,89 @@ define(3, "which_view", kind="choice", title="Which view explains it?",
        question="Which reading of out = A V shows at once that every output vector lies inside the "
                 "convex hull of the value vectors?",
        options=VIEW_OPTIONS, grade=check_which_view)
+
+
+# --------------------------------------------------------------- reading a head with evidence
+# Layer 4, head 3: the head whose "it -> cat" weight the chapter tests.  Here the learner tests
+# another claim about it on a sentence the chapter does not show.
+EVIDENCE_LAYER, EVIDENCE_HEAD = 4, 3
+EVIDENCE_SENTENCES = (
+    "The cat sat on the mat because it was warm.",
+    "The dog sat on the rug because it was warm.",
+    "The mat was under the cat because it was warm.",
+)
+EVIDENCE_NOUNS = (("cat", "mat"), ("dog", "rug"), ("mat", "cat"))   # (subject, other noun) per sentence
+CLAIM_OPTIONS = (
+    "Supported: the subject gets more than the uniform weight 1/T in every sentence",
+    "Refuted: in some sentence another noun gets more weight than the subject",
+    "Undecided: only an ablation can test it",
+    "Supported: the subject gets more than its position alone predicts",
+)
+
+
+@functools.lru_cache(maxsize=1)
+def claim_evidence() -> dict:
+    """The weights of the query "it" on the two nouns of each sentence of
+    :data:`EVIDENCE_SENTENCES`, the uniform weight and what the position alone predicts, read
+    from the pretrained encoder (layer 4, head 3) and rounded to 3 decimals as shown.
+
+    Returns a dict with ``rows`` (one ``[sentence, subject, w_subject, other, w_other]`` per
+    sentence), ``uniform`` (1/T) and ``positional`` (the positional baseline at the subject's
+    offset, :func:`attnlib.evidence.positional_baseline`).
+    """
+    from .. import evidence
+
+    rows = []
+    for sentence, (subject, other) in zip(EVIDENCE_SENTENCES, EVIDENCE_NOUNS):
+        (row,) = evidence.pair_weights([sentence], EVIDENCE_LAYER, EVIDENCE_HEAD, "it", [subject, other])
+        rows.append([sentence, subject, round(row["weights"][subject], 3), other, round(row["weights"][other], 3)])
+        T = row["n_tokens"]
+    lift = evidence.positional_lift(EVIDENCE_LAYER, EVIDENCE_HEAD, [-6])[-6]
+    return {"rows": rows, "uniform": round(1 / T, 3), "positional": round(lift / T, 3)}
+
+
+@checker
+def check_claim(answer, data: dict | None = None):
+    """Grade the verdict on the claim "from 'it', layer 4 head 3 attends to the sentence's
+    subject"; the messages quote the numbers of ``data`` (:func:`claim_evidence`)."""
+    data = data or claim_evidence()
+    losing = [r for r in data["rows"] if r[4] > r[2]]
+    above = all(r[2] > data["uniform"] for r in data["rows"])
+    if losing:
+        s, subject, ws, other, wo = losing[0]
+        counter = (f"In '{s}' the subject {subject!r} gets {ws:.3f} and {other!r} gets {wo:.3f}: "
+                   "one minimal pair where the claim predicts the opposite is enough to refute it.")
+    else:
+        counter = "In every sentence the subject gets more weight than the other noun."
+    feedback = {
+        CLAIM_OPTIONS[0]: (f"Beating the uniform {data['uniform']:.3f} only shows that the head is not "
+                           "ignoring its input; it says nothing about which property draws the weight. "
+                           + counter if above else
+                           f"Not even that holds: some subject gets less than the uniform {data['uniform']:.3f}."),
+        CLAIM_OPTIONS[2]: ("An ablation tests what a head contributes to the output. The claim is about "
+                           "where the head looks, and the weights answer that directly. " + counter),
+        CLAIM_OPTIONS[3]: (f"Position alone predicts {data['positional']:.3f} six tokens back, so a large "
+                           "weight shows that the content matters, but not which content. " + counter),
+    }
+    if not losing:  # the data would support the claim (never for the real model; kept for honesty)
+        return grade_choice(answer, CLAIM_OPTIONS, CLAIM_OPTIONS[0], "Supported by these sentences.", {
+            CLAIM_OPTIONS[1]: counter, CLAIM_OPTIONS[2]: feedback[CLAIM_OPTIONS[2]],
+            CLAIM_OPTIONS[3]: feedback[CLAIM_OPTIONS[3]]})
+    return grade_choice(answer, CLAIM_OPTIONS, CLAIM_OPTIONS[1],
+                        counter + " The baselines (uniform, position) can only show that a head "
+                        "prefers some content; the minimal pair decides which.", feedback,
+                        hint="Compare the subject with the other noun sentence by sentence.")
+
+
+def _claim_question(data) -> str:
+    rows = "".join(f"<tr><td>{html.escape(s)}</td><td>{html.escape(sub)} {ws:.3f}</td>"
+                   f"<td>{html.escape(oth)} {wo:.3f}</td></tr>" for s, sub, ws, oth, wo in data["rows"])
+    return (f"Claim: from the query <i>it</i>, layer {EVIDENCE_LAYER}, head {EVIDENCE_HEAD} attends to "
+            f"the subject of the sentence. The weights of <i>it</i> on the two nouns (uniform 1/T = "
+            f"{data['uniform']:.3f}; position alone predicts {data['positional']:.3f} six tokens back):"
+            f"<table><tr><th>sentence</th><th>subject</th><th>other noun</th></tr>{rows}</table>"
+            "What does the evidence say about the claim?")
+
+
+define(3, "claim", kind="choice", title="Test a claim about a head",
+       question=_claim_question, data=claim_evidence, options=CLAIM_OPTIONS, grade=check_claim)
