@@ -151,7 +151,7 @@ class ScreenVisit(Visit):
         self.page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
         self.page.on("response", lambda r: self.failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
         self.page.goto(url, wait_until="load")
-        self.page.wait_for_load_state("networkidle")
+        self.page.wait_for_load_state("networkidle", timeout=90000)
 
 
 SETTINGS = [(v, t) for v in VIEWPORTS for t in THEMES]
