@@ -25,7 +25,7 @@
   var WIDE = [
     "mjx-container[display=true]", "div.math", "div.highlight pre", ".cell_output pre",
     ".cell_output .output.text_html", ".pst-scrollable-table-container", ".cell_output .output > table",
-    ".table-wrapper"
+    ".table-wrapper", ".cell_output div[id^=bertviz-]"
   ].join(",");
 
   function mark(node) {
