@@ -12,10 +12,17 @@ function view(root, data, uid) {
   var gap = Math.max(10, Math.min(60, Math.floor((avail - 60) / Math.max(1, T - 1))));
   var W = 30 + (T - 1) * gap + 30, arcH = Math.min(150, (T - 1) * gap / 2 + 20);
   var small = gap < 13, up = data.earlier === "above" ? -1 : 1;  /* canvas y grows downwards */
-  var base = arcH + 14, labelsY = base + arcH + 16;
+  /* room on each side of the line for the longest arc of weight > 0 (loops: earlier side) */
+  var back = 0, fwd = 0, i, j;
+  for (i = 0; i < T; i++) for (j = 0; j < T; j++) {
+    if (data.weights[i][j] > 0) { if (j < i) back = Math.max(back, i - j); else if (j > i) fwd = Math.max(fwd, j - i); }
+  }
+  var reach = function (span) { return span > 0 ? arcH * span / Math.max(1, T - 1) + 8 + 8 : 8; };
+  var earlierRoom = Math.max(24, reach(back)), laterRoom = reach(fwd);
+  var base = (up < 0 ? earlierRoom : laterRoom) + 6, labelsY = base + (up < 0 ? laterRoom : earlierRoom) + 16;
   var barY = labelsY + Math.round(0.82 * labelRoom(data.tokens, small ? 10 : 12)) + 6, H = barY + 28;
   var xs = function (i) { return 30 + i * gap; };
-  var threshold = data.threshold, vmax = data.vmax > 0 ? data.vmax : 1, i, j;
+  var threshold = data.threshold, vmax = data.vmax > 0 ? data.vmax : 1;
 
   var controls = el("div", {"class": "xp-controls"});
   var thr = slider(uid, "threshold", "keep edges with weight \u2265 ", 0, 1, 0.001, threshold,
