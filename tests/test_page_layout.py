@@ -9,7 +9,8 @@ set-up and helpers).
   with a fade on the edge that hides more.
 * Captions are body text: weight 400 or more, contrast at least 4.5:1.
 * Every explorable fits its column, responds to its control, and its text has a contrast of
-  at least 4.5:1, on the phone and in dark mode (tests/test_page_explorables.py checks the
+  at least 4.5:1, on the phone and in dark mode, where neither it nor a bertviz view sits on a
+  light card (tests/test_page_explorables.py checks the
   same on a small generated page without the book).
 * A click on the title of a solution dropdown (a link back to the exercise) opens the solution.
 """
@@ -33,6 +34,20 @@ CUT_BLOCKS = """() => [...document.querySelectorAll(
   .map(e => e.tagName + ': ' + e.textContent.trim().slice(0, 50))"""
 CAPTIONS = """() => [...document.querySelectorAll('.bd-article figure figcaption p, .bd-article figure figcaption')]
   .filter(e => e.getClientRects().length).map(e => parseInt(getComputedStyle(e).fontWeight, 10))"""
+# Light cards around a view in dark mode: ancestors (up to the article) whose background is
+# light (relative luminance > 0.4), e.g. the card pydata-sphinx-theme puts behind HTML outputs.
+LIGHT_CARDS = """(sel) => { const lum = (c) => { const m = /rgba?\\(([^)]+)\\)/.exec(c); if (!m) return 0;
+    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number); if (p.length > 3 && p[3] === 0) return 0;
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(p[0]) + 0.7152 * f(p[1]) + 0.0722 * f(p[2]); };
+  const out = [];
+  for (const v of document.querySelectorAll(sel)) {
+    for (let n = v.parentElement; n && !n.classList.contains('bd-article'); n = n.parentElement) {
+      const bg = getComputedStyle(n).backgroundColor;
+      if (lum(bg) > 0.4) { out.push((v.id || v.className) + ' in ' + n.className + ' ' + bg); break; }
+    }
+  }
+  return out; }"""
 SET_THEME = "(t) => document.documentElement.setAttribute('data-theme', t)"
 VISIBLE = """(sel) => { const e = document.querySelector(sel); if (!e) return false;
   const r = e.getBoundingClientRect(), cs = getComputedStyle(e);
@@ -140,6 +155,8 @@ def test_book_explorables_fit_respond_and_are_readable_in_both_themes(book, brow
                 problems += [f"{rel} {theme}: {c['id'].split('-')[1]} {c['text']!r} contrast {c['ratio']:.2f}"
                              for c in page.evaluate(CONTRASTS, ".attnlib-xp") if c["ratio"] < MIN_CONTRAST]
                 problems += [f"{rel} {theme}: {f['kind']} did not respond" for f in fits if not respond(page, f["id"], f["kind"])]
+                if theme == "dark":
+                    problems += [f"{rel}: light card in dark mode: {c}" for c in page.evaluate(LIGHT_CARDS, ".attnlib-xp, div[id^=bertviz-]")]
                 assert visit.errors == [] and visit.external == [], (rel, visit.errors, visit.external)
             finally:
                 visit.close()
