@@ -245,9 +245,9 @@ def test_static_graph_figure_follows_the_explorables_convention():
         plt.close(fig)
     assert sides == {"earlier": xp.GRAPH_EARLIER_SIDE, "later": {"above": "below", "below": "above"}[xp.GRAPH_EARLIER_SIDE]}
     assert inspect.signature(draw_attention_graph).parameters["cmap"].default == xp.GRAPH_CMAP
-    w = torch.tensor([[1.0, 0.0], [0.3, 0.7]])
+    w = torch.tensor([[0.6, 0.4], [0.3, 0.7]])  # largest weight 0.7: the scale still ends at GRAPH_VMAX
     data = re.search(r"view\(root, (\{.*\}), UID\);", xp.graph_threshold(w, ["a", "b"]).html).group(1)
-    assert f'"earlier":"{xp.GRAPH_EARLIER_SIDE}"' in data and '"vmax":1.0' in data
+    assert f'"earlier":"{xp.GRAPH_EARLIER_SIDE}"' in data and f'"vmax":{xp.GRAPH_VMAX}' in data
 
 
 def test_explorable_viridis_is_matplotlibs():

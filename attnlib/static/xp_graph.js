@@ -4,7 +4,7 @@
  * static figure: nodes sit in reading order on a line; edge i -> j (query i attends to
  * key j) is an arc on the `earlier` side of the line when j < i (an earlier key), on the
  * other side when j > i, a small loop for i = j; width, opacity and viridis colour grow
- * with weights[i][j] (colour scale 0 .. vmax, shown in a colour bar).  The T^2 arcs are
+ * with weights[i][j] (colour scale 0 .. vmax, 1 for weights, shown in a colour bar).  The T^2 arcs are
  * stroked on a <canvas>, batched by weight bin, so an update costs a few dozen strokes
  * rather than a style pass over T^2 SVG paths; nodes, labels and the colour bar are SVG. */
 function view(root, data, uid) {
