@@ -25,9 +25,19 @@ from .devices import as_tensor
 from .geometry import convex_hull_2d
 
 __all__ = ["convex_combination", "temperature_explorer", "mask_explorer", "graph_threshold",
-           "head_hover", "round_attentions", "Explorable", "standalone_page", "MAX_TOKENS"]
+           "head_hover", "round_attentions", "Explorable", "standalone_page", "MAX_TOKENS",
+           "GRAPH_EARLIER_SIDE", "GRAPH_CMAP", "GRAPH_VMAX"]
 
 MAX_TOKENS = 128  # beyond this a figure stops being readable (and a page grows past ~1 MB)
+
+# Chapter 7's drawing convention, shared with the static figure
+# (:func:`attnlib.plotting.draw_attention_graph`; tests/test_explorables.py checks both):
+# an edge to an earlier key bends above the token line, to a later key below; edges are
+# coloured by weight with this colour map on a fixed scale from 0 to GRAPH_VMAX (weights are
+# probabilities, so two heads' figures can be compared colour for colour).
+GRAPH_EARLIER_SIDE = "above"
+GRAPH_CMAP = "viridis"
+GRAPH_VMAX = 1.0
 
 
 def _float_tensor(x, name: str, form: str, dims: tuple[int, ...]) -> torch.Tensor:
@@ -224,13 +234,14 @@ def mask_explorer(scores, tokens, attention_mask=None, *, title: str | None = No
 def graph_threshold(weights, tokens, *, threshold: float = 0.1, title: str | None = None) -> Explorable:
     """Chapter 7: the weight matrix as a directed graph, with a threshold slider.
 
-    Nodes are the tokens in reading order; edge ``i -> j`` (query ``i`` attends to key
+    Drawn as the chapter's static figures (:func:`attnlib.plotting.draw_attention_graph`):
+    nodes are the tokens in reading order; edge ``i -> j`` (query ``i`` attends to key
     ``j``, weight ``weights[i, j]``) is an arc above the line when ``j < i`` (an earlier
-    token), below it when ``j > i``, a loop when ``i = j``; width, opacity and colour
-    (viridis on 0..1) grow with the weight: the convention of
-    :func:`attnlib.plotting.draw_attention_graph`.  The slider
-    hides edges lighter than the threshold and counts the edges kept, as
-    :func:`attnlib.graphs.attention_graph` does with its ``threshold``.
+    key), below it when ``j > i``, a loop when ``i = j``; width, opacity and viridis colour
+    grow with the weight, on a scale from 0 to 1 (a colour bar is drawn).
+    The slider hides edges lighter than the threshold and counts the edges kept, as
+    :func:`attnlib.graphs.attention_graph` does with its ``threshold``.  The figure is laid
+    out for the width of the column it is shown in.
 
     Shapes:
         weights: ``(T_q, T_k)`` with ``T_q = T_k``, non-negative rows summing to 1 (or 0
@@ -248,7 +259,8 @@ def graph_threshold(weights, tokens, *, threshold: float = 0.1, title: str | Non
     toks = _tokens(tokens, w.shape[1], "key")
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not 0 <= threshold <= 1:
         raise ValueError(f"threshold must be a number in [0, 1], got {threshold!r}")
-    data = {"tokens": toks, "weights": _numbers(w), "threshold": float(threshold)}
+    data = {"tokens": toks, "weights": _numbers(w), "threshold": float(threshold),
+            "vmax": GRAPH_VMAX, "earlier": GRAPH_EARLIER_SIDE}
     return render("graph", data, _title(title, "The attention graph, thresholded"), len(toks))
 
 

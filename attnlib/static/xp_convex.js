@@ -11,8 +11,7 @@ function view(root, data, uid) {
   var sy = function (y) { return H - pad - (y - (y0 + y1) / 2 + span / 2) / span * (H - 2 * pad); };
 
   var body = el("div", {"class": "xp-row"});
-  var svg = sv("svg", {width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img",
-                       "aria-label": "value points, their convex hull and the weighted average"});
+  var svg = fluidSvg(W, H, {role: "img", "aria-label": "value points, their convex hull and the weighted average"});
   var hullPts = data.hull.map(function (j) { return sx(data.points[j][0]) + "," + sy(data.points[j][1]); }).join(" ");
   svg.appendChild(sv("polygon", {points: hullPts, "class": "xp-hull"}));
   var spokes = [], j;

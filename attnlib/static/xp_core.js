@@ -132,3 +132,55 @@ function labelRoom(tokens, size) {
   for (var i = 0; i < tokens.length; i++) n = Math.max(n, shortLabel(tokens[i]).length);
   return Math.ceil(0.62 * size * n) + 10;
 }
+
+/* Width available to a view inside `root` (its content box), in CSS pixels, so that a view
+ * lays itself out for the column it sits in: about 700 px on a desktop page, 330 px on a
+ * 390 px phone.  Falls back to 700 when the figure is not laid out (e.g. display: none). */
+function columnWidth(root) {
+  var w = root.clientWidth;
+  if (!(w > 0)) return 700;
+  var cs = window.getComputedStyle(root);
+  w -= (parseFloat(cs.paddingLeft) || 0) + (parseFloat(cs.paddingRight) || 0);
+  return Math.max(200, Math.min(900, Math.floor(w)));
+}
+
+/* An <svg> that keeps its aspect ratio and shrinks with its box (never wider than W). */
+function fluidSvg(W, H, attrs) {
+  var node = sv("svg", attrs);
+  setAttrs(node, {width: W, height: H, viewBox: "0 0 " + W + " " + H, "class": "xp-fluid"});
+  node.style.maxWidth = "100%";
+  node.style.height = "auto";
+  return node;
+}
+
+/* Colours as [r, g, b, a] from a computed CSS colour ("rgb(...)" / "rgba(...)"); null if unknown. */
+function parseRGB(css) {
+  var m = /rgba?\(([^)]+)\)/.exec(css || "");
+  if (!m) return null;
+  var p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+  return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+}
+function blend(top, bottom) {  /* top (with alpha) over an opaque bottom */
+  var a = top[3];
+  return [top[0] * a + bottom[0] * (1 - a), top[1] * a + bottom[1] * (1 - a), top[2] * a + bottom[2] * (1 - a), 1];
+}
+function luminance(c) {  /* WCAG 2 relative luminance */
+  var f = function (v) { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+  return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]);
+}
+function contrast(a, b) {
+  var la = luminance(a), lb = luminance(b);
+  return (Math.max(la, lb) + 0.05) / (Math.min(la, lb) + 0.05);
+}
+/* The opaque background behind `node` (the first opaque one among it and its ancestors, with
+ * translucent ones composited on it); white when none is set. */
+function opaqueBackground(node) {
+  var layers = [];
+  for (var n = node; n && n.nodeType === 1; n = n.parentElement) {
+    var c = parseRGB(window.getComputedStyle(n).backgroundColor);
+    if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+  }
+  var bg = [255, 255, 255, 1];
+  for (var k = layers.length - 1; k >= 0; k--) bg = blend(layers[k], bg);
+  return bg;
+}

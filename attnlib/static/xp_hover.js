@@ -16,11 +16,10 @@ function view(root, data, uid) {
   root.appendChild(el("p", {"class": "xp-hint"}, "Hover over a token (or focus it with Tab) to colour every token by the weight it receives from it."));
   root.appendChild(sentence);
 
-  var cell = Math.max(5, Math.min(22, Math.floor(420 / T)));
   var room = labelRoom(data.tokens, 10), left = Math.max(50, room), top = Math.round(0.82 * room) + 10;
+  var cell = Math.max(5, Math.min(22, Math.floor((Math.min(460, columnWidth(root)) - left - 20) / T)));
   var W = left + T * cell + 20, H = top + T * cell + 40;
-  var svg = sv("svg", {width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img",
-                       "aria-label": "the head's full weight matrix; the hovered query's row is outlined"});
+  var svg = fluidSvg(W, H, {role: "img", "aria-label": "the head's full weight matrix; the hovered query's row is outlined"});
   var vmax = 0;
   for (i = 0; i < T; i++) for (j = 0; j < T; j++) vmax = Math.max(vmax, data.weights[i][j]);
   for (i = 0; i < T; i++) {
@@ -38,12 +37,18 @@ function view(root, data, uid) {
   var readout = el("p", {"class": "xp-readout", "data-role": "readout", "aria-live": "polite"});
   root.appendChild(readout);
 
+  var DARK = [17, 17, 17, 1], current = data.query;
   function select(q) {
     var w = data.weights[q], best = [], k;
+    var behind = opaqueBackground(root), ink = parseRGB(window.getComputedStyle(root).color) || [0, 0, 0, 1];
+    current = q;
     var rowMax = Math.max.apply(null, w) || 1;
     for (k = 0; k < T; k++) {
       var c = chips[k];
-      c.node.style.backgroundColor = "rgba(255, 140, 0, " + (0.9 * w[k] / rowMax).toFixed(3) + ")";
+      var alpha = 0.9 * w[k] / rowMax, fill = blend([255, 140, 0, alpha], behind);
+      c.node.style.backgroundColor = "rgba(255, 140, 0, " + alpha.toFixed(3) + ")";
+      /* the page's ink, or near-black where that reads better on the orange (both themes) */
+      c.node.style.color = contrast(ink, fill) >= contrast(DARK, fill) ? "" : "rgb(17,17,17)";
       c.node.setAttribute("data-weight", String(w[k]));
       c.node.classList.toggle("xp-query", k === q);
       c.num.textContent = fmt(w[k], 2);
@@ -62,4 +67,9 @@ function view(root, data, uid) {
     if (t && sentence.contains(t)) select(+t.getAttribute("data-j"));
   }
   select(data.query);
+  /* the reader may switch the page between light and dark: re-pick the ink of the chips */
+  if (window.MutationObserver) {
+    new MutationObserver(function () { select(current); })
+      .observe(document.documentElement, {attributes: true, attributeFilter: ["data-theme", "class"]});
+  }
 }

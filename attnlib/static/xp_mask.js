@@ -7,7 +7,11 @@
  *        update); labels, row sums and the colour bar are SVG. */
 function view(root, data, uid) {
   var T = data.tokens.length, causal = false, padding = data.pad !== null;
-  var cell = Math.max(6, Math.min(28, Math.floor(520 / T))), cls = cell < 13 ? "ax-small" : "ax";
+  /* cell size chosen for the column: labels (left), T cells and the row sums (70 px) fit */
+  var avail = columnWidth(root), room12 = labelRoom(data.tokens, 12);
+  var cell = Math.max(4, Math.min(28, Math.floor((avail - Math.max(60, room12) - 70) / T)));
+  if (cell < 13) cell = Math.max(4, Math.min(28, Math.floor((avail - Math.max(60, labelRoom(data.tokens, 10)) - 70) / T)));
+  var cls = cell < 13 ? "ax-small" : "ax";
   var room = labelRoom(data.tokens, cell < 13 ? 10 : 12), left = Math.max(60, room), top = Math.round(0.82 * room) + 24;
   var W = left + T * cell + 70, H = top + T * cell + 44, i, j;
 

@@ -3,7 +3,8 @@
  *        query: initial row, title} */
 function view(root, data, uid) {
   var T = data.tokens.length, row = data.query, pos = 1.5 * Math.log10(data.temperature), scaled = data.d_k !== null;
-  var bw = Math.max(8, Math.min(40, Math.floor(620 / T))), W = 70 + T * bw, top = 16, plotH = 150;
+  /* bar width chosen for the column (about 700 px on a desktop, 330 px on a phone) */
+  var bw = Math.max(8, Math.min(40, Math.floor((columnWidth(root) - 70) / T))), W = 70 + T * bw, top = 16, plotH = 150;
   var H = top + plotH + Math.round(0.82 * labelRoom(data.tokens, bw < 13 ? 10 : 12)) + 16;
 
   var controls = el("div", {"class": "xp-controls"});
@@ -29,8 +30,7 @@ function view(root, data, uid) {
   }
   root.appendChild(controls);
 
-  var svg = sv("svg", {width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img",
-                       "aria-label": "softmax weights of one query over its keys"});
+  var svg = fluidSvg(W, H, {role: "img", "aria-label": "softmax weights of one query over its keys"});
   var x = function (j) { return 50 + j * bw; };
   var y = function (w) { return top + plotH * (1 - w); };
   [0, 0.5, 1].forEach(function (t) {
