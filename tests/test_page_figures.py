@@ -161,8 +161,6 @@ def test_on_a_phone_each_figure_opens_at_full_size(book, browser):  # noqa: F811
 
 
 # ------------------------------------------------ one convention: static graph figure = explorable
-# Total alpha of the edge canvas above and below the token line (the line sits at arcH + 14
-# CSS px from the top, arcH = min(150, (T - 1) * gap / 2 + 20), gap = min(60, 700 / T)).
 def test_static_graph_figure_draws_earlier_keys_above_the_line():
     """Query 2 attends only to key 0 (earlier), query 0 only to key 2 (later): the static
     figure puts the first arc above the token line and the second below, in viridis."""
