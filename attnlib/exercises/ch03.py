@@ -257,13 +257,12 @@ def check_claim(answer, data: dict | None = None):
 
 
 def _claim_question(data) -> str:
-    rows = "".join(f"<tr><td>{html.escape(s)}</td><td>{html.escape(sub)} {ws:.3f}</td>"
-                   f"<td>{html.escape(oth)} {wo:.3f}</td></tr>" for s, sub, ws, oth, wo in data["rows"])
+    items = "".join(f"<li><i>{html.escape(s)}</i><br>subject {html.escape(sub)}: {ws:.3f}; "
+                    f"other noun {html.escape(oth)}: {wo:.3f}</li>" for s, sub, ws, oth, wo in data["rows"])
     return (f"Claim: from the query <i>it</i>, layer {EVIDENCE_LAYER}, head {EVIDENCE_HEAD} attends to "
-            f"the subject of the sentence. The weights of <i>it</i> on the two nouns (uniform 1/T = "
-            f"{data['uniform']:.3f}; position alone predicts {data['positional']:.3f} six tokens back):"
-            f"<table><tr><th>sentence</th><th>subject</th><th>other noun</th></tr>{rows}</table>"
-            "What does the evidence say about the claim?")
+            f"the subject of the sentence. The weights of <i>it</i> on the two nouns of three sentences "
+            f"(uniform 1/T = {data['uniform']:.3f}; position alone predicts {data['positional']:.3f} "
+            f"six tokens back):<ul>{items}</ul>What does the evidence say about the claim?")
 
 
 define(3, "claim", kind="choice", title="Test a claim about a head",
