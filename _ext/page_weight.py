@@ -20,6 +20,10 @@ What the theme and the extensions put on every page, and what happens to it here
 * sphinx-design's ``design-tabs.js`` and ``sphinx-design.min.css``: removed from a page whose
   body uses no sphinx-design component (no ``sd-`` class).
 
+* The course's own ``course-layout.css`` and ``course-layout.js`` (about 7 KB together, on
+  every page): written into the page as ``<style>`` and ``<script>`` blocks instead of two
+  more requests (:func:`inline_course_layout`).
+
 The first two are written by templates, so they are taken out of the written HTML at the end
 of the build (:func:`slim_html`); a page where an expected tag is not found is reported as a
 warning, which ``--warningiserror`` turns into a failed build, so a theme update that moves
@@ -54,6 +58,19 @@ def slim_html(html: str, keep_search: bool = False) -> tuple[str, dict[str, int]
     return html, {"fontawesome": n_fa, "search": n_search}
 
 
+_LAYOUT_CSS = re.compile(r'<link\b[^>]*\bhref="[^"]*_static/course-layout\.css(?:\?[^"]*)?"[^>]*/?>')
+_LAYOUT_JS = re.compile(r'<script\b[^>]*\bsrc="[^"]*_static/course-layout\.js(?:\?[^"]*)?"[^>]*></script>')
+
+
+def inline_course_layout(html: str, css: str, js: str) -> tuple[str, int]:
+    """``html`` with the ``<link>`` of ``course-layout.css`` and the ``<script src>`` of
+    ``course-layout.js`` replaced by the files' contents (``<style>``, ``<script>``).
+    Returns the new text and how many of the two tags were replaced (2 on a themed page)."""
+    html, n_css = _LAYOUT_CSS.subn(lambda m: f"<style>\n{css}</style>", html, count=1)
+    html, n_js = _LAYOUT_JS.subn(lambda m: f"<script>\n{js}</script>", html, count=1)
+    return html, n_css + n_js
+
+
 def _name(asset) -> str:
     return str(getattr(asset, "filename", asset) or "").split("?")[0]
 
@@ -85,6 +102,8 @@ def _slim_pages(app, exception):
         return
     keep_all = _search_as_you_type(app)
     outdir = Path(app.outdir)
+    layout_css = (outdir / "_static" / "course-layout.css").read_text(encoding="utf-8")
+    layout_js = (outdir / "_static" / "course-layout.js").read_text(encoding="utf-8")
     written = getattr(app, "_page_weight_written", set())  # this build's pages, not older ones
     app._page_weight_written = set()
     for pagename in sorted(written):
@@ -96,6 +115,10 @@ def _slim_pages(app, exception):
             continue
         keep = keep_all or page.relative_to(outdir).as_posix() == "search.html"
         new, removed = slim_html(text, keep_search=keep)
+        new, inlined = inline_course_layout(new, layout_css, layout_js)
+        if inlined != 2:
+            logger.warning("page_weight: %s: course-layout.css/.js tags not found to inline (%d of 2)",
+                           page.relative_to(outdir), inlined)
         if removed["fontawesome"] != 1 or (not keep and removed["search"] != 3):
             logger.warning("page_weight: %s: expected 1 fontawesome.js and %s search <script> tags, removed %s; "
                            "the theme's templates changed, update _ext/page_weight.py",

@@ -64,6 +64,20 @@ def test_slim_html_drops_fontawesome_and_the_search_scripts_only():
     assert removed == {"fontawesome": 1, "search": 0} and new.count("<script") == 4
 
 
+def test_course_layout_files_are_written_into_the_page():
+    ext = _ext()
+    head = ('<link rel="stylesheet" type="text/css" href="../_static/course-layout.css?v=9ad60cdc" />\n'
+            '<link rel="stylesheet" type="text/css" href="../_static/basic.css" />\n'
+            '<script src="../_static/course-layout.js?v=617df5fd"></script>\n'
+            '<script src="../_static/doctools.js?v=1"></script>\n')
+    new, n = ext.inline_course_layout(head, "figcaption { font-weight: 400 }\n", "document.x = 1;\n")
+    assert n == 2
+    assert "<style>\nfigcaption { font-weight: 400 }\n</style>" in new
+    assert "<script>\ndocument.x = 1;\n</script>" in new
+    assert "course-layout" not in new and "basic.css" in new and "doctools.js" in new
+    assert ext.inline_course_layout("<head></head>", "a", "b") == ("<head></head>", 0)
+
+
 def test_the_installed_theme_still_writes_the_tags_the_extension_removes():
     """A theme update that renames or moves them would make the extension a silent no-op."""
     import pydata_sphinx_theme
@@ -89,6 +103,8 @@ def test_pages_load_only_the_assets_they_use(book):
         if "<head>" not in text:
             continue  # index.html: a redirect stub
         head = text.split("</head>")[0]
+        if re.search(r'(?:href|src)="[^"]*course-layout\.(?:css|js)', head):
+            problems.append(f"{rel}: fetches course-layout.css/.js (two requests) instead of inlining them")
         if "fontawesome.js" in head:
             problems.append(f"{rel}: loads _static/scripts/fontawesome.js (1.5 MB)")
         if rel != "search.html" and re.search(r"searchindex\.js|searchtools\.js", head):
