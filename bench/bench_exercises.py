@@ -117,6 +117,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--checks", type=int, default=100)
     args = ap.parse_args()
+    from attnlib.exercises import REGISTRY
+    n_exercises = sum(len(names) for names in REGISTRY.values())
     load_before = os.getloadavg()[0]
     data = measure(args.runs, args.checks)
     load_after = os.getloadavg()[0]
@@ -159,7 +161,7 @@ def main():
         f"bytes on the first check: {statistics.median(mib):.2f} MiB "
         f"({', '.join(summary['files_first_check'])}).",
         "",
-        f"Warm checks ({args.runs} x {args.checks}, cycling over all 25 exercises): median "
+        f"Warm checks ({args.runs} x {args.checks}, cycling over all {n_exercises} exercises): median "
         f"{summary['warm_check_ms_median']:.2f} ms, p95 {summary['warm_check_ms_p95']:.2f} ms, "
         f"max {summary['warm_check_ms_max']:.2f} ms.",
         "",
