@@ -137,6 +137,26 @@ INK = """(sel) => { const c = document.querySelector(sel);
 WEIGHTS = "(sel) => [...document.querySelectorAll(sel)].map(e => parseFloat(e.getAttribute('data-weight')))"
 
 
+def respond(page, uid: str, kind: str) -> bool:
+    """Move the control of explorable ``uid`` once; True when its readout changed."""
+    before = page.inner_text(f"#{uid} [data-role=readout]")
+    if kind == "convex":
+        page.evaluate(SET_RANGE, [f"#{uid}-score-0", 9])
+    elif kind == "temperature":
+        page.evaluate(SET_RANGE, [f"#{uid}-temperature", -2.5])
+    elif kind == "mask":
+        page.click(f"#{uid}-causal")
+    elif kind == "graph":
+        value = float(page.eval_on_selector(f"#{uid}-threshold", "e => e.value"))
+        page.evaluate(SET_RANGE, [f"#{uid}-threshold", 0 if value > 0 else 0.2])
+    elif kind == "hover":
+        q = page.get_attribute(f"#{uid}", "data-query")
+        page.hover(f"#{uid} .xp-chip[data-j='{1 if q == '0' else 0}']")
+    else:
+        raise AssertionError(f"no control known for explorable kind {kind!r}")
+    return page.inner_text(f"#{uid} [data-role=readout]") != before
+
+
 # ---------------------------------------------------------------- (a) explorables on real data
 @pytest.fixture(scope="module")
 def real():
@@ -488,20 +508,7 @@ def test_book_explorables_respond_to_their_controls(book, browser):
             p = visit.page
             for uid, kind in p.eval_on_selector_all(".attnlib-xp", "els => els.map(e => [e.id, e.dataset.kind])"):
                 assert p.get_attribute(f"#{uid}", "data-ready") == "1", f"{page.name}: {uid} did not render"
-                before = p.inner_text(f"#{uid} [data-role=readout]")
-                if kind == "convex":
-                    p.evaluate(SET_RANGE, [f"#{uid}-score-0", 9])
-                elif kind == "temperature":
-                    p.evaluate(SET_RANGE, [f"#{uid}-temperature", -2.5])
-                elif kind == "mask":
-                    p.click(f"#{uid}-causal")
-                elif kind == "graph":
-                    value = float(p.eval_on_selector(f"#{uid}-threshold", "e => e.value"))
-                    p.evaluate(SET_RANGE, [f"#{uid}-threshold", 0 if value > 0 else 0.2])
-                elif kind == "hover":
-                    q = p.get_attribute(f"#{uid}", "data-query")
-                    p.hover(f"#{uid} .xp-chip[data-j='{1 if q == '0' else 0}']")
-                assert p.inner_text(f"#{uid} [data-role=readout]") != before, f"{page.name}: {kind} {uid} did not respond"
+                assert respond(p, uid, kind), f"{page.name}: {kind} {uid} did not respond"
             assert visit.errors == [] and visit.external == []
         finally:
             visit.close()

@@ -24,7 +24,7 @@ import torch
 import attnlib
 from attnlib import explorables as xp
 
-from test_browser import SET_RANGE, Visit, browser, figures, real, serve  # noqa: F401  (fixtures)
+from test_browser import SET_RANGE, Visit, browser, figures, real, respond, serve  # noqa: F401  (fixtures)
 
 matplotlib.use("Agg")
 
@@ -89,25 +89,6 @@ SMALLEST_TEXT = """(sel) => [...document.querySelectorAll(sel)].map(f => {
 MIN_TEXT_PX = 9.5  # the figures' smallest type is 10 px; a fitted SVG may shrink it by 5 %
 PAGE_SCROLL = "() => [document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]"
 
-
-def respond(page, uid: str, kind: str) -> bool:
-    """Move the control of explorable ``uid`` once; True when its readout changed."""
-    before = page.inner_text(f"#{uid} [data-role=readout]")
-    if kind == "convex":
-        page.evaluate(SET_RANGE, [f"#{uid}-score-0", 9])
-    elif kind == "temperature":
-        page.evaluate(SET_RANGE, [f"#{uid}-temperature", -2.5])
-    elif kind == "mask":
-        page.click(f"#{uid}-causal")
-    elif kind == "graph":
-        value = float(page.eval_on_selector(f"#{uid}-threshold", "e => e.value"))
-        page.evaluate(SET_RANGE, [f"#{uid}-threshold", 0 if value > 0 else 0.2])
-    elif kind == "hover":
-        q = page.get_attribute(f"#{uid}", "data-query")
-        page.hover(f"#{uid} .xp-chip[data-j='{1 if q == '0' else 0}']")
-    else:
-        raise AssertionError(f"no control known for explorable kind {kind!r}")
-    return page.inner_text(f"#{uid} [data-role=readout]") != before
 
 
 def theme_css() -> Path:
