@@ -52,3 +52,30 @@ __all__ = [
     "explorables", "evidence",
     "dot_product_view", "row_view", "column_view", "outer_product_view",
 ]
+
+# Chapter 10 (position, decoding) and chapter 9's Triton kernel (issue 17).
+from .attention import kv_head_of, repeat_kv
+from .positions import apply_rope, rope_scores, sinusoidal
+from .kv_cache import KVCache, generate, kv_cache_bytes
+from . import kernels
+
+
+def triton_attention(q, k, v, is_causal: bool = False, *, scale=None, block_m=None, block_n=None,
+                     return_lse: bool = False):
+    """Exact attention by a FlashAttention forward kernel written in Triton (chapter 9).
+
+    Imports Triton on the first call: ``ImportError`` where it is not installed (macOS,
+    Windows).  Without CUDA it runs under Triton's CPU interpreter (float32 and float16 only).
+    See :func:`attnlib.kernels.triton_attention.triton_attention` for shapes, errors and
+    sources.
+
+    Shapes:
+        q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)`` -> out
+        ``(..., T_q, d_v)`` (and ``lse`` ``(..., T_q)`` with ``return_lse=True``).
+    """
+    return kernels.load_triton_attention().triton_attention(
+        q, k, v, is_causal, scale=scale, block_m=block_m, block_n=block_n, return_lse=return_lse)
+
+
+__all__ += ["kv_head_of", "repeat_kv", "apply_rope", "rope_scores", "sinusoidal", "KVCache", "generate",
+            "kv_cache_bytes", "kernels", "triton_attention"]

@@ -18,7 +18,7 @@ from .masks import apply_mask, causal_mask, prepare_mask
 from .softmax import compute_dtype, softmax
 
 __all__ = ["scaled_dot_product_attention", "attention_scores", "check_qkv", "check_qk",
-           "prepare_mask", "resolve_scale"]
+           "prepare_mask", "resolve_scale", "repeat_kv", "kv_head_of"]
 
 
 def _check_inputs(named: dict) -> dict:
@@ -55,6 +55,20 @@ def _check_batch(**tensors) -> tuple:
         raise ValueError(
             f"the leading (batch) dimensions of {', '.join(tensors)} must broadcast: {listed}"
         ) from None
+
+
+def _hint_gqa(q, k, v) -> None:
+    """A head-count mismatch that looks like grouped-query attention gets a message naming
+    ``enable_gqa=True`` (instead of the generic "must broadcast")."""
+    if not all(isinstance(x, torch.Tensor) and x.dim() >= 3 for x in (q, k, v)):
+        return
+    H, H_kv = q.shape[-3], k.shape[-3]
+    if H != H_kv and H_kv > 1 and v.shape[-3] == H_kv and H % H_kv == 0:
+        raise ValueError(
+            f"q has H = {H} heads but k and v have H_kv = {H_kv}: pass enable_gqa=True for "
+            f"grouped-query attention (query head h reads key/value head h // {H // H_kv}); "
+            f"q {_validate.shape_of(q)}, k {_validate.shape_of(k)}, v {_validate.shape_of(v)}"
+        )
 
 
 def check_qk(q, k) -> tuple[torch.Tensor, torch.Tensor]:
@@ -136,9 +150,82 @@ def attention_scores(q, k, scale: float | None = None) -> torch.Tensor:
     return (q @ k.transpose(-2, -1)) * scale  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
 
 
+def kv_head_of(head: int, n_heads: int, n_kv_heads: int) -> int:
+    """The key/value head that query head ``head`` reads in grouped-query attention.
+
+    The ``H`` query heads are cut into ``H_kv`` consecutive groups of ``H / H_kv`` heads;
+    group ``g`` shares key/value head ``g``, so query head ``h`` reads head
+    ``h // (H / H_kv)``.  This is the layout of ``torch.nn.functional.scaled_dot_product_attention(
+    ..., enable_gqa=True)`` (which repeats each key/value head ``H / H_kv`` times with
+    ``repeat_interleave``) and of Hugging Face's ``repeat_kv``.  ``H_kv = 1`` is multi-query
+    attention (every query head reads head 0); ``H_kv = H`` is ordinary multi-head attention.
+
+    Raises:
+        TypeError: an argument is not an int.
+        ValueError: ``H_kv`` does not divide ``H``.
+        IndexError: ``head`` outside ``0 .. H-1`` (negative values count from the end).
+
+    Source: Shazeer (2019), "Fast Transformer Decoding: One Write-Head is All You Need"
+    (multi-query); Ainslie et al. (2023), "GQA", section 2.2 (grouped-query).
+
+    >>> [kv_head_of(h, 8, 2) for h in range(8)]
+    [0, 0, 0, 0, 1, 1, 1, 1]
+    """
+    n_heads = _validate.positive_int(n_heads, "n_heads (H)")
+    n_kv_heads = _validate.positive_int(n_kv_heads, "n_kv_heads (H_kv)")
+    _check_groups(n_heads, n_kv_heads)
+    head = _validate.index(head, n_heads, "head")
+    return head // (n_heads // n_kv_heads)
+
+
+def _check_groups(n_heads: int, n_kv_heads: int) -> None:
+    if n_heads % n_kv_heads:
+        raise ValueError(
+            f"the number of key/value heads H_kv must divide the number of query heads H "
+            f"(grouped-query attention gives each group of H / H_kv query heads one key/value "
+            f"head), got H = {n_heads}, H_kv = {n_kv_heads}"
+        )
+
+
+def repeat_kv(q, k, v) -> tuple[torch.Tensor, torch.Tensor]:
+    """``k`` and ``v`` with each of their ``H_kv`` heads repeated ``H / H_kv`` times, so that
+    they line up with the ``H`` heads of ``q`` (grouped-query attention; see :func:`kv_head_of`).
+
+    The copy exists only for the readable reference path; the point of grouped-query attention
+    is that a kernel (or a KV cache) never needs it.
+
+    Shapes:
+        q: ``(..., H, T_q, d_k)``, k: ``(..., H_kv, T_k, d_k)``, v: ``(..., H_kv, T_k, d_v)``;
+        returns k ``(..., H, T_k, d_k)`` and v ``(..., H, T_k, d_v)``.
+
+    Raises:
+        TypeError: as :func:`check_qkv`.
+        ValueError: an input with fewer than 3 dimensions ``(..., H, T, d)``; k and v differ in
+            their number of heads; ``H_kv`` does not divide ``H``.
+
+    Source: Ainslie et al. (2023), "GQA: Training Generalized Multi-Query Transformer Models
+    from Multi-Head Checkpoints", section 2.2.
+    """
+    t = _check_inputs({"q": q, "k": k, "v": v})
+    q, k, v = t["q"], t["k"], t["v"]
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _validate.min_dims(x, 3, name, "(..., H, T, d) for grouped-query attention")
+    if k.shape[-3] != v.shape[-3]:
+        raise ValueError(f"k and v must have the same number of heads H_kv (third-from-last "
+                         f"dimension): k {_validate.shape_of(k)} vs v {_validate.shape_of(v)}")
+    n_heads, n_kv_heads = q.shape[-3], k.shape[-3]
+    if n_kv_heads == 0:
+        raise ValueError(f"k and v must have at least one head, got k {_validate.shape_of(k)}")
+    _check_groups(n_heads, n_kv_heads)
+    group = n_heads // n_kv_heads
+    if group == 1:
+        return k, v
+    return k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)  # (..., H, T_k, d)
+
+
 def scaled_dot_product_attention(
     q, k, v, mask=None, *, is_causal: bool = False, scale: float | None = None,
-    backend: str = "reference",
+    backend: str = "reference", enable_gqa: bool = False,
 ):
     """Attention of every query over all keys: ``softmax(Q K^T * scale + mask) V``.
 
@@ -166,16 +253,23 @@ def scaled_dot_product_attention(
       ``mask = attnlib.to_boolean(mask)``.
     * Scores and softmax are computed in float32 for float16/bfloat16 inputs; the
       weights are cast back to the input dtype before multiplying the values.
+    * ``enable_gqa=True``: **grouped-query attention**.  k and v may have ``H_kv`` heads
+      where ``H_kv`` divides the ``H`` heads of q; query head ``h`` reads key/value head
+      ``h // (H / H_kv)`` (:func:`kv_head_of`).  ``H_kv = 1`` is multi-query attention.
+      As in PyTorch's ``enable_gqa``; the returned weights have ``H`` heads.
 
     Args:
         backend: ``"reference"`` (default) computes the steps explicitly and returns the
             weights.  ``"torch"`` defers to PyTorch's fused kernel, which never forms the
             weight matrix, and returns ``weights=None``; use it when only ``out`` is needed.
             A float mask is cast to the dtype of ``q`` for that kernel.
+        enable_gqa: allow k and v to have fewer heads than q (see above).  Off by default,
+            as in PyTorch, so that a head-count mismatch is an error unless asked for.
 
     Shapes:
         q: ``(..., T_q, d_k)``, k: ``(..., T_k, d_k)``, v: ``(..., T_k, d_v)``,
-        mask: broadcastable to ``(..., T_q, T_k)``.
+        mask: broadcastable to ``(..., T_q, T_k)``.  With ``enable_gqa=True``: q
+        ``(..., H, T_q, d_k)``, k ``(..., H_kv, T_k, d_k)``, v ``(..., H_kv, T_k, d_v)``.
         Returns ``out`` ``(..., T_q, d_v)`` and ``weights`` ``(..., T_q, T_k)``.
 
     Raises:
@@ -184,9 +278,12 @@ def scaled_dot_product_attention(
         ValueError: rank below 2, ``d_k`` mismatch between q and k or ``d_k = 0``, ``T_k``
             mismatch between k and v, batch dimensions that do not broadcast, inputs or mask
             on different devices, a mask that does not broadcast, ``mask`` together with
-            ``is_causal=True``, a NaN or infinite ``scale``, an unknown backend.
+            ``is_causal=True``, a NaN or infinite ``scale``, an unknown backend; with
+            ``enable_gqa=True``: inputs with fewer than 3 dimensions, or ``H_kv`` that does
+            not divide ``H``.
 
-    Source: Vaswani et al. (2017), "Attention Is All You Need", eq. (1).
+    Source: Vaswani et al. (2017), "Attention Is All You Need", eq. (1); grouped-query
+    attention: Shazeer (2019) and Ainslie et al. (2023).
 
     >>> q, k, v = torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 3)
     >>> out, weights = scaled_dot_product_attention(q, k, v)
@@ -194,6 +291,12 @@ def scaled_dot_product_attention(
     (torch.Size([2, 5, 3]), torch.Size([2, 5, 7]))
     """
     _validate.choice(backend, ("reference", "torch"), "backend")
+    enable_gqa = _validate.flag(enable_gqa, "enable_gqa")
+    k_kv, v_kv = k, v
+    if enable_gqa:
+        k, v = repeat_kv(q, k, v)                                        # (..., H, T_k, d) each
+    else:
+        _hint_gqa(q, k, v)
     q, k, v = check_qkv(q, k, v)
     T_q, T_k, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
     batch_shape = _check_batch(q=q, k=k, v=v)
@@ -204,7 +307,10 @@ def scaled_dot_product_attention(
     if backend == "torch":
         if mask is not None and mask.dtype != torch.bool:
             mask = mask.to(q.dtype)                                      # the kernel wants q's dtype
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
+        if enable_gqa:                                                   # the kernel reads the H_kv heads itself
+            k, v = _validate.tensor(k_kv, "k"), _validate.tensor(v_kv, "v")   # (..., H_kv, T_k, d), not repeated
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale,
+                                             enable_gqa=enable_gqa)
         return out, None
 
     compute = compute_dtype(q.dtype)

@@ -1,0 +1,43 @@
+"""Fused attention kernels (chapter 9).
+
+``attnlib.kernels.triton_attention`` holds a FlashAttention forward kernel written in Triton,
+called as :func:`attnlib.triton_attention`.  Triton is imported lazily, on the first call, so
+``import attnlib`` works where Triton is not installed (macOS, Windows, where no wheel
+exists): there the call raises an ``ImportError`` that says so.  On a machine without CUDA
+the kernel runs under Triton's interpreter (``TRITON_INTERPRET=1``, set before the kernel is
+defined), which executes each block operation with numpy on the CPU.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+__all__ = ["triton_available", "interpreter_mode", "load_triton_attention"]
+
+INSTALL_HINT = ("attnlib.triton_attention needs the triton package, which has wheels for Linux only "
+                "(pip install 'triton==3.9.0' on Linux). On macOS or Windows, run chapter 9's Triton "
+                "section on Linux (a container, WSL2 or Binder), or read it without running.")
+
+
+def triton_available() -> bool:
+    """True when the ``triton`` package can be imported (Linux wheels only)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def interpreter_mode() -> bool:
+    """True when the kernel runs under Triton's CPU interpreter: no CUDA device, or
+    ``TRITON_INTERPRET=1`` set by the user before the first call."""
+    import torch
+
+    return os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
+
+
+def load_triton_attention():
+    """The module :mod:`attnlib.kernels.triton_attention`, imported on first use.
+
+    Raises:
+        ImportError: triton is not installed; the message says how to get it.
+    """
+    if not triton_available():
+        raise ImportError(INSTALL_HINT)
+    return importlib.import_module(f"{__name__}.triton_attention")
