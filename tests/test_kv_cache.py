@@ -1,0 +1,166 @@
+"""attnlib.KVCache and decoding: token-by-token through the cache equals one causal pass
+(PyTorch's kernel) to 1e-5; nbytes is the exact memory; generate with and without a cache
+gives the same tokens; grouped-query attention (attnlib.scaled_dot_product_attention with
+enable_gqa) equals PyTorch's enable_gqa=True."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attnlib
+from attnlib.attention import kv_head_of, repeat_kv, scaled_dot_product_attention
+from attnlib.kv_cache import KVCache, cached_step_logits, generate, kv_cache_bytes
+
+
+def _qkv(B, H, H_kv, T, d_k=8, d_v=6, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(B, H, T, d_k, generator=g, dtype=dtype), torch.randn(B, H_kv, T, d_k, generator=g, dtype=dtype),
+            torch.randn(B, H_kv, T, d_v, generator=g, dtype=dtype))
+
+
+@pytest.mark.parametrize("H, H_kv", [(4, 4), (4, 2), (4, 1)])
+@pytest.mark.parametrize("prompt", [1, 5])
+def test_decoding_through_the_cache_equals_one_causal_pass(H, H_kv, prompt):
+    q, k, v = _qkv(2, H, H_kv, 13)
+    reference = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)   # (B, H, T, d_v)
+    cache = KVCache()
+    cache.append(k[:, :, :prompt], v[:, :, :prompt])                     # the prompt at once
+    outs = [cache.attend(q[:, :, :prompt])]
+    for t in range(prompt, 13):                                          # then one token at a time
+        cache.append(k[:, :, t:t + 1], v[:, :, t:t + 1])
+        outs.append(cache.attend(q[:, :, t:t + 1]))
+    torch.testing.assert_close(torch.cat(outs, dim=2), reference, atol=1e-5, rtol=1e-5)
+    assert len(cache) == 13
+
+
+def test_nbytes_is_exact_and_linear_in_T():
+    for dtype, size in ((torch.float32, 4), (torch.float16, 2)):
+        cache = KVCache()
+        assert cache.nbytes == 0 and len(cache) == 0
+        _, k, v = _qkv(3, 2, 2, 10, d_k=8, d_v=6, dtype=dtype)
+        sizes = []
+        for t in range(10):
+            cache.append(k[:, :, t:t + 1], v[:, :, t:t + 1])
+            sizes.append(cache.nbytes)
+            assert cache.nbytes == cache.keys.nelement() * cache.keys.element_size() \
+                + cache.values.nelement() * cache.values.element_size()
+        assert sizes == [(t + 1) * 3 * 2 * (8 + 6) * size for t in range(10)]
+
+
+def test_kv_cache_bytes_formula():
+    assert kv_cache_bytes(n_layers=32, n_kv_heads=8, d_head=128, T=8192) == 2 * 32 * 8 * 8192 * 128 * 2
+    assert kv_cache_bytes(n_layers=2, n_kv_heads=3, d_head=4, T=5, batch=6, bytes_per_number=4) == 2 * 2 * 6 * 3 * 5 * 4 * 4
+    # it is what KVCache.nbytes reports for a full model's caches
+    caches = [KVCache() for _ in range(3)]
+    for c in caches:
+        c.append(torch.zeros(2, 4, 7, 16, dtype=torch.float16), torch.zeros(2, 4, 7, 16, dtype=torch.float16))
+    assert sum(c.nbytes for c in caches) == kv_cache_bytes(n_layers=3, n_kv_heads=4, d_head=16, T=7, batch=2)
+    with pytest.raises(ValueError, match="n_layers"):
+        kv_cache_bytes(n_layers=0, n_kv_heads=1, d_head=1, T=1)
+    with pytest.raises(TypeError, match="d_head"):
+        kv_cache_bytes(n_layers=1, n_kv_heads=1, d_head=1.5, T=1)
+
+
+def _model(**kw):
+    args = dict(d_model=32, n_heads=4, n_layers=2, max_len=40, d_mlp=48, seed=3)
+    args.update(kw)
+    return attnlib.TinyTransformer(23, **args)
+
+
+def test_cached_step_logits_equal_the_model_rows():
+    model = _model().eval()
+    tokens = torch.randint(0, 23, (2, 17), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full, _ = model(tokens)                                          # (B, T, n_targets, V)
+    caches = [KVCache() for _ in model.blocks]
+    rows = [cached_step_logits(model, tokens[:, :6], caches, 0)]
+    for t in range(6, 17):
+        rows.append(cached_step_logits(model, tokens[:, t:t + 1], caches, t))
+    torch.testing.assert_close(torch.cat(rows, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_generate_with_and_without_cache_agree():
+    model = _model(n_layers=1, d_mlp=0)
+    prompt = torch.randint(0, 23, (3, 4), generator=torch.Generator().manual_seed(1))
+    with_cache, caches = generate(model, prompt, 25, return_caches=True)
+    without = generate(model, prompt, 25, use_cache=False)
+    assert torch.equal(with_cache, without) and with_cache.shape == (3, 29)
+    assert torch.equal(with_cache[:, :4], prompt)
+    assert len(caches[0]) == 28                                           # the last token is never fed back
+
+
+def test_generate_and_cache_errors():
+    with pytest.raises(TypeError, match="TinyTransformer"):
+        generate(torch.nn.Linear(2, 2), torch.zeros(1, 2, dtype=torch.long), 3)
+    with pytest.raises(ValueError, match="causal"):
+        generate(_model(causal=False), torch.zeros(1, 2, dtype=torch.long), 3)
+    with pytest.raises(ValueError, match="max_len"):
+        generate(_model(), torch.zeros(1, 2, dtype=torch.long), 39)
+    cache = KVCache()
+    with pytest.raises(ValueError, match="empty"):
+        cache.attend(torch.zeros(1, 1, 1, 4))
+    with pytest.raises(ValueError, match="4-D"):
+        cache.append(torch.zeros(1, 3, 4), torch.zeros(1, 3, 4))
+    with pytest.raises(TypeError, match="floating"):
+        cache.append(torch.zeros(1, 1, 3, 4, dtype=torch.long), torch.zeros(1, 1, 3, 4))
+    cache.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 5))
+    with pytest.raises(ValueError, match="match the cache"):
+        cache.append(torch.zeros(1, 3, 1, 4), torch.zeros(1, 3, 1, 5))
+    with pytest.raises(TypeError, match="float32"):
+        cache.append(torch.zeros(1, 2, 1, 4, dtype=torch.float16), torch.zeros(1, 2, 1, 5, dtype=torch.float16))
+    with pytest.raises(ValueError, match="only T = 3"):
+        cache.attend(torch.zeros(1, 2, 4, 4))
+    with pytest.raises(ValueError, match="must divide"):
+        cache.attend(torch.zeros(1, 3, 1, 4))
+
+
+# ---- grouped-query attention ---------------------------------------------------------------
+
+@pytest.mark.parametrize("H, H_kv", [(8, 8), (8, 4), (8, 2), (8, 1), (6, 3)])
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("backend", ["reference", "torch"])
+def test_gqa_equals_torch_enable_gqa(H, H_kv, is_causal, backend):
+    g = torch.Generator().manual_seed(H * 10 + H_kv)
+    q = torch.randn(2, H, 9, 16, generator=g)
+    k, v = torch.randn(2, H_kv, 11, 16, generator=g), torch.randn(2, H_kv, 11, 12, generator=g)
+    out, weights = scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=True, backend=backend)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=True)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    if backend == "reference":
+        assert weights.shape == (2, H, 9, 11)
+
+
+def test_kv_head_of_is_the_repeat_interleave_layout():
+    for H, H_kv in ((8, 2), (12, 4), (4, 1), (4, 4)):
+        k = torch.arange(H_kv, dtype=torch.float32).view(1, H_kv, 1, 1).expand(1, H_kv, 3, 2)
+        repeated, _ = repeat_kv(torch.zeros(1, H, 3, 2), k, k)
+        assert [int(repeated[0, h, 0, 0]) for h in range(H)] == [kv_head_of(h, H, H_kv) for h in range(H)]
+    assert kv_head_of(-1, 8, 2) == 1
+    with pytest.raises(IndexError):
+        kv_head_of(8, 8, 2)
+
+
+@pytest.mark.parametrize("call, err, text", [
+    (lambda: scaled_dot_product_attention(torch.randn(1, 8, 3, 4), torch.randn(1, 3, 3, 4), torch.randn(1, 3, 3, 4),
+                                          enable_gqa=True), ValueError, r"must divide .* H = 8, H_kv = 3"),
+    (lambda: scaled_dot_product_attention(torch.randn(1, 8, 3, 4), torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)),
+     ValueError, "pass enable_gqa=True"),
+    (lambda: scaled_dot_product_attention(torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4), enable_gqa=True),
+     ValueError, "at least 3 dimensions"),
+    (lambda: scaled_dot_product_attention(torch.randn(1, 4, 3, 4), torch.randn(1, 2, 3, 4), torch.randn(1, 1, 3, 4),
+                                          enable_gqa=True), ValueError, "same number of heads"),
+    (lambda: scaled_dot_product_attention(torch.randn(1, 4, 3, 4), torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4),
+                                          enable_gqa="yes"), TypeError, "enable_gqa"),
+    (lambda: kv_head_of(0, 6, 4), ValueError, "must divide"),
+])
+def test_gqa_errors(call, err, text):
+    with pytest.raises(err, match=text):
+        call()
+
+
+def test_mqa_without_the_flag_still_broadcasts():
+    """H_kv = 1 broadcasts over the heads, as before (and as in PyTorch without enable_gqa)."""
+    q, k, v = _qkv(2, 4, 1, 6)
+    out, _ = scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, enable_gqa=True), atol=1e-5, rtol=1e-5)
