@@ -108,3 +108,21 @@ def test_missing_triton_gives_a_clear_import_error(monkeypatch):
     monkeypatch.setattr(kernels, "triton_available", lambda: False)
     with pytest.raises(ImportError, match="Linux only"):
         attnlib.triton_attention(torch.zeros(2, 16), torch.zeros(2, 16), torch.zeros(2, 16))
+
+
+@pytest.mark.skipif(CUDA, reason="the interpreter is chosen only without CUDA")
+def test_interpreter_is_chosen_at_import_and_a_late_choice_is_explained():
+    """Importing attnlib sets TRITON_INTERPRET=1; if triton was imported before (here by Hugging
+    Face's Llama code) without it, the first call says what happened instead of failing inside."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    call = "attnlib.triton_attention(torch.zeros(1, 4, 16), torch.zeros(1, 4, 16), torch.zeros(1, 4, 16))"
+    ok = subprocess.run([sys.executable, "-c", f"import attnlib, torch, os; import transformers.models.llama.modeling_llama; "
+                         f"print(os.environ['TRITON_INTERPRET'], {call}.shape)"], env=env, capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.startswith("1 torch.Size([1, 4, 16])"), ok.stderr[-2000:]
+    late = subprocess.run([sys.executable, "-c", f"import transformers.models.llama.modeling_llama, attnlib, torch; {call}"],
+                          env=env, capture_output=True, text=True)
+    assert late.returncode != 0 and "Import attnlib before that module" in late.stderr, late.stderr[-2000:]

@@ -6,6 +6,12 @@ called as :func:`attnlib.triton_attention`.  Triton is imported lazily, on the f
 exists): there the call raises an ``ImportError`` that says so.  On a machine without CUDA
 the kernel runs under Triton's interpreter (``TRITON_INTERPRET=1``, set before the kernel is
 defined), which executes each block operation with numpy on the CPU.
+
+Triton decides at import time whether its own library functions (``tl.zeros``, ``tl.max``,
+...) are interpreted, so ``TRITON_INTERPRET=1`` must be in the environment before *any* module
+imports triton (Hugging Face's Llama code does, for one).  Importing ``attnlib`` therefore sets
+it (when there is no CUDA device and it is not set yet); import ``attnlib`` before such
+modules, or set the variable in the shell.
 """
 from __future__ import annotations
 
@@ -13,6 +19,18 @@ import importlib.util
 import os
 
 __all__ = ["triton_available", "interpreter_mode", "load_triton_attention"]
+
+
+def _choose_interpreter() -> None:
+    import sys
+
+    import torch
+
+    if "triton" not in sys.modules and not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+_choose_interpreter()
 
 INSTALL_HINT = ("attnlib.triton_attention needs the triton package, which has wheels for Linux only "
                 "(pip install 'triton==3.9.0' on Linux). On macOS or Windows, run chapter 9's Triton "

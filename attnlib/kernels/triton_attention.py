@@ -31,6 +31,9 @@ import os
 
 import torch
 
+import sys
+
+_TRITON_WAS_LOADED = "triton" in sys.modules
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")   # must precede @triton.jit below
 
@@ -40,6 +43,13 @@ try:
 except ImportError as err:                            # pragma: no cover - only without triton
     from . import INSTALL_HINT
     raise ImportError(INSTALL_HINT) from err
+
+if _TRITON_WAS_LOADED and not torch.cuda.is_available() \
+        and type(tl.zeros).__name__ != "InterpretedFunction":
+    raise RuntimeError(
+        "triton was imported (by another module) before attnlib could set TRITON_INTERPRET=1, so its "
+        "library functions are compiled-only and cannot run on this machine without CUDA. Import attnlib "
+        "before that module, or start Python with TRITON_INTERPRET=1 in the environment.")
 
 from .. import _validate
 from ..attention import check_qkv, resolve_scale
