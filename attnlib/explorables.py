@@ -320,3 +320,48 @@ def round_attentions(attentions, decimals: int = 3) -> tuple[torch.Tensor, ...]:
             raise TypeError(f"attentions[{i}] must be floating point, got dtype {a.dtype}")
         out.append(torch.round(a.detach().to("cpu", torch.float64), decimals=int(decimals)))
     return tuple(out)
+
+
+# ---------------------------------------------------------------------------- chapter 10: RoPE
+def rope_offset(q, k, query: str = "query", key: str = "key", *, base: float = 10000.0,
+                max_offset: int = 32, max_position: int = 512, position: int = 100,
+                title: str | None = None) -> Explorable:
+    """Chapter 10: drag the query's position ``i`` and the offset ``i - j``; watch the score of
+    the rotated query and key, ``apply_rope(q, i) . apply_rope(k, j) / sqrt(d_k)``, which
+    depends on the offset only (Su et al. 2021, eq. 16).  The curve shows the score against
+    the offset for the current ``i``; moving ``i`` leaves it unchanged.  The JavaScript rotates
+    in the rotate-half layout of :func:`attnlib.apply_rope` (the browser test compares it with
+    :func:`attnlib.positions.rope_scores`).
+
+    Shapes:
+        q, k: ``(d_k,)`` with ``d_k`` even (one query and one key of one head, e.g. from
+        :func:`attnlib.head_qkv`).
+
+    Raises:
+        TypeError: non-tensor or non-float q/k, non-str labels, non-int positions.
+        ValueError: wrong shapes, an odd ``d_k``, NaN or infinity, ``base <= 1``, offsets or
+            positions out of range (``1 <= max_offset <= max_position``,
+            ``max_offset <= position <= max_position``).
+    """
+    qv = _float_tensor(q, "q", "(d_k,)", (1,))
+    kv = _float_tensor(k, "k", "(d_k,)", (1,))
+    _finite(qv, "q")
+    _finite(kv, "k")
+    if qv.shape != kv.shape or qv.shape[0] % 2 or qv.shape[0] == 0:
+        raise ValueError(f"q and k must have the same even width d_k, got {tuple(qv.shape)} and {tuple(kv.shape)}")
+    for name, value in (("query", query), ("key", key)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str (the token's text), got {type(value).__name__}")
+    if isinstance(base, bool) or not isinstance(base, numbers.Real) or not math.isfinite(base) or base <= 1:
+        raise ValueError(f"base must be a finite number above 1, got {base!r}")
+    for name, value in (("max_offset", max_offset), ("max_position", max_position), ("position", position)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not 1 <= max_offset <= max_position or not max_offset <= position <= max_position:
+        raise ValueError(f"need 1 <= max_offset <= position <= max_position, got {max_offset}, {position}, {max_position}")
+    data = {"q": _numbers(qv), "k": _numbers(kv), "query": query, "key": key, "base": float(base),
+            "max_offset": int(max_offset), "max_position": int(max_position), "position": int(position)}
+    return render("rope", data, _title(title, "Rotary embeddings: the score depends on i \u2212 j only"), 2)
+
+
+__all__ += ["rope_offset"]

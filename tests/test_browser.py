@@ -152,6 +152,8 @@ def respond(page, uid: str, kind: str) -> bool:
     elif kind == "hover":
         q = page.get_attribute(f"#{uid}", "data-query")
         page.hover(f"#{uid} .xp-chip[data-j='{1 if q == '0' else 0}']")
+    elif kind == "rope":
+        page.evaluate(SET_RANGE, [f"#{uid}-offset", 5])
     else:
         raise AssertionError(f"no control known for explorable kind {kind!r}")
     return page.inner_text(f"#{uid} [data-role=readout]") != before
@@ -173,7 +175,7 @@ def real():
     v2 = centred @ torch.linalg.svd(centred, full_matrices=False).Vh[:2].T  # (T, 2): top two principal axes
     scores = q @ k.T / math.sqrt(d_k)
     return {
-        "tokens": tokens, "raw": q @ k.T, "scores": scores, "weights": attnlib.softmax(scores), "v2": v2,
+        "tokens": tokens, "raw": q @ k.T, "q": q, "k": k, "scores": scores, "weights": attnlib.softmax(scores), "v2": v2,
         "d_k": d_k, "pad_tokens": enc.tokens[2],
         "pad_scores": qp @ kp.T / math.sqrt(d_k), "pad_mask": enc.attention_mask[2],
     }
@@ -189,6 +191,7 @@ def figures(real):
         "mask": xp.mask_explorer(r["pad_scores"], r["pad_tokens"], r["pad_mask"]),
         "graph": xp.graph_threshold(r["weights"], r["tokens"], threshold=0.1),
         "hover": xp.head_hover(r["weights"], r["tokens"], query=it),
+        "rope": xp.rope_offset(r["q"][it], r["k"][1], "it", r["tokens"][1]),
     }
 
 
