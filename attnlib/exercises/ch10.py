@@ -1,0 +1,179 @@
+"""Exercises of chapter 10, "Position and decoding".
+
+* ``shifted_score``: predict the rotary-embedding score of a real query and key after both
+  move by the same number of positions (it does not change).
+* ``cache_bytes``: the memory, in GiB, of the KV cache of a given grouped-query model.
+* ``gqa_head``: which key/value head a query head reads in grouped-query attention.
+"""
+from __future__ import annotations
+
+import math
+
+from .core import checker, parse_number, right, wrong
+from .registry import define
+
+__all__ = [
+    "SHIFT", "shifted_score_data", "check_shifted_score",
+    "CACHE_MODEL", "cache_gib", "check_cache_bytes",
+    "GQA", "check_gqa_head",
+]
+
+GIB = 2 ** 30
+
+
+# ----------------------------------------------------------------------------- shifted_score
+SHIFT = {"text": "The cat sat on the mat because it was warm.", "query": "it", "key": "cat",
+         "layer": 0, "head": 3, "shift": 100}
+
+
+def shifted_score_data() -> dict:
+    """The scaled RoPE score of the encoder's query ``it`` and key ``cat`` (layer 0, head 3) at
+    their positions in the sentence, and two scores a learner might confuse it with: the query
+    alone moved by the shift, and no rotation at all.  Runs the encoder (kernel only)."""
+    import attnlib
+
+    tokens, q, k, _ = attnlib.head_qkv(SHIFT["text"], SHIFT["layer"], SHIFT["head"])
+    i, j = tokens.index(SHIFT["query"]), tokens.index(SHIFT["key"])
+    qi, kj = q[i].double()[None], k[j].double()[None]
+    scale = math.sqrt(q.shape[-1])
+
+    def score(pi, pj):
+        return attnlib.rope_scores(qi, kj, [pi], [pj])[0, 0].item() / scale
+
+    return {"query": SHIFT["query"], "key": SHIFT["key"], "i": i, "j": j, "shift": SHIFT["shift"],
+            "score": score(i, j), "shifted": score(i + SHIFT["shift"], j + SHIFT["shift"]),
+            "query_only": score(i + SHIFT["shift"], j), "unrotated": (qi @ kj.T).item() / scale}
+
+
+def _near(value: float, target: float) -> bool:
+    return abs(value - target) <= 5e-4 + 1e-3 * abs(target)
+
+
+@checker
+def check_shifted_score(answer, data):
+    """Grade the score after shifting both positions: the same score (RoPE depends on i - j)."""
+    value, problem = parse_number(answer, "a score (a number)")
+    if problem:
+        return problem
+    s, shift = data["score"], data["shift"]
+    if _near(value, data["shifted"]):
+        return right(f"{data['shifted']:.4f}: the same score. Both vectors turn by {shift} times "
+                     "theta_m more in every pair m, and a dot product of two rotated vectors only "
+                     "sees the difference of their angles, (i - j) theta_m, which the shift leaves alone.")
+    if _near(value, data["query_only"]):
+        return wrong(f"{value:g} is the score with only the query moved (offset i - j grows by {shift}). "
+                     "Here both tokens move, so the offset i - j stays the same.")
+    if _near(value, data["unrotated"]):
+        return wrong(f"{value:g} is the score without any rotation, q . k / sqrt(d_k). The rotations do "
+                     "not cancel: what remains is a rotation by (i - j) theta_m, the same before and "
+                     "after the shift.")
+    if _near(value, s * math.cos(shift)) or _near(value, 0.0):
+        return wrong("The shift does not act on the score through a factor: both vectors turn by the "
+                     "same extra angle, which cancels in their dot product.")
+    return wrong(f"{value:g} is not it. Write the score as q^T R(i theta)^T R(j theta) k and use "
+                 "R(a)^T R(b) = R(b - a).", hint="What happens to i - j when both positions grow by the same amount?")
+
+
+define(10, "shifted_score", kind="number", title="The score after a shift",
+       question=lambda d: (f"With rotary embeddings, the query \u201c{d['query']}\u201d at position {d['i']} and the "
+                           f"key \u201c{d['key']}\u201d at position {d['j']} have the scaled score "
+                           f"<b>{d['score']:.4f}</b> (the encoder's layer 0, head 3). Both tokens move "
+                           f"{d['shift']} positions to the right. What is their score now?"),
+       grade=check_shifted_score, data=shifted_score_data, label="Score", placeholder="4 decimals")
+
+
+# ----------------------------------------------------------------------------- cache_bytes
+CACHE_MODEL = {"n_layers": 32, "n_heads": 32, "n_kv_heads": 8, "d_head": 128, "T": 8192, "batch": 4,
+               "bytes": 2}
+
+
+def cache_gib(n_layers, n_kv_heads, d_head, T, batch, bytes_per_number) -> float:
+    """``2 * n_layers * batch * n_kv_heads * T * d_head * bytes / 2**30`` (keys and values)."""
+    return 2 * n_layers * batch * n_kv_heads * T * d_head * bytes_per_number / GIB
+
+
+@checker
+def check_cache_bytes(answer, model: dict = CACHE_MODEL):
+    """Grade the KV-cache size in GiB of ``model`` (see :data:`CACHE_MODEL`)."""
+    value, problem = parse_number(answer, "a size in GiB")
+    if problem:
+        return problem
+    m = model
+    args = (m["n_layers"], m["n_kv_heads"], m["d_head"], m["T"], m["batch"], m["bytes"])
+    target = cache_gib(*args)
+    close = lambda a, b: math.isclose(a, b, rel_tol=5e-3)  # noqa: E731
+    if close(value, target):
+        return right(f"2 (keys and values) x {m['n_layers']} layers x {m['batch']} sequences x "
+                     f"{m['n_kv_heads']} key/value heads x {m['T']} tokens x {m['d_head']} x {m['bytes']} bytes "
+                     f"= {target * GIB:,.0f} bytes = {target:g} GiB.")
+    if value <= 0:
+        return wrong("A cache holding tokens takes a positive amount of memory.")
+    n_bytes = target * GIB
+    mistakes = [
+        (target * m["n_heads"] / m["n_kv_heads"], f"That counts {m['n_heads']} heads: only the "
+         f"{m['n_kv_heads']} key/value heads are cached; the query heads share them."),
+        (target / 2, "That counts only keys or only values; the cache holds both (the factor 2)."),
+        (target * 2, "That is twice too much: bfloat16 takes 2 bytes, not 4 (or keys and values were counted twice)."),
+        (target / m["batch"], f"That is one sequence; the batch has {m['batch']}, each with its own cache."),
+        (target / m["n_layers"], f"That is one layer; each of the {m['n_layers']} layers keeps its own keys and values."),
+        (n_bytes, "That is the size in bytes; divide by 2**30 for GiB."),
+        (n_bytes / 1e9, "That is gigabytes (10**9 bytes); a GiB is 2**30 = 1,073,741,824 bytes."),
+        (n_bytes / 2 ** 20, "That is MiB (2**20 bytes); divide by 1024 once more for GiB."),
+        (target / m["bytes"], "That counts numbers, not bytes: each bfloat16 takes 2 bytes."),
+    ]
+    for wrong_value, message in mistakes:
+        if close(value, wrong_value):
+            return wrong(message)
+    return wrong(f"{value:g} GiB is not it. Multiply: 2 (keys and values) x layers x batch x key/value "
+                 "heads x tokens x head width x bytes per number, then divide by 2**30.",
+                 hint="Which of the model's numbers does a cache of keys and values depend on?")
+
+
+define(10, "cache_bytes", kind="number", title="The size of a KV cache",
+       question=(f"A model has {CACHE_MODEL['n_layers']} layers and {CACHE_MODEL['n_heads']} query heads of width "
+                 f"{CACHE_MODEL['d_head']}, with {CACHE_MODEL['n_kv_heads']} key/value heads (grouped-query "
+                 f"attention). It serves a batch of {CACHE_MODEL['batch']} sequences of {CACHE_MODEL['T']} tokens "
+                 f"with keys and values in bfloat16 ({CACHE_MODEL['bytes']} bytes per number). How many "
+                 "<b>GiB</b> (2<sup>30</sup> bytes) does its KV cache hold?"),
+       grade=check_cache_bytes, label="GiB", placeholder="e.g. 1.5")
+
+
+# ----------------------------------------------------------------------------- gqa_head
+GQA = {"H": 32, "H_kv": 8, "head": 13}
+
+
+@checker
+def check_gqa_head(answer, H: int = GQA["H"], H_kv: int = GQA["H_kv"], head: int = GQA["head"]):
+    """Grade the key/value head that query ``head`` reads: ``head // (H // H_kv)``
+    (``attnlib.kv_head_of``, PyTorch's ``enable_gqa`` layout)."""
+    value, problem = parse_number(answer, "a head number")
+    if problem:
+        return problem
+    if value != int(value):
+        return wrong(f"{value:g} is not a whole number: heads are numbered 0, 1, 2, ...")
+    value = int(value)
+    group = H // H_kv
+    target = head // group
+    if value == target:
+        return right(f"Groups of H / H_kv = {group} consecutive query heads share one key/value head: "
+                     f"query heads {target * group}..{target * group + group - 1} read head {target} "
+                     f"({head} // {group} = {target}).")
+    if not 0 <= value < H_kv:
+        return wrong(f"There are only {H_kv} key/value heads, numbered 0 to {H_kv - 1}.")
+    if value == head % H_kv:
+        return wrong(f"{head} mod {H_kv} = {value} would deal the query heads out in turn (0, 1, ..., "
+                     f"{H_kv - 1}, 0, 1, ...). PyTorch and Hugging Face repeat each key/value head "
+                     f"{group} times in a row (repeat_interleave): consecutive query heads share one.")
+    if value == head // H_kv:
+        return wrong(f"That divides by H_kv = {H_kv}; divide by the group size H / H_kv = {group} instead.")
+    if value == target + 1 or value == target - 1:
+        return wrong("Off by one: heads and groups are both numbered from 0.")
+    return wrong(f"Head {value} is read by other query heads. Find the group of {group} consecutive query "
+                 f"heads that contains head {head}.", hint="Group g holds query heads g*(H/H_kv) .. (g+1)*(H/H_kv) - 1.")
+
+
+define(10, "gqa_head", kind="number", title="Which key/value head?",
+       question=(f"A layer has H = {GQA['H']} query heads and H<sub>kv</sub> = {GQA['H_kv']} key/value heads, "
+                 "grouped as in PyTorch's <code>enable_gqa=True</code> and Hugging Face's Llama. Heads are "
+                 f"numbered from 0. Which key/value head does query head <b>{GQA['head']}</b> read?"),
+       grade=check_gqa_head, label="Key/value head", placeholder="a whole number")
