@@ -95,6 +95,10 @@ def battery(chapter: int, name: str) -> tuple[list, list]:
         (9, "rescale_factor"): lambda: [math.exp(-3), math.exp(3), -3, 3, 1, 0.4, 3.5 * math.exp(-3),
                                 math.exp(-5), 0, 7],
         (9, "state_per_query"): lambda: [66, 64, 65, 2, 128, 130, 194, 8192, 70, 66.5],
+        (10, "shifted_score"): lambda: [data["score"], data["query_only"], data["unrotated"], 0, 7, -1,
+                                data["score"] + 0.05],
+        (10, "cache_bytes"): lambda: [4, 16, 2, 8, 1, 0.125, 4 * 2 ** 30, 4 * 2 ** 30 / 1e9, 4096, -1, 3.3],
+        (10, "gqa_head"): lambda: [3, 5, 1, 8, -1, 2.5, 4, 2, 13],
     }[(chapter, name)]()
     typed = [v if isinstance(v, str) else (str(v) if isinstance(v, int) else _num(v)) for v in specific]
     return typed + GARBAGE_TEXT, [None, 3, 2.5, True, [1], {"x": 1}]
