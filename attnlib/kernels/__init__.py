@@ -32,9 +32,10 @@ def _choose_interpreter() -> None:
 
 _choose_interpreter()
 
-INSTALL_HINT = ("attnlib.triton_attention needs the triton package, which has wheels for Linux only "
-                "(pip install 'triton==3.9.0' on Linux). On macOS or Windows, run chapter 9's Triton "
-                "section on Linux (a container, WSL2 or Binder), or read it without running.")
+INSTALL_HINT = ("attnlib.triton_attention needs the triton package, which is not installed here. Triton has "
+                "wheels for Linux only: on Linux, pip install 'triton==3.9.0' (as requirements.txt does); "
+                "on macOS or Windows, run chapter 9's Triton section in a Linux container or WSL2, or read "
+                "it without running.")
 
 
 def triton_available() -> bool:
