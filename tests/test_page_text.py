@@ -40,7 +40,7 @@ STATUS = [
 # pybtex's "alpha" labels: three letters of a lone author's surname (Str16), the initials of
 # two to four authors (AZ20, CKLM19) or of the first three and "+" (VCC+18); two-digit year,
 # optional a/b suffix.
-LABEL = re.compile(r"^\[(?:[A-Z][a-zà-ž]{2}|[A-Z]{2,4}|[A-Z]{3}\+)\d{2}[a-z]?\]$")
+LABEL = re.compile(r"^\[(?:[A-Z][a-zà-ž]{2}|[A-Z]{2,4}|[A-Z]{3,4}\+)\d{2}[a-z]?\]$")  # ALTJ+23: a hyphenated surname gives two initials (alpha.bst)
 
 
 def _soup(page: Path) -> BeautifulSoup:
