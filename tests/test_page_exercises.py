@@ -78,13 +78,11 @@ def battery(chapter: int, name: str) -> tuple[list, list]:
     # number: the typed text
     specific = {
         (1, "output"): lambda: [ch01.output_answer(), 3.21, *ch01._typical_mistakes().values(), 11, 5, 2],
-        (2, "rank"): lambda: [32, 384, 385, 64, 12, 32.5, 1000, 16, 0, -3],
         (3, "row_entry"): lambda: [ch03.row_entry_expected(data), sum(data["values"]) / len(data["values"]),
                            sum(data["values"]), data["values"][data["query"]], 1000, -1000, 0],
         (4, "temperature"): lambda: [0.05, 0.3, 1, 10, 0, -1, 1e-9,
                              0.99 * ch04.largest_temperature(data["scores"]),
                              1.01 * ch04.largest_temperature(data["scores"])],
-        (4, "uniform_entropy"): lambda: [math.log(13), math.log2(13), math.log10(13), 13, 1 / 13, 0, -1, 5],
         (5, "padding_zero_keys"): lambda: [7, 5, 12, 0, 9, 13, 3, 2.5, -1],
         (6, "param_count"): lambda: ["591,360", "591 360", "591_360", 591360, 4 * 384 ** 2, 3 * 384 ** 2 + 3 * 384,
                              3 * 384 ** 2, 12 * 591360, 12 * 4 * 384 ** 2, 4 * 384 * 32 + 4 * 32,
