@@ -143,12 +143,12 @@ def test_first_check_through_the_ui(visit):
     """A reader types, presses Enter, waits for the runtime once, and reads the verdict; the
     feedback clears when the answer changes; a click on Check grades again."""
     page = visit.page
-    root = '[data-exercise="4:uniform_entropy"]'
-    page.fill(f"{root} input", "3.7")
+    root = '[data-exercise="4:temperature"]'
+    page.fill(f"{root} input", "1")
     page.press(f"{root} input", "Enter")
     page.wait_for_selector(f"{root} .attn-ex-wrong", timeout=FIRST_CHECK_TIMEOUT_MS)
-    assert page.inner_text(f"{root} .attn-ex-feedback") == check(4, "uniform_entropy", "3.7").text
-    page.fill(f"{root} input", "2.565")
+    assert page.inner_text(f"{root} .attn-ex-feedback") == check(4, "temperature", "1").text
+    page.fill(f"{root} input", "0.3")
     assert page.inner_text(f"{root} .attn-ex-feedback") == ""
     page.click(f"{root} button.attn-ex-check")
     page.wait_for_selector(f"{root} .attn-ex-correct")
@@ -267,12 +267,13 @@ def test_book_exercises_answer_in_the_page(browser):  # noqa: F811
     visit = Visit(browser, serve(str(HTML)) + page_path.relative_to(HTML).as_posix())
     try:
         page = visit.page
-        root = '[data-exercise="4:scaling"]'
-        page.check(f'{root} input[value="1/d_k"]')
+        root = '[data-exercise="4:entropy_dk"]'
+        wrong_option, right_option = ch04.ENTROPY_OPTIONS[2], ch04.ENTROPY_OPTIONS[0]
+        page.check(f'{root} input[value="{wrong_option}"]')
         page.click(f"{root} .attn-ex-check")
         page.wait_for_selector(f"{root} .attn-ex-wrong", timeout=FIRST_CHECK_TIMEOUT_MS)
-        assert page.inner_text(f"{root} .attn-ex-feedback") == check(4, "scaling", "1/d_k").text
-        page.check(f'{root} input[value="1/sqrt(d_k)"]')
+        assert page.inner_text(f"{root} .attn-ex-feedback") == check(4, "entropy_dk", wrong_option).text
+        page.check(f'{root} input[value="{right_option}"]')
         page.click(f"{root} .attn-ex-check")
         page.wait_for_selector(f"{root} .attn-ex-correct")
         assert visit.errors == [] and visit.external == [] and visit.failed == []
@@ -334,8 +335,8 @@ def test_book_exercises_are_readable_in_both_modes(browser, mode):  # noqa: F811
         page = visit.page
         page.evaluate("(m) => { localStorage.setItem('theme', m); localStorage.setItem('mode', m); "
                       "document.documentElement.dataset.theme = m; document.documentElement.dataset.mode = m; }", mode)
-        root = '[data-exercise="4:uniform_entropy"]'
-        page.fill(f"{root} input", "13")
+        root = '[data-exercise="4:temperature"]'
+        page.fill(f"{root} input", "1")
         page.press(f"{root} input", "Enter")
         page.wait_for_selector(f"{root} .attn-ex-wrong", timeout=FIRST_CHECK_TIMEOUT_MS)
         ratios = page.evaluate(CONTRAST, ", ".join(f"[data-exercise] {s.strip()}" for s in TEXT_PARTS.split(",")))
