@@ -223,7 +223,7 @@ define(4, "temperature", kind="number", title="Sharpen a real attention row",
        question=_temperature_question, data=temperature_example,
        grade=lambda answer, data: check_temperature(answer, scores=data["scores"]),
        label="τ =", placeholder="e.g. 0.5")
-define(4, "entropy_dk", kind="choice", title="Double d_k, keep the old scale",
+define(4, "entropy_dk", kind="choice", title="Double the head width, keep the old scale",
        question=(f"Put heads {WIDE_HEADS[0]} and {WIDE_HEADS[1]} of layer {LAYER} side by side: one head of "
                  "width d_k = 64 on the running sentence. Predict, then check: if its scores are still "
                  "divided by sqrt(32), the old d_k, instead of sqrt(64), how does the mean row entropy "
