@@ -19,12 +19,13 @@ PIP_INSTALL := $(PIP) install --quiet -c $(CONSTRAINTS)
 BOOK_FLAGS := --warningiserror --nitpick --builder html
 JOBS ?= 2
 
-.PHONY: book test setup html unit bench clean help chapter lock
+.PHONY: book test setup html unit bench clean help chapter lock notebooks
 
 help:
 	@echo "make book   set up .venv, execute every chapter, build the HTML into _build/html"
 	@echo "make test   set up .venv, run the whole test suite (unit tests + executed book build)"
 	@echo "make bench  run the benchmarks under bench/"
+	@echo "make notebooks  write the learners' notebooks (one .ipynb per chapter) into _build/notebooks"
 	@echo "make chapter NB=chapters/05_masking.md   execute one chapter (quick check while writing)"
 	@echo "make lock   re-resolve requirements.txt in a scratch venv and rewrite constraints.txt"
 
@@ -76,6 +77,13 @@ bench: setup
 chapter: setup
 	@test -n "$(NB)" || { echo "usage: make chapter NB=chapters/NN_topic.md"; exit 2; }
 	HF_HUB_OFFLINE=1 $(PY) _ext/execute_notebook.py "$(NB)" -o "$(CURDIR)/_build/check.ipynb"
+
+# The learners' notebooks: one .ipynb per page in _build/notebooks (prose rendered, glued numbers
+# filled in, solutions folded, plumbing collapsed).  Reuses the executed notebooks of the last
+# book build (_build/jupyter_execute) where they match the sources, else executes the pages.
+# Open them with:  .venv/bin/jupyter lab _build/notebooks
+notebooks: setup
+	HF_HUB_OFFLINE=1 $(PY) _ext/make_notebooks.py
 
 # Re-resolve requirements.txt (newest versions inside its ranges) in a scratch venv and write
 # every installed version to constraints.txt.  Then run `make test` (it rebuilds .venv from the
