@@ -384,7 +384,7 @@ class MystToMarkdown:
             return f"```{arg.split()[0] if arg else ''}\n{body}\n```"
         if name in ("figure", "image"):
             image = self._image_file(arg, options)
-            caption = self._blocks(body) if body else ""
+            caption = self._blocks(body).strip() if body else ""
             return image + (f"\n\n*Figure: {caption}*" if caption else "")
         if name.startswith("glue"):
             return self._glue_directive(name, arg, options, body)
@@ -424,7 +424,7 @@ class MystToMarkdown:
             return f"$$\n{data.get('text/latex', data.get('text/plain', '')).strip('$')}\n$$"
         out = self._bundle_markdown(data, key, str(options.get("alt", "")))
         if name == "glue:figure" and body:
-            out += f"\n\n*Figure: {self._blocks(body)}*"
+            out += f"\n\n*Figure: {self._blocks(body).strip()}*"
         return out
 
     def _bundle_markdown(self, data: dict, key: str, alt: str = "") -> str:
