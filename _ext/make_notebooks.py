@@ -564,23 +564,14 @@ def executed_run(page: str, source_nb, executed_dir: Path | None, timeout: int |
         with tempfile.TemporaryDirectory() as tmp:
             src = Path(tmp) / (Path(page).name + ".ipynb")
             nbformat.write(run, str(src))
-            # executed next to the page, so that relative paths in the code resolve as in the book
-            result = _execute_in(src, (ROOT / page).parent, timeout, Path(tmp) / "executed.ipynb", execute_chapter)
+            # the kernel runs in the page's folder, so that relative paths resolve as in the book
+            result = execute_chapter(src, timeout=timeout, output=Path(tmp) / "executed.ipynb",
+                                     cwd=(ROOT / page).parent)
             nb = nbformat.read(str(Path(tmp) / "executed.ipynb"), as_version=4)
     finally:
         os.environ.pop(RECORD_ENV, None)
     log(f"{page}: executed in {result['seconds']:.1f} s")
     return [c.get("outputs", []) for c in nb.cells], glue_outputs(nb)
-
-
-def _execute_in(src: Path, cwd: Path, timeout, output: Path, execute_chapter):
-    # execute_chapter runs the kernel in the notebook's own folder: put the copy beside the page
-    target = cwd / f".make_notebooks-{os.getpid()}-{src.name}"
-    target.write_bytes(src.read_bytes())
-    try:
-        return execute_chapter(target, timeout=timeout, output=output)
-    finally:
-        target.unlink(missing_ok=True)
 
 
 RUN_NOTE = {"text/markdown": "*(Run this cell to show the interactive widget: a saved widget has no kernel behind it.)*",
