@@ -345,7 +345,23 @@ class MystToMarkdown:
             for child in (t.children or []) if t.type == "inline" else []:
                 if child.type == "myst_role":
                     text = self._replace_role(text, child.meta["name"], child.content)
+                elif child.type == "link_open":
+                    text = self._relink(text, str(child.attrs.get("href", "")))
         return text
+
+    def _relink(self, text: str, href: str) -> str:
+        """A link to another page of the book (``[](chapters/02_x.md)``, ``[text](02_x.md)``)
+        points to that page's notebook, and an empty text gets the page's title, as MyST does."""
+        target, _, anchor = href.partition("#")
+        if not target.endswith(".md") or re.match(r"^[a-z][\w+.-]*:", target):
+            return text
+        path = (self.source_dir / target).resolve()
+        new = Path(target).stem + ".ipynb" + (f"#{anchor}" if anchor else "")
+        title = Path(target).stem
+        if path.is_file():
+            m = re.search(r"^# (.+)$", path.read_text(encoding="utf-8"), re.M)
+            title = m.group(1).strip() if m else title
+        return text.replace(f"[]({href})", f"[{title}]({new})").replace(f"]({href})", f"]({new})")
 
     def _replace_role(self, text: str, name: str, content: str) -> str:
         pattern = re.compile(r"\{" + re.escape(name) + r"\}(`+)" +

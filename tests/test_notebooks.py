@@ -126,6 +126,13 @@ def test_include_figure_and_image_become_attachments(tmp_path):
     assert "*Figure: The caption, $x$.*" in out
 
 
+def test_links_to_pages_point_to_their_notebooks():
+    out, _ = render("1. [](01_weighted_average.md). Then [masking](05_masking.md#the-rule), "
+                    "[a site](https://example.org/x.md).")
+    assert out == ("1. [Attention is a weighted average](01_weighted_average.ipynb). Then "
+                   "[masking](05_masking.ipynb#the-rule), [a site](https://example.org/x.md).")
+
+
 def test_glue_import_is_replaced_and_records_only_when_asked():
     src = "import os\nfrom myst_nb import glue\nglue('a', 1, display=False)\n"
     out = mk.learner_source(src)
@@ -327,6 +334,8 @@ def check_notebook(nb, page: str) -> list[str]:
                 problems.append(f"{where}: a directive fence or ::: in Markdown")
             if re.search(r"\{[a-z][\w:-]*\}`", text):
                 problems.append(f"{where}: a MyST role left as text")
+            if "[](" in text or re.search(r"\]\((?!https?:)[^)\s]*\.md(#[^)]*)?\)", text):
+                problems.append(f"{where}: an empty link or a link to a .md source")
             details += len(re.findall(r"<details>\s*<summary><b>Solution</b>", text))
             visible = _markdown_without_details(text)
             for body in solution_bodies(page):
