@@ -87,8 +87,11 @@ _GLUE_IMPORT = re.compile(r"^from myst_nb import glue[ \t]*(#.*)?$", re.M)
 ADMONITIONS = {"admonition", "note", "tip", "hint", "important", "warning", "caution", "attention",
                "danger", "error", "seealso", "margin", "sidebar", "topic", "epigraph", "pull-quote",
                "highlights", "todo", "versionadded", "versionchanged", "deprecated"}
-DROPPED_DIRECTIVES = {"bibliography", "toctree", "tableofcontents", "index", "meta", "only",
-                      "rubric-hidden"}
+DROPPED_DIRECTIVES = {"bibliography", "toctree", "tableofcontents", "index", "meta", "rubric-hidden"}
+#: The tags that an ``{only}`` directive's expression sees in a notebook (Sphinx sets the
+#: builder's, e.g. ``html``, in the book): ``{only} html`` is page-only text, ``{only}
+#: notebook`` notebook-only text (the book never shows it).
+NOTEBOOK_TAGS = {"notebook", "ipynb", "jupyter"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -373,6 +376,8 @@ class MystToMarkdown:
         name = name.lower()
         if name in DROPPED_DIRECTIVES:
             return ""
+        if name == "only":
+            return self._blocks(body) if only_applies(arg) else ""
         if name == "include":
             path = (self.source_dir / arg).resolve()
             return self._blocks(_strip_front_matter(path.read_text(encoding="utf-8")))
@@ -510,6 +515,17 @@ class MystToMarkdown:
         if variant in ("year", "yearpar"):
             return ", ".join(y for _, y in parts)
         return "(" + "; ".join(f"{a}, {y}" for a, y in parts) + ")"
+
+
+def only_applies(expression: str, tags=NOTEBOOK_TAGS) -> bool:
+    """Sphinx's ``only`` expression (tags with ``and``, ``or``, ``not``, parentheses) evaluated
+    for a notebook."""
+    words = re.findall(r"\(|\)|[\w.-]+", expression)
+    code = " ".join(w if w in ("(", ")", "and", "or", "not") else str(w in tags) for w in words)
+    try:
+        return bool(eval(code or "False", {"__builtins__": {}}))  # noqa: S307 - only True/False/and/or/not
+    except SyntaxError:
+        return False
 
 
 def _join(value) -> str:

@@ -104,11 +104,13 @@ def binder_section(b: dict) -> list[str]:
             f"**{b['venv_mb']:,} MB** on disk ({b['n_packages']} packages, torch {b['torch']}; "
             f"book and test tools installed: {', '.join(b['forbidden_installed']) or 'none'}).")
     if "generate" in b:
-        text += (f"  In it, `_ext/make_notebooks.py` executed every page and wrote "
-                 f"{len(b['generate']['notebooks'])} notebooks in {b['generate']['seconds']:.0f} s.")
+        g = b["generate"]
+        text += (f"  In it, `_ext/make_notebooks.py` executed every page and wrote {len(g['notebooks'])} "
+                 f"notebooks in {g['seconds']:.0f} s (2-core machine, load average "
+                 f"{g['load_average_after'][1]:.1f}), with no book tools installed.")
     if "three_chapters" in b:
-        text += (f"  Three chapters running at once (three kernels) peaked at "
-                 f"{b['three_chapters']['peak_total_rss_mib']:,} MiB in all.")
+        text += (f"  Three chapters running at once (three kernels, with their nbclient runners) peaked "
+                 f"at {b['three_chapters']['peak_total_rss_mib']:,} MiB in all.")
     return [text]
 
 

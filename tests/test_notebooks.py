@@ -126,6 +126,12 @@ def test_include_figure_and_image_become_attachments(tmp_path):
     assert "*Figure: The caption, $x$.*" in out
 
 
+def test_only_directive_keeps_notebook_text_and_drops_page_text():
+    out, _ = render("```{only} html\nOn the page only.\n```\n\n```{only} notebook or latex\nIn the notebook.\n```\n\n"
+                    "```{only} not html\nAlso here.\n```\n")
+    assert out == "In the notebook.\n\nAlso here."
+
+
 def test_links_to_pages_point_to_their_notebooks():
     out, _ = render("1. [](01_weighted_average.md). Then [masking](05_masking.md#the-rule), "
                     "[a site](https://example.org/x.md).")
