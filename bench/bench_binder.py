@@ -159,6 +159,7 @@ def main(argv=None) -> int:
     if args.memory and not args.generate:
         ap.error("--memory runs the notebooks that --generate writes: give both")
     shutil.rmtree(VENV, ignore_errors=True)
+    had_egg_info = (ROOT / "attnlib.egg-info").exists()
     load0 = os.getloadavg()
     timings = {"venv": run([sys.executable, "-m", "venv", str(VENV)])}
     py = VENV / "bin" / "python"
@@ -196,6 +197,8 @@ def main(argv=None) -> int:
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     if not args.keep:
         shutil.rmtree(VENV, ignore_errors=True)
+    if not had_egg_info:   # the editable install builds attnlib.egg-info in the working copy
+        shutil.rmtree(ROOT / "attnlib.egg-info", ignore_errors=True)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "binder.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [
