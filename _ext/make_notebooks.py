@@ -632,6 +632,8 @@ def learner_outputs(outputs: list) -> list:
     return kept
 
 
+HIDDEN_CELL_NOTE = "# Set-up and checking code, hidden as in the book (click the bar to show it)."
+HIDDEN_INPUT_NOTE = "# The code of the output below, hidden as in the book (click the bar to show it)."
 HIDE_SOURCE = {"remove-cell", "hide-cell", "remove-input", "hide-input"}
 HIDE_OUTPUT = {"remove-cell", "hide-cell", "remove-output", "hide-output"}
 DROP_OUTPUT = {"remove-cell", "remove-output"}
@@ -683,7 +685,12 @@ def build_notebook(page: str, executed_dir: Path | None = EXECUTED, timeout: int
         if jmeta:
             meta["jupyter"] = jmeta
             meta["collapsed"] = bool(jmeta.get("outputs_hidden"))
-        code = nbformat.v4.new_code_cell(learner_source(cell.source), metadata=meta)
+        source = learner_source(cell.source)
+        if jmeta.get("source_hidden"):
+            # JupyterLab shows a collapsed cell's first line: make it this note, not the code
+            # (the first line of a checking cell can be an assert that gives an answer away)
+            source = (HIDDEN_CELL_NOTE if tags & (HIDE_OUTPUT & HIDE_SOURCE) else HIDDEN_INPUT_NOTE) + "\n" + source
+        code = nbformat.v4.new_code_cell(source, metadata=meta)
         outs = outputs[code_index] if code_index < len(outputs) else []
         code_index += 1
         code.outputs = [] if tags & DROP_OUTPUT else learner_outputs(outs)

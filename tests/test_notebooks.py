@@ -356,6 +356,8 @@ def check_notebook(nb, page: str) -> list[str]:
             if set(cell.metadata.get("tags", [])) & {"remove-cell", "remove-input", "hide-input", "hide-cell"} \
                     and not hidden:
                 problems.append(f"{where}: plumbing cell not collapsed")
+            if hidden and not cell.source.startswith("# "):
+                problems.append(f"{where}: a collapsed cell shows its first line of code: {cell.source[:60]!r}")
             if "remove-cell" in cell.metadata.get("tags", []) and cell.outputs:
                 problems.append(f"{where}: outputs of a remove-cell are kept")
             for out in cell.get("outputs", []):
@@ -411,6 +413,7 @@ def test_mutations_are_caught(notebooks):
         "remove-cell": lambda b: b.cells[code].metadata.pop("jupyter"),
         "cdn": lambda b: b.cells[shown].outputs.append(nbformat.v4.new_output(
             "display_data", data={"text/html": '<script src="https://cdn.jsdelivr.net/x.js"></script>'})),
+        "first line": lambda b: setattr(b.cells[code], "source", b.cells[code].source.split("\n", 1)[1]),
         "fence": lambda b: setattr(b.cells[1], "source", b.cells[1].source + "\n\n:::{note}\nx\n:::"),
     }
     for name, plant in plants.items():
