@@ -51,7 +51,8 @@ from .transformer import STATIC_BOOK_ENV, TinyTransformer
 __all__ = [
     "SEQ_LEN", "CHUNK", "SPAN_MIN", "D_MODEL", "N_HEADS", "BATCH_SIZE", "LR", "STEPS",
     "vocabulary", "encode", "decode", "training_batch", "repeated_sequences", "text_sequences",
-    "build_model", "train", "induction_scores", "previous_token_scores", "repeated_loss",
+    "build_model", "train", "induction_scores", "previous_token_scores", "duplicate_token_scores",
+    "repeated_loss",
     "uniform_induction_score", "uniform_previous_score", "offset_baseline", "head_patterns", "trained",
 ]
 
@@ -205,14 +206,15 @@ def _next_token_loss(logits, tokens) -> torch.Tensor:
                            reduction="none").view(B, T - 1)
 
 
-def _induction_from_weights(weights: list) -> torch.Tensor:
+def _induction_from_weights(weights: list, shift: int = 1) -> torch.Tensor:
     """``(n_layers, H)``: on repeated sequences of length ``T = 2 n``, the mean of
-    ``A[i, i - n + 1]`` over the queries ``i = n .. T-1`` of the second copy and the batch."""
+    ``A[i, i - n + shift]`` over the queries ``i = n .. T-1`` of the second copy and the
+    batch (``shift=1``: the token after the earlier occurrence; ``0``: the occurrence)."""
     out = []
     for w in weights:                                              # (B, H, T, T)
         n = w.shape[-1] // 2
-        diag = torch.diagonal(w, offset=-(n - 1), dim1=-2, dim2=-1)  # (B, H, n + 1): A[i, i-n+1], i = n-1..T-1
-        out.append(diag[..., 1:].mean(dim=(0, 2)))                   # queries of the second copy only
+        diag = torch.diagonal(w, offset=-(n - shift), dim1=-2, dim2=-1)  # A[i, i-n+shift], i = n-shift..T-1
+        out.append(diag[..., shift:].mean(dim=(0, 2)))                   # queries of the second copy only
     return torch.stack(out).float().cpu()
 
 
@@ -365,6 +367,22 @@ def induction_scores(model, seed: int = 0, *, ablate=()) -> torch.Tensor:
     """
     model = _model(model)
     return _induction_from_weights(head_patterns(model, repeated_sequences(N_HELD_OUT, seed), ablate))
+
+
+def duplicate_token_scores(model, seed: int = 0) -> torch.Tensor:
+    """Duplicate-token score of every head: on :func:`repeated_sequences` (held out,
+    ``seed``), the mean weight from each token of the second copy on the earlier occurrence
+    of the same token, ``mean A[i, i - T/2]`` over ``i = T/2 .. T-1`` and the sequences.
+    (Duplicate-token heads: Wang et al. 2023, "Interpretability in the Wild".)
+
+    Shapes:
+        returns ``(n_layers, H)`` float32, weights in [0, 1].
+
+    Raises:
+        as :func:`induction_scores`.
+    """
+    model = _model(model)
+    return _induction_from_weights(head_patterns(model, repeated_sequences(N_HELD_OUT, seed)), shift=0)
 
 
 def previous_token_scores(model, seed: int = 0) -> torch.Tensor:

@@ -3,7 +3,8 @@
 * ``induction_head``: pick the induction head of the chapter's trained model from its
   patterns (the explorable of the chapter shows every head on a repeated sequence).
 * ``circuit_loss``: predict, then check, the loss on the repeated half when both heads of the
-  induction circuit are removed at once.
+  induction circuit (the duplicate-token head of layer 0 and the induction head) are removed
+  at once.
 * ``one_layer_halves``: predict, then check, whether the one-layer control does better on the
   second copy of a repeated sequence than on the first, although it has no induction head.
 * ``torch_mask``: which ``attn_mask`` makes ``torch.nn.MultiheadAttention`` apply an attnlib
@@ -35,10 +36,12 @@ def induction_data() -> dict:
     """The trained models' numbers the three induction exercises grade against.
 
     Returns a dict with ``labels`` (``"L0 H0"`` ... one per head), ``induction`` and
-    ``previous`` (one score per head, in the order of ``labels``), ``ind_head`` and
-    ``prev_head`` (indices into ``labels``), ``uniform`` (the uniform induction score),
-    ``intact`` (second-copy loss, nats), ``without_ind`` (with the induction head removed),
-    ``without_prev`` (with the previous-token head removed), ``without_both`` (both removed),
+    ``previous`` (one score per head, in the order of ``labels``), ``ind_head``, ``prev_head``
+    and ``dup_head`` (indices into ``labels``: the best induction head of the last layer, the
+    best previous-token and duplicate-token heads of layer 0), ``uniform`` (the uniform
+    induction score), ``intact`` (second-copy loss, nats), ``without_ind`` (with the induction
+    head removed), ``without_dup`` (with the duplicate-token head removed), ``without_both``
+    (both removed),
     ``first`` (first-copy loss) and, for the one-layer control, ``one_first`` and
     ``one_second`` (its loss on the two copies).
     """
@@ -51,17 +54,18 @@ def induction_data() -> dict:
     L, H = ind.shape
     ind_layer, ind_head = L - 1, int(ind[-1].argmax())
     prev_head = int(prev[0].argmax())
+    dup_head = int(induction.duplicate_token_scores(model)[0].argmax())
     loss = induction.repeated_loss
     return {
         "labels": [f"L{layer} H{head}" for layer in range(L) for head in range(H)],
         "induction": [_r(v) for v in ind.flatten().tolist()],
         "previous": [_r(v) for v in prev.flatten().tolist()],
-        "ind_head": ind_layer * H + ind_head, "prev_head": prev_head,
+        "ind_head": ind_layer * H + ind_head, "prev_head": prev_head, "dup_head": dup_head,
         "uniform": _r(induction.uniform_induction_score()),
         "intact": _r(loss(model)), "first": _r(loss(model, half="first")),
         "without_ind": _r(loss(model, ablate=[(ind_layer, ind_head)])),
-        "without_prev": _r(loss(model, ablate=[(0, prev_head)])),
-        "without_both": _r(loss(model, ablate=[(0, prev_head), (ind_layer, ind_head)])),
+        "without_dup": _r(loss(model, ablate=[(0, dup_head)])),
+        "without_both": _r(loss(model, ablate=[(0, dup_head), (ind_layer, ind_head)])),
         "one_first": _r(loss(control, half="first")), "one_second": _r(loss(control)),
     }
 
@@ -83,9 +87,14 @@ def check_induction_head(answer, data: dict | None = None):
                      "head that spreads its weight evenly.")
     if pos == data["prev_head"]:
         return wrong(f"{labels[pos]} is the previous-token head: its stripe sits right under the diagonal, "
-                     f"the same in both copies (previous-token score {prev[pos]:.2f}). It prepares the "
-                     "induction head's keys, but it never looks back to the first copy.",
+                     f"the same in both copies (previous-token score {prev[pos]:.2f}). It never looks back "
+                     "to the first copy.",
                      hint="Look for a head whose pattern changes between the first and the second copy.")
+    if pos == data["dup_head"]:
+        return wrong(f"{labels[pos]} is the duplicate-token head: from a repeated word it looks at the word's "
+                     "first occurrence itself, one position too early for copying. The induction head looks "
+                     "at the word that followed it. The duplicate-token head feeds it, from layer 0.",
+                     hint="Look one position to the right of the duplicate-token head's stripe, in the last layer.")
     if labels[pos].startswith("L0"):
         return wrong(f"{labels[pos]} is in layer 0, whose keys know only their own word and position. "
                      "Finding the word that followed an earlier occurrence needs a key that knows its "
@@ -119,7 +128,7 @@ def check_circuit_loss(answer, data: dict | None = None):
     target = data["without_both"]
     explain = (f"With both heads gone the loss on the second copy is {target:.2f} nats, against "
                f"{data['intact']:.2f} intact, {data['without_ind']:.2f} without the induction head alone and "
-               f"{data['without_prev']:.2f} without the previous-token head alone; the first copy costs "
+               f"{data['without_dup']:.2f} without the duplicate-token head alone; the first copy costs "
                f"{data['first']:.2f}.")
     if abs(value - target) <= _TOLERANCE:
         return right(explain + " Removing the second head of a circuit whose first step is already broken "
@@ -127,22 +136,22 @@ def check_circuit_loss(answer, data: dict | None = None):
     if value < 0:
         return wrong("A cross-entropy loss is never negative: it is minus the log of a probability.")
     named = {"intact": "the intact model's loss", "without_ind": "the loss without the induction head alone",
-             "without_prev": "the loss without the previous-token head alone", "first": "the first copy's loss"}
+             "without_dup": "the loss without the duplicate-token head alone", "first": "the first copy's loss"}
     for key, what in named.items():
         if abs(value - data[key]) <= _TOLERANCE and abs(data[key] - target) > _TOLERANCE:
             return wrong(f"{value:g} is {what}, which the chapter shows. Removing both heads is a new "
                          "measurement: predict it, then run it.",
-                         hint="induction.repeated_loss(model, ablate=[(0, prev_head), (1, ind_head)])")
+                         hint="induction.repeated_loss(model, ablate=[(0, dup_head), (1, ind_head)])")
     direction = "lower" if value < target else "higher"
     return wrong(f"{value:g} nats is {direction} than what the model gives.",
-                 hint="Run induction.repeated_loss(model, ablate=[(0, prev_head), (1, ind_head)]) and "
+                 hint="Run induction.repeated_loss(model, ablate=[(0, dup_head), (1, ind_head)]) and "
                       "type its value with two decimals.")
 
 
 define(6, "circuit_loss", kind="number", title="Remove the whole circuit",
-       question=("Predict, then check: remove <b>both</b> heads of the circuit at once, the previous-token head "
+       question=("Predict, then check: remove <b>both</b> heads of the circuit at once, the duplicate-token head "
                  "of layer 0 and the induction head of layer 1 "
-                 "(<code>induction.repeated_loss(model, ablate=[(0, prev_head), (1, ind_head)])</code>). "
+                 "(<code>induction.repeated_loss(model, ablate=[(0, dup_head), (1, ind_head)])</code>). "
                  "What is the loss on the second copy, in nats? Compare it with the two single ablations "
                  "of the chapter before you run it."),
        data=induction_data, grade=check_circuit_loss, label="Loss (nats)", placeholder="e.g. 3.5")
@@ -177,8 +186,9 @@ def check_one_layer_halves(answer, data: dict | None = None):
     reasons = {
         HALVES_OPTIONS[0]: ("A single layer can attend from a word to every earlier word and raise their "
                             "chances a little (a word seen once is a likely next word in these sequences), "
-                            "but it cannot tell which of them comes next: that needs the previous-token "
-                            "information that only an earlier layer can put into the keys."),
+                            "but it cannot tell which of them comes next: that needs information that only "
+                            "an earlier layer can add (where the word occurred before, or which word came "
+                            "before each key)."),
         HALVES_OPTIONS[1]: ("Without an induction head the model cannot find the next word of the repeat; "
                             "what it does on the second copy it does on any sequence."),
         HALVES_OPTIONS[2]: ("The words of the second copy are the same random words; what makes them harder "
