@@ -68,6 +68,7 @@ def test_training_batches_repeat_a_span_at_varying_distances():
     assert all(length >= induction.SPAN_MIN for length, _ in found)
     distances = {d for _, d in found}
     assert len(distances) > 5, distances            # no fixed distance back solves the task
+    assert sum(d > length for length, d in found) > 16, "the copy must often land after a gap"
     again = induction.training_batch(64, torch.Generator().manual_seed(0))
     assert torch.equal(x, again)
 
@@ -228,6 +229,12 @@ def test_short_training_is_seeded_and_reproducible():
     assert h1["probe_step"] == [0, 6] and len(h1["induction"]) == 2 and h1["induction"][0].shape == (1, induction.N_HEADS)
     assert h1["config"]["seed"] == 3 and not m1.training
     assert h1["loss"][-1] < h1["loss"][0]                              # it learns something
+    # the first step's loss is the untrained model's on the first batch of the seeded stream
+    batch = induction.training_batch(induction.BATCH_SIZE, torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        logits, _ = induction.build_model(1, 3)(batch)
+    expected = F.cross_entropy(logits[:, :-1].reshape(-1, V), batch[:, 1:].reshape(-1)).item()
+    assert h1["loss"][0] == pytest.approx(expected, rel=1e-5)
 
 
 def test_trained_reuses_the_last_run(monkeypatch):
