@@ -107,7 +107,7 @@ def check_induction_head(answer, data: dict | None = None):
 
 
 define(6, "induction_head", kind="token", title="Which head is the induction head?",
-       question=("The chapter's two-layer model, trained on the speech, read on eight random words repeated "
+       question=("The chapter's two-layer model, trained on the speech, read on random words repeated once "
                  "(use the explorable above: pick a head, hover a word of the second copy). Which head is "
                  "the <b>induction head</b>, the one that looks from a repeated word to the word that "
                  "followed its first occurrence?"),
