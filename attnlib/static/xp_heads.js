@@ -65,6 +65,12 @@ function view(root, data, uid) {
     for (k = 0; k < T; k++) {
       var c = chips[k];
       var alpha = 0.9 * w[k] / rowMax, fill = blend([255, 140, 0, alpha], behind);
+      /* where neither ink reaches 4.5:1 (mid orange on a dark page), deepen the orange a little
+         until near-black text does: the number under the token carries the exact weight */
+      while (Math.max(contrast(ink, fill), contrast(DARK, fill)) < 4.5 && alpha < 1) {
+        alpha = Math.min(1, alpha + 0.05);
+        fill = blend([255, 140, 0, alpha], behind);
+      }
       c.node.style.backgroundColor = "rgba(255, 140, 0, " + alpha.toFixed(3) + ")";
       c.node.style.color = contrast(ink, fill) >= contrast(DARK, fill) ? "" : "rgb(17,17,17)";
       c.node.setAttribute("data-weight", String(w[k]));
