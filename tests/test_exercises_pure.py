@@ -32,8 +32,8 @@ def _data(chapter, name):
     return exercise_data(chapter, name)
 
 
-def test_registry_holds_the_26_exercises_of_the_book():
-    assert len(ALL) == 26
+def test_registry_holds_the_27_exercises_of_the_book():
+    assert len(ALL) == 27
     assert {definition(c, n).kind for c, n in ALL} == {"number", "choice", "token", "matrix"}
 
 
