@@ -8,6 +8,7 @@ the chapter's settings), then measure on held-out data
 * the rise of the repeated-half loss when the best induction head is zero-ablated
   (target >= 0.5 nats), and of the first-half loss (should stay small),
 * the layer-0 head whose removal lowers the induction head's score most (the head feeding it),
+  with its duplicate-token and previous-token scores,
 * the one-layer control's best induction score (target < half the two-layer one's) and its
   repeated-half loss (target >= 0.5 nats worse than the two-layer model's),
 
@@ -45,6 +46,8 @@ def measure(seed: int) -> dict:
     ih, ph = int(ind[last].argmax()), int(prev[0].argmax())
     intact2, intact1 = induction.repeated_loss(model), induction.repeated_loss(model, half="first")
     feeder = [induction.induction_scores(model, ablate=[(0, h)])[last, ih].item() for h in range(model.n_heads)]
+    dup = induction.duplicate_token_scores(model)
+    fh = min(range(model.n_heads), key=feeder.__getitem__)
     ind1 = induction.induction_scores(control)
     loss1 = induction.repeated_loss(control)
     row = {
@@ -56,7 +59,8 @@ def measure(seed: int) -> dict:
         "ablation_rise_second": induction.repeated_loss(model, ablate=[(last, ih)]) - intact2,
         "ablation_rise_first": induction.repeated_loss(model, ablate=[(last, ih)], half="first") - intact1,
         "mean_ablation_rise_second": induction.repeated_loss(model, ablate=[(last, ih)], mode="mean") - intact2,
-        "induction_without_layer0_head": feeder,
+        "induction_without_layer0_head": feeder, "feeder_head": fh,
+        "feeder_duplicate_score": dup[0, fh].item(), "feeder_previous_score": prev[0, fh].item(),
         "control_induction_best": ind1.max().item(), "control_loss_second": loss1,
     }
     row["checks"] = {
@@ -103,8 +107,9 @@ def main() -> None:
         "",
         "| seed | train 2L (s) | train 1L (s) | induction (last layer) | previous token (layer 0) | "
         "repeated-half loss | ablate induction head: rise 2nd / 1st half (nats) | mean ablation (nats) | "
-        "induction score with each layer-0 head removed | 1-layer induction | 1-layer repeated-half loss |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "induction score with each layer-0 head removed | head fed from: duplicate / previous-token score | "
+        "1-layer induction | 1-layer repeated-half loss |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -112,6 +117,7 @@ def main() -> None:
             f"{r['induction_best']:.3f} (head {r['induction_head']}) | {r['previous_best']:.3f} (head {r['previous_head']}) | "
             f"{r['loss_second']:.2f} | {r['ablation_rise_second']:+.2f} / {r['ablation_rise_first']:+.2f} | "
             f"{r['mean_ablation_rise_second']:+.2f} | {', '.join(f'{x:.2f}' for x in r['induction_without_layer0_head'])} | "
+            f"L0 H{r['feeder_head']}: {r['feeder_duplicate_score']:.2f} / {r['feeder_previous_score']:.2f} | "
             f"{r['control_induction_best']:.3f} | {r['control_loss_second']:.2f} |")
     lines += ["", "Targets of issue 16 (pass count over the seeds):", ""]
     for name in names:
