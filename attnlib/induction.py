@@ -20,6 +20,8 @@ What emerges is read on held-out sequences, never used in training:
   each token of the second copy, on the token that followed the same token in the first
   copy.  A head that spreads its weight evenly scores :func:`uniform_induction_score`; a
   head that only looks a fixed distance back scores :func:`offset_baseline`.
+* :func:`duplicate_token_scores`: the same sequences; the mean weight from each token of the
+  second copy on its own earlier occurrence (Wang et al. 2023).
 * :func:`previous_token_scores`: contiguous windows of the speech in its real order; the
   score is the mean weight on the immediately preceding token
   (:func:`attnlib.measures.offset_share` at offset -1).
@@ -27,7 +29,8 @@ What emerges is read on held-out sequences, never used in training:
   repeated sequences, with named heads ablated.
 
 Sources: Elhage et al. (2021), "A Mathematical Framework for Transformer Circuits";
-Olsson et al. (2022), "In-context Learning and Induction Heads".
+Olsson et al. (2022), "In-context Learning and Induction Heads"; Wang et al. (2023),
+"Interpretability in the Wild" (duplicate-token heads).
 
 Shapes legend: ``B`` batch, ``H`` heads, ``T`` sequence length (``SEQ_LEN``), ``V``
 vocabulary size (the distinct words of the speech).
@@ -262,7 +265,8 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
         TypeError: ``n_layers``, ``seed`` or ``steps`` not an int, ``progress`` not a bool.
         ValueError: ``n_layers`` or ``steps`` below 1, ``seed`` negative.
 
-    Source: the set-up of Olsson et al. (2022), section 3, in miniature.
+    Source: small attention-only models trained on next-token prediction, as in Elhage et
+    al. (2021) and Olsson et al. (2022), in miniature.
     """
     n_layers = _validate.positive_int(n_layers, "n_layers")
     seed = _validate.non_negative_int(seed, "seed")
