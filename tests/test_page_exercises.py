@@ -84,9 +84,8 @@ def battery(chapter: int, name: str) -> tuple[list, list]:
                              0.99 * ch04.largest_temperature(data["scores"]),
                              1.01 * ch04.largest_temperature(data["scores"])],
         (5, "padding_zero_keys"): lambda: [7, 5, 12, 0, 9, 13, 3, 2.5, -1],
-        (6, "param_count"): lambda: ["591,360", "591 360", "591_360", 591360, 4 * 384 ** 2, 3 * 384 ** 2 + 3 * 384,
-                             3 * 384 ** 2, 12 * 591360, 12 * 4 * 384 ** 2, 4 * 384 * 32 + 4 * 32,
-                             4 * 32 * 32, 100, -5, 1.5],
+        (6, "circuit_loss"): lambda: [data["without_both"], data["intact"], data["without_ind"], data["without_dup"],
+                              data["first"], -1, 0, 100, 2.5, data["without_both"] + 0.05],
         (7, "rollout"): lambda: [0.275, 0.4, ch07.rollout(list(ch07.ROLLOUT_LAYERS)[::-1])[1][0], 0.25, 0.725, 1.7, 0.9],
         (9, "weights_memory"): lambda: [256, 8192 ** 2 * 4, 8192 ** 2 * 4 / 1e6, 64, 512, 128, 0.25, 0.03125,
                                 262144, 0.125, -1, 7],
@@ -285,15 +284,11 @@ def test_training_prints_one_line_while_the_book_is_built(capsys, monkeypatch):
     """Chapter 6 trains with progress: while the book is built (the extension's environment
     variable) one printed line per run, no bar (a bar widget would make its page load the
     3.6 MB widget manager; a text bar would leave every update as a line of the page)."""
-    import attnlib
-    from attnlib.transformer import STATIC_BOOK_ENV, LookBackTask, TinyTransformer
-
-    words = "four score and seven years ago our fathers brought forth on this continent".split()
-    task = LookBackTask(words, offsets=(1,), seq_len=6)
+    from attnlib import induction
+    from attnlib.transformer import STATIC_BOOK_ENV
 
     def run():
-        model = TinyTransformer(len(task.vocab), d_model=8, n_heads=2, max_len=6, seed=0)
-        history = attnlib.train(model, task, steps=3, batch_size=4, seed=0, desc="probe")
+        _, history = induction.train(n_layers=1, seed=0, steps=3, progress=True)
         return history, capsys.readouterr()
 
     _load_ext()  # importing the extension does not set it; Sphinx's setup() does
@@ -303,7 +298,7 @@ def test_training_prints_one_line_while_the_book_is_built(capsys, monkeypatch):
     monkeypatch.setenv(STATIC_BOOK_ENV, "1")
     history, book = run()
     assert book.err == ""
-    assert book.out.strip() == (f"probe: 3 steps in {history['seconds']:.1f} s, "
+    assert book.out.strip() == (f"1-layer model, seed 0: 3 steps in {history['seconds']:.1f} s, "
                                 f"final loss {history['loss'][-1]:.3f}")
 
 
