@@ -346,10 +346,12 @@ def test_every_causal_mistake_has_a_buggy_implementation():
 
 
 def test_causal_feedback_shows_the_smallest_grid():
-    fb = check_causal_mask(CAUSAL_BUGS["diagonal_dropped"])
-    assert "Shown by T = 1" in fb.message
-    fb = check_causal_mask(CAUSAL_BUGS["inverted"])
-    assert "Shown by T = 1" in fb.message or "Shown by T = 2" in fb.message
+    """T = 1 cannot tell a dropped diagonal from an inverted mask (both give [[0]]): T = 2 can."""
+    for key in ("diagonal_dropped", "inverted", "future_included"):
+        fb = check_causal_mask(CAUSAL_BUGS[key])
+        assert "Shown by T = 2" in fb.message, fb.message
+    fb = check_causal_mask(CAUSAL_BUGS["not_bool"])
+    assert "Shown by T = 1" in fb.message, fb.message
 
 
 @pytest.mark.parametrize("i", range(len(CAUSAL_UNLISTED)))
@@ -418,8 +420,10 @@ def test_every_split_mistake_has_a_buggy_implementation():
 
 
 def test_split_feedback_traces_the_misplaced_number():
+    """(1, 2, 4) with 2 heads cannot tell a missing transpose from a reshape straight to
+    (B, H, T, d_head) (T = H: the same numbers); (1, 3, 4) can."""
     fb = check_split_heads(SPLIT_BUGS["mixes_tokens"])
-    assert "x of shape (1, 2, 4)" in fb.message, fb.message
+    assert "x of shape (1, 3, 4)" in fb.message, fb.message
     assert "should be feature 0 of token 1; yours holds feature 2 of token 0" in fb.message, fb.message
 
 
@@ -539,7 +543,9 @@ def test_every_online_mistake_has_a_buggy_implementation():
 
 def test_online_no_rescale_is_shown_on_one_query_over_three_keys():
     fb = check_online_softmax_attention(ONLINE_BUGS["no_rescale"])
-    assert "q = [[1]], k = [[0], [1], [2]]" in fb.message and "expected" in fb.message, fb.message
+    assert "q = [[1]], k = [[0], [2], [1]]" in fb.message and "expected" in fb.message, fb.message
+    fb = check_online_softmax_attention(ONLINE_BUGS["block_max_only"])
+    assert "q = [[1]], k = [[0], [2], [1]]" in fb.message, fb.message
 
 
 @pytest.mark.parametrize("i", range(len(ONLINE_UNLISTED)))

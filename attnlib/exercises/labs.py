@@ -264,6 +264,13 @@ class _Case:
     def __init__(self, label, args=(), kwargs=None, small: bool = False, make: Callable | None = None):
         self._label, self._args, self.kwargs, self.small, self._make = label, args, kwargs or {}, small, make
 
+    def memo(self, name: str, compute: Callable):
+        """``compute()``, computed once per case (the mistakes' fingerprints on this input)."""
+        cache = self.__dict__.setdefault("_memo", {})
+        if name not in cache:
+            cache[name] = compute()
+        return cache[name]
+
     def _built(self):
         if self._make is not None:
             self._label, self._args = self._make()
@@ -429,6 +436,23 @@ def _pick(candidates: list, later: list, matches: Callable) -> list:
     return candidates
 
 
+def _showing(key, found: list, first: tuple, later: list, matches: Callable, right: Callable) -> tuple:
+    """The smallest ``(case, result)`` that shows mistake ``key`` and no other of ``found``:
+    the learner's result is wrong there and matches ``key`` alone (or ``key`` with mistakes
+    that this input cannot show, such as a wrong scale when ``d_k = 1``).  Cases are ordered
+    smallest first; falls back to ``first`` (the first failing case)."""
+    def contains_key(other):  # mistake combinations that include key's mistakes (invisible extras)
+        return isinstance(key, tuple) and isinstance(other, tuple) and set(key) < set(other)
+
+    rivals = [other for other in found if other != key and not contains_key(other)]
+    for case, got in [first, *later]:
+        if right(case, got) or not matches(key, case, got):
+            continue
+        if not any(matches(other, case, got) for other in rivals):
+            return case, got
+    return first
+
+
 def _later_results(fn, cases: list, start: int, convert: Callable) -> list:
     """``(case, result)`` for the cases after ``start`` on which the learner's function runs
     and gives a usable result (``convert`` returns None otherwise)."""
@@ -546,13 +570,16 @@ def check_softmax(fn) -> LabFeedback:
         got = _as_tensor_result(got, case, "softmax")
         if _close(got, expected):
             continue
-        matches = lambda key, c, g: _close(g, _softmax_variants(c.args[0], c.kwargs["dim"]).get(key))  # noqa: E731
-        variants = _softmax_variants(x, dim)
+        variants_of = lambda c: c.memo("variants", lambda: _softmax_variants(c.args[0], c.kwargs["dim"]))  # noqa: E731
+        matches = lambda key, c, g: _close(g, variants_of(c).get(key))  # noqa: E731
+        variants = variants_of(case)
         found = [key for key, value in variants.items() if _close(got, value)]
         if found:
             later = _later_results(fn, cases, i, lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None)
-            key = _pick(found, later, matches)[0].split("/")[0]
-            _wrong(case, "softmax", key, expected, got)
+            key = _pick(found, later, matches)[0]
+            right = lambda c, g: _close(g, softmax(c.args[0].double(), dim=c.kwargs["dim"]))  # noqa: E731
+            case, got = _showing(key, found, (case, got), later, matches, right)
+            _wrong(case, "softmax", key, softmax(case.args[0].double(), dim=case.kwargs["dim"]), got)
         _generic_tensor(case, "softmax", expected, got,
                         extra=_sums_text(got, dim, expected.shape))
     return LabFeedback(True, f"Your softmax matches attnlib.softmax on all {len(cases)} inputs: small ones along "
@@ -764,7 +791,7 @@ def check_attention(fn) -> LabFeedback:
     cases = _attention_cases()
     passed_2d = passed_batched = False
     for i, case in enumerate(cases):
-        exp_out, exp_w = scaled_dot_product_attention(*(a.double() if a.is_floating_point() else a for a in case.args))
+        exp_out, exp_w = _reference_attention(case)
         try:
             got = _call(fn, case, "attention")
         except _Raised as r:
@@ -780,17 +807,19 @@ def check_attention(fn) -> LabFeedback:
             passed_2d = passed_2d or case.args[0].dim() == 2
             passed_batched = passed_batched or case.args[0].dim() > 2
             continue
-        fingerprints = _attention_fingerprints(case)
+        fingerprints = case.memo("fp", lambda: _attention_fingerprints(case))
         found = [key for key, (o, ww) in fingerprints.items() if _close(w, ww) and _close(out, o)]
         if found:
             def matches(key, c, g):
-                fp = _attention_fingerprints(c).get(key)
+                fp = c.memo("fp", lambda: _attention_fingerprints(c)).get(key)
                 return fp is not None and _close(g[1], fp[1]) and _close(g[0], fp[0])
 
             later = _later_results(fn, cases, i, lambda g: _pair_or_none(g))
             found.sort(key=len)
             keys = _pick(found, later, matches)[0]
-            _wrong_attention(case, keys, exp_w, w)
+            right = lambda c, g: _close(g[1], _reference_attention(c)[1]) and _close(g[0], _reference_attention(c)[0])  # noqa: E731
+            case, (out, w) = _showing(keys, found, (case, (out, w)), later, matches, right)
+            _wrong_attention(case, keys, _reference_attention(case)[1], w)
         if w.shape == exp_w.shape and _close(w, exp_w):
             _fail(f"On {case.label}, your weights are right but `out` is not `weights @ v`"
                   + (f": shape {_shape(out)}, expected {_shape(exp_out)}." if out.shape != exp_out.shape else "."),
@@ -805,6 +834,11 @@ def check_attention(fn) -> LabFeedback:
     return LabFeedback(True, f"Your attention matches attnlib.scaled_dot_product_attention on all {len(cases)} "
                        "inputs: T_q != T_k, boolean masks that broadcast, batches of heads, scores near 1e4 and "
                        "a real layer with a causal mask.")
+
+
+def _reference_attention(case: _Case) -> tuple:
+    """attnlib's ``(out, weights)`` on ``case``, in float64."""
+    return scaled_dot_product_attention(*(a.double() if a.is_floating_point() else a for a in case.args))
 
 
 def _probe_square(fn) -> None:
@@ -937,7 +971,10 @@ def check_causal_mask(fn) -> LabFeedback:
                     continue
                 if isinstance(g2, torch.Tensor):
                     later.append((T2, g2.bool() if g2.dtype != torch.bool else g2))
-            key = _pick(found, later, lambda key, T2, g2: _close(g2, _causal_variants(T2).get(key)))[0]
+            matches = lambda key, T2, g2: _close(g2, _causal_variants(T2).get(key))  # noqa: E731
+            key = _pick(found, later, matches)[0]
+            T, as_bool = _showing(key, found, (T, as_bool), later, matches, lambda T2, g2: _close(g2, causal_mask(T2)))
+            expected = causal_mask(T)
             extra = ""
             if key.startswith("off_by_one"):
                 o = int(key.split("/")[1])
@@ -1046,10 +1083,15 @@ def check_split_heads(fn) -> LabFeedback:
         found = [key for key, value in _split_variants(x, H).items() if _close(got, value)]
         if found:
             later = _later_results(fn, cases, i, lambda g: g if isinstance(g, torch.Tensor) else None)
-            key = _pick(found, later, lambda key, c, g: _close(g, _split_variants(*c.args)[key]))[0]
+            matches = lambda key, c, g: _close(g, c.memo("v", lambda: _split_variants(*c.args))[key])  # noqa: E731
+            key = _pick(found, later, matches)[0]
+            case, got = _showing(key, found, (case, got), later, matches,
+                                 lambda c, g: _close(g, split_heads(*c.args)))
+            x, H = case.args
+            expected = split_heads(x, H)
             _wrong(case, "split_heads", key, expected, got,
-                   show=lambda: f" Your result has shape {_shape(got)}, expected {_shape(expected)}."
-                   + _trace(x, got, H))
+                   show=lambda: (f" Your result has shape {_shape(got)}, expected {_shape(expected)}."
+                                 if got.shape != expected.shape else "") + _trace(x, got, H))
         if got.shape != expected.shape:
             _fail(f"On {case.label}, your result has shape {_shape(got)}; expected {_shape(expected)} "
                   f"(B, H, T, d_head).", "wrong_shape")
@@ -1066,9 +1108,9 @@ def _online_cases() -> list[_Case]:
         return f"the real q, k, v of layer {REAL_LAYER}'s heads, shape {_shape(q)}, block_size=4", (q, k, v, 4)
 
     return [
-        _Case("q = [[1]], k = [[0], [1], [2]], v = [[1], [2], [4]], block_size=1 (the scores rise from block to "
-              "block)", (torch.tensor([[1.0]]), torch.tensor([[0.0], [1.0], [2.0]]), torch.tensor([[1.0], [2.0], [4.0]]),
-                         1), {}, True),
+        _Case("q = [[1]], k = [[0], [2], [1]], v = [[1], [2], [4]], block_size=1 (the scores rise, then fall)",
+              (torch.tensor([[1.0]]), torch.tensor([[0.0], [2.0], [1.0]]), torch.tensor([[1.0], [2.0], [4.0]]), 1), {},
+              True),
         _Case("q = [[3]], k = [[2], [0], [1]], v = [[1], [2], [4]], block_size=2", (
             torch.tensor([[3.0]]), torch.tensor([[2.0], [0.0], [1.0]]), torch.tensor([[1.0], [2.0], [4.0]]), 2), {},
             True),
@@ -1140,6 +1182,12 @@ def _online_fingerprints(case: _Case) -> dict:
     return out
 
 
+def _reference_online(case: _Case) -> torch.Tensor:
+    """attnlib's tiled attention on ``case``, in float64."""
+    q, k, v, block = case.args
+    return tiled_attention(q.double(), k.double(), v.double(), block_size=block)
+
+
 class _ShapeWatch(torch.overrides.TorchFunctionMode):
     """Records whether any torch call returns a tensor whose last two dimensions are
     ``(T_q, T_k)``: a whole score (or weight) matrix."""
@@ -1168,7 +1216,7 @@ def check_online_softmax_attention(fn) -> LabFeedback:
     a ``(T_q, T_k)`` score matrix (checked on the batched input, whose ``T_k = 11`` is larger
     than its ``block_size = 4``).
 
-    Inputs, smallest first: one query over three keys whose scores rise from block to block
+    Inputs, smallest first: one query over three keys whose scores rise then fall
     (``block_size=1``), and fall then rise (``block_size=2``); ``T_k = 5`` in blocks of 2;
     a block larger than ``T_k``; batches of heads ``(2, 3, ...)``; integer-valued q and k
     whose scores reach about 1e4; the real q, k, v of every head of one encoder layer.
@@ -1187,7 +1235,7 @@ def check_online_softmax_attention(fn) -> LabFeedback:
     cases = _online_cases()
     for i, case in enumerate(cases):
         q, k, v, block = case.args
-        expected = tiled_attention(q.double(), k.double(), v.double(), block_size=block)
+        expected = _reference_online(case)
         watch = _ShapeWatch(q.shape[-2], k.shape[-2]) if k.shape[-2] > block and q.shape[-2] not in (1, k.shape[-2]) \
             and k.shape[-2] not in (q.shape[-1], v.shape[-1]) else None
         try:
@@ -1204,12 +1252,14 @@ def check_online_softmax_attention(fn) -> LabFeedback:
                 _fail(f"{_describe(['full_matrix'], 'online_softmax')}\nShown by {case.label}: a tensor of shape "
                       f"{watch.seen} was computed.", "full_matrix")
             continue
-        fingerprints = _online_fingerprints(case)
+        fingerprints = case.memo("fp", lambda: _online_fingerprints(case))
         found = sorted((key for key, value in fingerprints.items() if _close(got, value)), key=len)
         if found:
             later = _later_results(fn, cases, i, lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None)
-            keys = _pick(found, later, lambda key, c, g: _close(g, _online_fingerprints(c).get(key)))[0]
-            _wrong(case, "online softmax attention", keys, expected, got, lab="online_softmax")
+            matches = lambda key, c, g: _close(g, c.memo("fp", lambda: _online_fingerprints(c)).get(key))  # noqa: E731
+            keys = _pick(found, later, matches)[0]
+            case, got = _showing(keys, found, (case, got), later, matches, lambda c, g: _close(g, _reference_online(c)))
+            _wrong(case, "online softmax attention", keys, _reference_online(case), got, lab="online_softmax")
         _generic_tensor(case, "output", expected, got)
     return LabFeedback(True, f"Your online softmax attention matches attnlib.tiled_attention on all {len(cases)} "
                        "inputs, block by block, without ever holding the (T_q, T_k) score matrix.")
