@@ -61,6 +61,9 @@ __all__ = [
 #: ``x = 1e4``) in float32; every mistake the labs name is off by far more.
 RTOL, ATOL = 1e-3, 1e-5
 
+#: The largest score magnitude the softmax lab feeds in (``exp`` overflows far below it).
+LARGE_SCORE = 10000.0
+
 #: Encoder layer whose heads give the labs their real inputs (any layer would do).
 REAL_LAYER = 4
 
@@ -479,15 +482,16 @@ def _describe(keys, lab: str) -> str:
 # ------------------------------------------------------------------------------------- softmax
 
 def _softmax_cases() -> list[_Case]:
-    big = torch.tensor([10000.0, 9999.0, 9998.0])
-    two_scales = torch.tensor([[10000.0, 9999.0, 9998.0], [-10000.0, -9999.0, -9998.0]])
+    big = torch.tensor([LARGE_SCORE, LARGE_SCORE - 1, LARGE_SCORE - 2])
+    two_scales = torch.stack([big, -big])
+    L = int(LARGE_SCORE)
     small = torch.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 0.0]])
     cases = [
         _Case("x = [1, 2, 3] (shape (3,), dim=-1)", (torch.tensor([1.0, 2.0, 3.0]),), {"dim": -1}, True),
         _Case("x of shape (2, 3) with dim=-1", (small,), {"dim": -1}, True),
         _Case("x of shape (2, 3) with dim=0", (small,), {"dim": 0}, True),
-        _Case("x = [10000, 9999, 9998] (large scores, dim=-1)", (big,), {"dim": -1}, True),
-        _Case("x of shape (2, 3) with rows near +10000 and -10000 (dim=-1)", (two_scales,), {"dim": -1}, True),
+        _Case(f"x = [{L}, {L - 1}, {L - 2}] (large scores, dim=-1)", (big,), {"dim": -1}, True),
+        _Case(f"x of shape (2, 3) with rows near +{L} and -{L} (dim=-1)", (two_scales,), {"dim": -1}, True),
         _Case("random x of shape (2, 3, 5, 7) (B, H, T_q, T_k), dim=-1", (_randn(2, 3, 5, 7, seed=1, scale=3.0),),
               {"dim": -1}),
         _Case("random x of shape (4, 6, 5) with dim=1", (_randn(4, 6, 5, seed=2, scale=3.0),), {"dim": 1}),
@@ -583,7 +587,7 @@ def check_softmax(fn) -> LabFeedback:
         _generic_tensor(case, "softmax", expected, got,
                         extra=_sums_text(got, dim, expected.shape))
     return LabFeedback(True, f"Your softmax matches attnlib.softmax on all {len(cases)} inputs: small ones along "
-                       "each axis, scores of +-10000, batches of heads and a real layer's scores.")
+                       f"each axis, scores of +-{int(LARGE_SCORE)}, batches of heads and a real layer's scores.")
 
 
 def _sums_text(got: torch.Tensor, dim: int, shape) -> str:
@@ -622,6 +626,9 @@ def _wrong(case: _Case, what: str, keys, expected, got, lab: str | None = None, 
     elif case.small and isinstance(got, torch.Tensor) and got.numel() <= 24 and expected.numel() <= 24:
         args = ", ".join(_fmt(a) for a in case.args if isinstance(a, torch.Tensor))
         msg += f"\n  input:    {args}\n  expected: {_fmt(expected)}\n  yours:    {_fmt(got)}"
+    elif isinstance(got, torch.Tensor) and not _finite(got):
+        n = int((~torch.isfinite(got.detach().double())).sum())
+        msg += f" Your result has {n} NaN or infinite value(s) out of {got.numel()}."
     _fail(msg, keys[0].split("/")[0])
 
 
@@ -633,7 +640,8 @@ def _generic_tensor(case: _Case, what: str, expected: torch.Tensor, got: torch.T
         n = int((~torch.isfinite(got.detach().double())).sum())
         _fail(f"On {case.label}, your {what} contains {n} NaN or infinite value(s).", "not_finite",
               hint="Look for exp() of a large number, 0/0, or -inf - (-inf).")
-    msg = f"On {case.label}, your {what} differs from the reference." + extra
+    verb = "differ" if what.endswith("s") else "differs"
+    msg = f"On {case.label}, your {what} {verb} from the reference." + extra
     if case.small and got.numel() <= 24:
         msg += f"\n  expected: {_fmt(expected)}\n  yours:    {_fmt(got)}"
     else:
@@ -819,7 +827,7 @@ def check_attention(fn) -> LabFeedback:
             keys = _pick(found, later, matches)[0]
             right = lambda c, g: _close(g[1], _reference_attention(c)[1]) and _close(g[0], _reference_attention(c)[0])  # noqa: E731
             case, (out, w) = _showing(keys, found, (case, (out, w)), later, matches, right)
-            _wrong_attention(case, keys, _reference_attention(case)[1], w)
+            _wrong_attention(case, keys, _reference_attention(case)[1], w, out=out)
         if w.shape == exp_w.shape and _close(w, exp_w):
             _fail(f"On {case.label}, your weights are right but `out` is not `weights @ v`"
                   + (f": shape {_shape(out)}, expected {_shape(exp_out)}." if out.shape != exp_out.shape else "."),
@@ -895,9 +903,15 @@ def _attention_pair(got, case: _Case, exp_out: torch.Tensor, exp_w: torch.Tensor
     return out, w
 
 
-def _wrong_attention(case: _Case, keys, exp_w, w, extra: str = ""):
+def _wrong_attention(case: _Case, keys, exp_w, w, extra: str = "", out=None):
     def show():
         text = extra
+        if not _finite(w):
+            n = int((~torch.isfinite(w.detach().double())).sum())
+            return text + f" Your weights have {n} NaN or infinite value(s) out of {w.numel()}."
+        if "out_from_scores" in keys and case.small:
+            exp_out = _reference_attention(case)[0]
+            return text + f"\n  expected out: {_fmt(exp_out)}\n  your out:     {_fmt(out)}" if out is not None else text
         if case.small and w.numel() <= 12:
             text += f"\n  expected weights: {_fmt(exp_w)}\n  your weights:     {_fmt(w)}"
             if w.shape == exp_w.shape and _finite(w):
