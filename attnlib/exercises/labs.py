@@ -29,6 +29,13 @@ package's ``__init__``; the page shows the lab's contract and a launch link inst
 
 Shapes legend: ``B`` batch, ``H`` heads, ``T_q`` queries, ``T_k`` keys, ``d_k`` query/key
 width, ``d_v`` value width, ``d_model`` model width, ``d_head = d_model / H``.
+
+>>> import attnlib
+>>> check_causal_mask(attnlib.causal_mask).correct
+True
+>>> fb = check_causal_mask(lambda T: torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1))
+>>> fb.diagnosis, fb.message.splitlines()[0][:14]
+('inverted', 'Mask inverted:')
 """
 from __future__ import annotations
 
