@@ -670,3 +670,34 @@ def test_labs_is_not_shipped_to_the_page():
     ext = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ext)
     assert "exercises/labs.py" not in ext.grader_paths()
+
+
+# ------------------------------------------------------------------------------------ the book
+
+BOOK_LABS = [  # chapter file, checker, learner's stub, MISTAKES key, the solution's checked result
+    ("04_softmax_scaling.md", "check_softmax", "my_softmax", "softmax", "softmax_lab_result"),
+    ("04_softmax_scaling.md", "check_attention", "my_attention", "attention", "attention_lab_result"),
+    ("05_masking.md", "check_causal_mask", "my_causal_mask", "causal_mask", "causal_lab_result"),
+    ("06_multihead.md", "check_split_heads", "my_split_heads", "split_heads", "split_lab_result"),
+    ("09_at_scale.md", "check_online_softmax_attention", "my_online_softmax_attention", "online_softmax",
+     "online_lab_result"),
+]
+
+
+@pytest.mark.parametrize("chapter,checker,stub,lab,result", BOOK_LABS)
+def test_each_lab_is_in_its_chapter_before_the_exercises(chapter, checker, stub, lab, result):
+    """The stub the learner edits, the list of mistakes from MISTAKES, the hidden reference and
+    the removed assert that makes the build prove the checker accepts it, all before the
+    chapter's exercises."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "chapters" / chapter).read_text()
+    exercises = text.index("\n## Exercises\n")
+    lab_part = text[:exercises]
+    assert "```{include} _lab_note.md" in lab_part
+    assert f"{checker}({stub})" in lab_part and "raise NotImplementedError" in lab_part
+    assert f'mistakes_markdown("{lab}")' in lab_part
+    solution = lab_part.index(f"{result} = {checker}(")
+    assert ":tags: [hide-input]" in lab_part[lab_part.rindex("```{code-cell}", 0, solution):solution]
+    assert f"assert {result}.correct" in lab_part[solution:]
+    assert ":tags: [remove-cell]" in lab_part[solution:]
