@@ -647,7 +647,9 @@ def test_feedback_displays_as_its_text():
 
     p = P()
     fb._repr_pretty_(p, False)
-    assert p.out == fb.text
+    assert p.out == fb.wrapped() and " ".join(p.out.split()) == " ".join(fb.text.split())
+    long = check_softmax(SOFTMAX_BUGS["no_max_subtraction"])
+    assert max(len(line) for line in long.wrapped().splitlines()) <= 72
 
 
 def test_mistakes_markdown_lists_every_title():

@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import textwrap
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -75,6 +76,11 @@ LARGE_SCORE = 10000.0
 REAL_LAYER = 4
 
 
+#: ``log`` of the largest float32 / float64: ``exp`` of anything larger is ``inf``.
+_EXP_LIMIT32 = math.log(torch.finfo(torch.float32).max)
+_EXP_LIMIT64 = math.log(torch.finfo(torch.float64).max)
+
+
 @dataclass(frozen=True)
 class LabFeedback(Feedback):
     """:class:`~attnlib.exercises.core.Feedback` with the key of the ``diagnosis``: a key of
@@ -87,8 +93,14 @@ class LabFeedback(Feedback):
     def __str__(self) -> str:
         return self.text
 
-    def _repr_pretty_(self, p, cycle) -> None:  # IPython's plain-text display
-        p.text(self.text)
+    def _repr_pretty_(self, p, cycle) -> None:  # IPython's plain-text display, wrapped for the page
+        p.text(self.wrapped())
+
+    def wrapped(self, width: int = 72) -> str:
+        """:attr:`text` with its prose lines wrapped at ``width`` (indented lines, the values
+        of inputs and results, are kept as they are)."""
+        return "\n".join(line if line.startswith(" ") else textwrap.fill(line, width, subsequent_indent="")
+                         for line in self.text.splitlines())
 
 
 # ------------------------------------------------------------------ the mistakes each lab names
@@ -102,9 +114,10 @@ MISTAKES: dict[str, dict[str, tuple[str, str]]] = {
         "ignores_dim": ("The `dim` argument is ignored",
                         "the function always normalises the last dimension, whatever `dim` says."),
         "no_max_subtraction": ("No maximum subtracted",
-                               "`exp` of a score above about 88 (float32) or 709 (float64) is `inf`, "
-                               "and `inf / inf` is NaN; subtracting each row's maximum first changes "
-                               "nothing mathematically and prevents it."),
+                               f"`exp` of a score above about {_EXP_LIMIT32:.1f} (float32) or "
+                               f"{_EXP_LIMIT64:.1f} (float64) is `inf`, and `inf / inf` is NaN; "
+                               "subtracting each row's maximum first changes nothing mathematically "
+                               "and prevents it."),
         "global_max": ("Maximum of the whole tensor subtracted",
                        "a row whose scores are far below the global maximum underflows to `0 / 0`; "
                        "subtract each row's own maximum."),
