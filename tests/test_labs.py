@@ -440,7 +440,7 @@ def _online(q, k, v, block_size, *, bug=None, scale=None):
     d_k = q.shape[-1]
     c = 1 / math.sqrt(d_k) if scale is None else scale(d_k)
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    m = torch.full((*lead, q.shape[-2], 1), float("-inf"))
+    m = torch.full((*lead, q.shape[-2], 1), 0.0 if bug == "max_starts_at_zero" else float("-inf"))
     l = torch.zeros((*lead, q.shape[-2], 1))
     acc = torch.zeros((*lead, q.shape[-2], v.shape[-1]))
     for start in range(0, k.shape[-2], block_size):
@@ -511,7 +511,7 @@ def os_per_query(q, k, v, block_size):  # one query row at a time, scalars in Py
 ONLINE_BUGS = {
     key: (lambda q, k, v, b, key=key: _online(q, k, v, b, bug=key))
     for key in ("no_rescale", "no_rescale_sum", "no_rescale_acc", "inverted_rescale", "block_max_only",
-                "normalises_each_block", "no_final_division", "no_max")
+                "normalises_each_block", "no_final_division", "no_max", "max_starts_at_zero")
 }
 ONLINE_BUGS["no_scaling"] = lambda q, k, v, b: _online(q, k, v, b, scale=lambda d: 1.0)
 ONLINE_BUGS["scaled_by_d_k"] = lambda q, k, v, b: _online(q, k, v, b, scale=lambda d: 1 / d)

@@ -252,6 +252,9 @@ MISTAKES: dict[str, dict[str, tuple[str, str]]] = {
         "no_final_division": ("No final division",
                               "the accumulated `sum_j exp(s_j - m) v_j` must be divided by the "
                               "running sum `l` at the end."),
+        "max_starts_at_zero": ("Running maximum started at 0",
+                               "start it at `-inf`: from 0, a query whose scores are all far below 0 "
+                               "gets `exp(s - 0) = 0` for every key, and `0 / 0` is NaN."),
         "no_max": ("No running maximum",
                    "`exp` of large scores overflows to `inf` and the output to NaN."),
         "no_scaling": ("No scaling", "the scores are `q k^T`, not `q k^T / sqrt(d_k)`."),
@@ -1075,8 +1078,8 @@ def _trace(x: torch.Tensor, got: torch.Tensor, H: int) -> str:
     src = (x.double() == value).nonzero()
     where = (f"feature {int(src[0][2])} of token {int(src[0][1])}" + (f" of sequence {int(src[0][0])}" if B > 1 else "")
              if len(src) == 1 else f"the value {value:.4g}, which is not in x at all")
-    return (f"\n  result[{b}, {h}, {t}, {f}] (sequence {b}, head {h}, token {t}, entry {f} of the head) should be "
-            f"feature {h * dh + f} of token {t}; yours holds {where}.")
+    return (f"\n  result[{b}, {h}, {t}, {f}] (sequence {b}, head {h}, token {t}, entry {f} of the head)"
+            f"\n  should be feature {h * dh + f} of token {t}; yours holds {where}.")
 
 
 _SPLIT_ERRORS = (("got float", "float_d_head"),
@@ -1137,6 +1140,10 @@ def check_split_heads(fn) -> LabFeedback:
 # ------------------------------------------------------------------------ online softmax attention
 
 def _online_cases() -> list[_Case]:
+    q_big = _ints(3, 4, seed=40, high=60)
+    q_big[0] = -60.0                                                     # query 0: every score <= -60 * 40 / 2
+    q_big[1] = 60.0                                                      # query 1: every score >= 60 * 40 / 2
+    k_big = _ints(9, 4, seed=41, high=25) + 35.0                         # key entries in [10, 60]
     def real():
         _, q, k, v, _ = _real_head()
         return f"the real q, k, v of layer {REAL_LAYER}'s heads, shape {_shape(q)}, block_size=4", (q, k, v, 4)
@@ -1154,21 +1161,23 @@ def _online_cases() -> list[_Case]:
               (_randn(3, 4, seed=34), _randn(4, 4, seed=35), _randn(4, 2, seed=36), 8), {}),
         _Case("q (2, 3, 5, 8), k (2, 3, 11, 8), v (2, 3, 11, 6) (B=2, H=3), block_size=4",
               (_randn(2, 3, 5, 8, seed=37), _randn(2, 3, 11, 8, seed=38), _randn(2, 3, 11, 6, seed=39), 4), {}),
-        _Case("integer q (3, 4), k (9, 4) with entries up to 60 (scores up to about 1e4), v (9, 2), block_size=2",
-              (_ints(3, 4, seed=40, high=60), _ints(9, 4, seed=41, high=60), _randn(9, 2, seed=42), 2), {}),
+        _Case("integer q (3, 4), k (9, 4) with entries up to 60 (query 0's scores all below -1000, query 1's "
+              "all above 1000), v (9, 2), block_size=2", (q_big, k_big, _randn(9, 2, seed=42), 2), {}),
         _Case(None, make=real),
     ]
 
 
 def _online_variant(q, k, v, block: int, *, scale: str = "ok", bug: str | None = None) -> torch.Tensor:
     """Attention by the online softmax with one mistake (``bug``) and a scale, in float64."""
-    q, k, v = q.double(), k.double(), v.double()
+    dtype = torch.float32 if bug == "max_starts_at_zero/32" else torch.float64   # underflows as in float32
+    q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
     d_k = q.shape[-1]
     c = {"ok": 1 / math.sqrt(d_k), "no_scaling": 1.0, "scaled_by_d_k": 1 / d_k}[scale]
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    m = torch.full((*lead, q.shape[-2], 1), float("-inf"), dtype=torch.float64)
+    start = 0.0 if bug and bug.startswith("max_starts_at_zero") else float("-inf")
+    m = torch.full((*lead, q.shape[-2], 1), start, dtype=dtype)
     l = torch.zeros_like(m)
-    acc = torch.zeros((*lead, q.shape[-2], v.shape[-1]), dtype=torch.float64)
+    acc = torch.zeros((*lead, q.shape[-2], v.shape[-1]), dtype=dtype)
     for s0 in range(0, k.shape[-2], block):
         s = (q @ k[..., s0:s0 + block, :].transpose(-2, -1)) * c        # (..., T_q, b)
         vb = v[..., s0:s0 + block, :]
@@ -1195,13 +1204,14 @@ def _online_variant(q, k, v, block: int, *, scale: str = "ok", bug: str | None =
         acc = acc * (1.0 if bug in ("no_rescale", "no_rescale_acc") else corr) + p @ vb
         m = m_new
     if bug in ("normalises_each_block", "no_final_division"):
-        return acc
-    return acc / l
+        return acc.double()
+    return (acc / l).double()
 
 
 _ONLINE_BUGS = ("no_rescale", "no_rescale_sum", "no_rescale_acc", "inverted_rescale", "inverted_rescale/finite",
                 "block_max_only",
-                "normalises_each_block", "no_final_division", "no_max", "no_max/32")
+                "normalises_each_block", "no_final_division", "no_max", "no_max/32", "max_starts_at_zero",
+                "max_starts_at_zero/32")
 
 
 def _online_fingerprints(case: _Case) -> dict:
@@ -1253,7 +1263,9 @@ def check_online_softmax_attention(fn) -> LabFeedback:
     Inputs, smallest first: one query over three keys whose scores rise then fall
     (``block_size=1``), and fall then rise (``block_size=2``); ``T_k = 5`` in blocks of 2;
     a block larger than ``T_k``; batches of heads ``(2, 3, ...)``; integer-valued q and k
-    whose scores reach about 1e4; the real q, k, v of every head of one encoder layer.
+    whose scores reach about 1e4, with one query whose every score is below -1000 (a running
+    maximum started at 0 underflows there); the real q, k, v of every head of one encoder
+    layer.
 
     Shapes:
         q: ``(..., T_q, d_k)``, k: ``(..., T_k, d_k)``, v: ``(..., T_k, d_v)``; result
