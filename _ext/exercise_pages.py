@@ -2,8 +2,7 @@
 
 1. ``build-finished``: writes ``_static/exercises/`` into the book: ``exercises.js`` and
    ``exercises.css`` (from ``attnlib/static/``) and ``graders.json``, the source of the pure
-   grader modules of ``attnlib/exercises`` (every module but ``widgets.py`` and ``labs.py``,
-   which need a kernel: ipywidgets, torch), which the
+   grader modules of ``attnlib/exercises`` (every module but ``widgets.py``), which the
    script writes into the vendored Pyodide (``_static/vendor/pyodide/``) on a reader's first
    interaction.  The notebook runs the very same files: one source of truth for grading.
 2. ``html-page-context``: a page whose body holds an exercise (``data-exercise=``) gets the
@@ -30,13 +29,12 @@ ASSETS = ("exercises.js", "exercises.css")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_SCRIPTS = ("vendor/requirejs/require.js", "vendor/html-manager/embed-amd.js")
-KERNEL_ONLY = ("widgets.py", "labs.py")  # = attnlib.exercises.KERNEL_ONLY (this file imports nothing of attnlib)
 
 
 def grader_paths() -> list[str]:
     """Paths (relative to ``attnlib/``) of the modules the browser needs: every module of
-    ``attnlib/exercises`` except the ipywidgets front end and the torch code labs."""
-    return sorted(f"exercises/{p.name}" for p in (PACKAGE / "exercises").glob("*.py") if p.name not in KERNEL_ONLY)
+    ``attnlib/exercises`` except the ipywidgets front end."""
+    return sorted(f"exercises/{p.name}" for p in (PACKAGE / "exercises").glob("*.py") if p.name != "widgets.py")
 
 
 def write_assets(static_dir: Path) -> Path:

@@ -10,8 +10,9 @@ Layout of this package:
   when called), and one :func:`define` per exercise.
 * ``page``: the exercise as HTML for the static page (standard library only).
 * ``widgets``: the ipywidgets front end for a live kernel.
-* ``labs``: the code labs, where the learner writes a function in PyTorch and a checker names
-  its bug (needs torch; kernel only, not imported here: ``from attnlib.exercises import labs``).
+* ``labs/``: the code labs, where the learner writes a function in PyTorch and a checker names
+  its bug.  A subpackage that needs torch: kernel only, not imported here and not shipped to
+  the page (:func:`grader_sources` and the book take this folder's own modules only).
 
 The graders (``core``, ``registry``, ``page`` and the chapter modules) import nothing but the
 standard library, so the static book runs the very same files in the reader's browser
@@ -41,11 +42,6 @@ __all__ = [
 ]
 
 
-#: Modules of this package that need a kernel (ipywidgets, torch) and are not shipped to the
-#: static page's Pyodide.
-KERNEL_ONLY = ("widgets.py", "labs.py")
-
-
 def exercise(chapter: int, name: str):
     """Exercise ``name`` of ``chapter``, ready to display: in a live notebook an ipywidget
     (answer, press Check, read the feedback), and on the static page the same exercise as
@@ -63,15 +59,14 @@ def exercise(chapter: int, name: str):
 
 def grader_sources() -> dict[str, str]:
     """``{path under attnlib/: source}`` of every module the browser needs to grade: every
-    module of this package except the ipywidgets front end (``widgets.py``) and the code labs
-    (``labs.py``), which need torch and run only in a kernel.  The book's
+    module of this package except the ipywidgets front end (``widgets.py``).  The book's
     Sphinx extension (``_ext/exercise_pages.py``) ships the same list as
     ``_static/exercises/graders.json``."""
     from pathlib import Path
 
     folder = Path(__file__).resolve().parent
     return {f"exercises/{p.name}": p.read_text(encoding="utf-8")
-            for p in sorted(folder.glob("*.py")) if p.name not in KERNEL_ONLY}
+            for p in sorted(folder.glob("*.py")) if p.name != "widgets.py"}
 
 
 for _info in pkgutil.iter_modules(__path__):
