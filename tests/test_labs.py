@@ -663,8 +663,14 @@ def test_mistakes_markdown_lists_every_title():
 
 
 def test_labs_is_not_shipped_to_the_page():
-    """The labs need torch: the page's Pyodide must not get them (nor would they import there)."""
-    assert not any("labs" in path for path in grader_sources())
+    """The labs need torch: the page's Pyodide must not get them (nor would they import there).
+    No shipped grader imports torch at module level, and none is a lab module."""
+    import re
+
+    sources = grader_sources()
+    assert not any("labs" in path for path in sources)
+    assert not any(re.search(r"^(import torch|from torch)", src, flags=re.M) for src in sources.values())
+    assert not any("def check_softmax(fn)" in src for src in sources.values())
     import importlib.util
     from pathlib import Path
 
@@ -673,6 +679,8 @@ def test_labs_is_not_shipped_to_the_page():
     ext = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ext)
     assert not any("labs" in path for path in ext.grader_paths())
+    assert not any(re.search(r"^(import torch|from torch)", (root / "attnlib" / path).read_text(), flags=re.M)
+                   for path in ext.grader_paths())
 
 
 # ------------------------------------------------------------------------------------ the book
