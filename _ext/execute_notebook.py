@@ -46,14 +46,16 @@ class ChapterError(RuntimeError):
     """A cell of a chapter failed or timed out; the message names the chapter and the cell."""
 
 
-def execute_chapter(path: str | Path, timeout: int | None = None, output: str | Path | None = None) -> dict:
+def execute_chapter(path: str | Path, timeout: int | None = None, output: str | Path | None = None,
+                    cwd: str | Path | None = None) -> dict:
     """Execute the notebook ``path`` (MyST Markdown via jupytext, or ``.ipynb``) in a fresh kernel.
 
     Returns ``{"chapter", "seconds", "cells": [(index, seconds, first line), ...]}`` with the
     code cells' wall-clock times (request sent -> reply received).  Raises
     :class:`ChapterError` naming the chapter and the cell when a cell fails or exceeds
     ``timeout`` seconds (default: the book's).  Writes the executed notebook to ``output``
-    (also when a cell failed, so its outputs can be read).
+    (also when a cell failed, so its outputs can be read).  The kernel runs in ``cwd``
+    (default: the notebook's folder, as in the book build).
     """
     import jupytext
     import nbformat
@@ -82,7 +84,7 @@ def execute_chapter(path: str | Path, timeout: int | None = None, output: str | 
 
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel, on_cell_execute=on_execute,
                             on_cell_executed=on_executed,
-                            resources={"metadata": {"path": str(path.parent)}})
+                            resources={"metadata": {"path": str(Path(cwd) if cwd else path.parent)}})
     t0 = time.perf_counter()
     try:
         client.execute()

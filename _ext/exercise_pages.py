@@ -13,7 +13,7 @@
    MyST-NB adds to every page whose notebook created a widget, even when the page shows the
    exercise's HTML instead (``nb_mime_priority_overrides`` puts ``text/html`` first).
 4. ``setup``: sets ``ATTNLIB_STATIC_BOOK=1`` in the environment that the kernels executing
-   the chapters inherit, so that ``attnlib.train`` prints one line per run instead of a
+   the chapters inherit, so that ``attnlib.induction.train`` prints one line per run instead of a
    progress-bar widget (which would bring the widget manager back to chapter 6).
 """
 from __future__ import annotations

@@ -11,7 +11,9 @@ The files are vendored under ``_static/vendor/`` (versions, sources and licences
    the vendored files are loaded on demand instead, so they are taken off that list.  The
    theme's default colour mode is set to "auto" (without one, pydata-sphinx-theme logs a
    console error on a reader's first visit).
-2. ``html-page-context``: the CDN addresses that bertviz writes into cell outputs are
+2. ``html-page-context``: the d3 and jQuery copies that ``attnlib.bertviz_offline`` inlines
+   into bertviz's views become ``<script src>`` of the vendored files (once per page); the
+   CDN addresses that plain bertviz writes into cell outputs are
    replaced by the page-relative address of the vendored copy (e.g.
    ``../_static/vendor/d3/d3.min``), so chapters call bertviz exactly as in a notebook
    (where the CDN is reachable) and the book still works offline.
@@ -116,7 +118,12 @@ def _drop_vendor_js(app, config) -> None:
 
 def _page_context(app, pagename, templatename, context, doctree) -> None:
     if "body" in context and "pathto" in context:
-        context["body"] = localise(context["body"], lambda path: context["pathto"]("_static/" + path, 1))
+        def to_static(path):
+            return context["pathto"]("_static/" + path, 1)
+        # bertviz views made offline by attnlib.bertviz_offline inline d3 and jQuery (a notebook
+        # has nowhere else to load them from); the page loads the vendored files once instead.
+        from attnlib.bertviz_offline import externalise
+        context["body"] = externalise(localise(context["body"], to_static), to_static)
 
 
 def _js_name(js) -> str:

@@ -22,7 +22,7 @@ from .graphs import (attention_graph, attention_rollout, graph_attention, in_wei
 from .tiled import online_softmax, online_softmax_step, tiled_attention
 from . import explorables  # kernel-free interactive figures for the static book (chapters 1, 4, 5, 7, 8)
 from .multihead import MultiHeadAttention, merge_heads, split_heads
-from .transformer import LookBackTask, TinyTransformer, train
+from .transformer import TinyTransformer
 from .measures import (asymmetry, attention_share, cosine_similarities, ideal_pattern, offset_share,
                        pattern_closeness, received_attention, sink_shares, token_groups, top_keys)
 from .corpus import load_text, words_of
@@ -41,7 +41,7 @@ __all__ = [
     "load_encoder", "embed", "head_projections", "DEFAULT_MODEL", "layer_input", "project_qkv", "head_qkv",
     "head_outputs", "get_batch_attentions", "EncoderBatch",
     "MultiHeadAttention", "split_heads", "merge_heads",
-    "TinyTransformer", "LookBackTask", "train", "ideal_pattern", "pattern_closeness",
+    "TinyTransformer", "ideal_pattern", "pattern_closeness",
     "tiled_attention", "online_softmax", "online_softmax_step",
     "get_attentions", "EncoderAttention", "token_vectors",
     "attention_share", "received_attention", "sink_shares", "offset_share", "asymmetry", "top_keys",
@@ -53,6 +53,8 @@ __all__ = [
     "dot_product_view", "row_view", "column_view", "outer_product_view",
 ]
 
+from . import induction  # heads that emerge in a tiny causal language model (chapter 6)
+__all__ += ["induction"]
 # Chapter 10 (position, decoding) and chapter 9's Triton kernel (issue 17).
 from .attention import kv_head_of, repeat_kv
 from .positions import apply_rope, rope_scores, sinusoidal

@@ -50,6 +50,7 @@ __all__ = [
     "load_encoder", "EncoderAttention", "EncoderBatch", "get_attentions", "get_batch_attentions",
     "layer_input", "embed", "head_projections", "project_qkv", "head_qkv", "head_outputs",
     "head_scores", "weighted_value_norms", "token_vectors", "ablated_outputs", "mean_head_outputs",
+    "feed_forward",
 ]
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -682,6 +683,35 @@ def head_outputs(text, layer: int, head: int | None = None, model=None, tokenize
     T, n_heads = len(att.tokens), att.n_heads
     out = captured["out"][0].view(T, n_heads, -1).transpose(0, 1)  # (T, H, d_v) -> (H, T, d_v)
     return att.tokens, out if head is None else out[head]
+
+
+def feed_forward(h, layer: int, model=None):
+    """The feed-forward block of layer ``layer`` applied to the rows of ``h``, as the model
+    applies it after attention: ``LayerNorm(h + GELU(h W_1 + b_1) W_2 + b_2)`` (BERT's
+    intermediate and output modules, residual connection and LayerNorm included).  It acts on
+    every row (token position) separately: no information moves between positions.
+
+    Shapes:
+        h: ``(T, d_model)`` or ``(B, T, d_model)``; returns the same shape, on ``h``'s device.
+
+    Raises:
+        TypeError: ``h`` is not a floating tensor; ``layer`` not an int.
+        ValueError: the last axis of ``h`` is not ``d_model``.
+        IndexError: ``layer`` outside ``0 .. n_layers - 1``.
+
+    Source: Vaswani et al. 2017, eq. (2), "position-wise feed-forward networks"; Devlin et al.
+    2019 (BERT) for the GELU and the post-LayerNorm arrangement.
+    """
+    if model is None:
+        model, _ = load_encoder()
+    layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
+    h = _validate.floating(h, "h")
+    if h.dim() not in (2, 3) or h.shape[-1] != model.config.hidden_size:
+        raise ValueError(f"h must have shape (T, {model.config.hidden_size}) or (B, T, "
+                         f"{model.config.hidden_size}), got {tuple(h.shape)}")
+    block = model.encoder.layer[layer]
+    with torch.no_grad():
+        return block.output(block.intermediate(h), h)     # (..., T, d_model)
 
 
 def ablated_outputs(text, layer: int, head: int, *, replacement=None, model=None, tokenizer=None,

@@ -322,6 +322,54 @@ def round_attentions(attentions, decimals: int = 3) -> tuple[torch.Tensor, ...]:
     return tuple(out)
 
 
+def induction_heads(layer_weights, tokens, *, head: int | None = None, query: int = 0,
+                    title: str | None = None) -> Explorable:
+    """Chapter 6: every head of a small model on one sequence; pick a head from a menu, then
+    hover (or focus) a token to highlight its row, as :func:`head_hover` does for one head.
+
+    The menu lists the heads as ``"layer l, head h"``; the heatmap uses one fixed colour scale
+    from 0 to 1 for every head, so that heads can be compared colour for colour.
+
+    Shapes:
+        layer_weights: a list of ``n_layers`` tensors ``(1, H, T, T)`` or ``(H, T, T)`` (one
+        sequence; e.g. :func:`attnlib.induction.head_patterns`), rows summing to 1;
+        tokens: ``T`` str.
+
+    Raises:
+        TypeError: not a list of floating tensors, tokens not a list of str, a non-int
+            ``head`` or ``query``.
+        ValueError: a batch of more than one sequence, layers of different shapes, weights
+            that are not square, negative, non-finite or whose rows do not sum to 1; a length
+            mismatch; ``head`` or ``query`` out of range.
+
+    >>> w = [torch.eye(3)[None, None].repeat(1, 2, 1, 1)] * 2
+    >>> induction_heads(w, ["a", "b", "c"]).kind
+    'heads'
+    """
+    if not isinstance(layer_weights, (list, tuple)) or not layer_weights:
+        raise TypeError(f"layer_weights must be a non-empty list of (1, H, T, T) tensors, one per layer, "
+                        f"got {type(layer_weights).__name__}")
+    heads, shape = [], None
+    for layer, w in enumerate(layer_weights):
+        w = _float_tensor(w, f"layer_weights[{layer}]", "(1, H, T, T) or (H, T, T)", (3, 4))
+        if w.dim() == 4:
+            if w.shape[0] != 1:
+                raise ValueError(f"layer_weights[{layer}] holds {w.shape[0]} sequences; pass one: w[:1]")
+            w = w[0]
+        if shape is not None and tuple(w.shape) != shape:
+            raise ValueError(f"every layer must have the same (H, T, T), got {shape} and {tuple(w.shape)}")
+        shape = tuple(w.shape)
+        for h in range(w.shape[0]):
+            heads.append({"label": f"layer {layer}, head {h}",
+                          "weights": _numbers(_stochastic(w[h], f"layer_weights[{layer}][{h}]"))})
+    T = shape[-1]
+    toks = _tokens(tokens, T, "key")
+    start = len(heads) - 1 if head is None else _index(head, len(heads), "head")
+    data = {"tokens": toks, "heads": heads, "head": start, "query": _index(query, T, "query")}
+    return render("heads", data, _title(title, "Every head of the trained model: pick one, hover a token"), len(toks))
+__all__ += ["induction_heads"]
+
+
 # ---------------------------------------------------------------------------- chapter 10: RoPE
 def rope_offset(q, k, query: str = "query", key: str = "key", *, base: float = 10000.0,
                 max_offset: int = 32, max_position: int = 512, position: int = 100,

@@ -15,7 +15,7 @@ import torch
 
 from . import _validate
 
-__all__ = ["convex_hull_2d", "in_convex_hull_2d", "support_excess", "barycentric", "in_convex_hull"]
+__all__ = ["convex_hull_2d", "in_convex_hull_2d", "support_excess", "barycentric", "in_convex_hull", "pca_2d"]
 
 
 def _points(x, name: str, *, width: int | None = None) -> torch.Tensor:
@@ -242,3 +242,37 @@ def in_convex_hull(values, points, atol: float = 1e-6) -> torch.Tensor:
     lam, residual = barycentric(values, points)
     scale = _validate.floating(values, "values").double().norm(dim=-1).max().cpu()
     return (residual <= atol * max(float(scale), 1.0)) & (lam >= -atol).all(dim=-1)
+
+
+def pca_2d(points):
+    """Project points onto their two principal directions, for drawing a hull in the plane.
+
+    The map is affine, ``f(x) = (x - mu) P`` with ``mu`` the mean of the points and the two
+    columns of ``P`` the top right-singular vectors of the centred points, so it commutes with
+    convex combinations: ``f(sum_j a_j x_j) = sum_j a_j f(x_j)`` whenever ``sum_j a_j = 1``.
+    (It does *not* preserve hull membership in the other direction: a point outside the hull
+    can project inside the projected hull; use :func:`in_convex_hull` in the full space.)
+
+    Shapes:
+        points: ``(N, d)`` with ``N >= 2``, ``d >= 2``, floating.
+        returns ``coords`` ``(N, 2)``, ``mu`` ``(d,)``, ``P`` ``(d, 2)`` (orthonormal columns)
+        and ``explained``, the fraction of the total variance the two directions keep (a
+        float in [0, 1]).
+
+    Raises:
+        TypeError: ``points`` is not a floating tensor or array.
+        ValueError: not 2-D, fewer than 2 points or dimensions, not finite, or all points equal.
+
+    Source: principal component analysis via the SVD (Pearson 1901; any linear-algebra text).
+    """
+    x = _points(points, "points")
+    if x.shape[0] < 2 or x.shape[1] < 2:
+        raise ValueError(f"points must have at least 2 rows and 2 columns, got {tuple(x.shape)}")
+    mu = x.mean(dim=0)                                   # (d,)
+    _, sing, vh = torch.linalg.svd(x - mu, full_matrices=False)
+    total = (sing ** 2).sum()
+    if total == 0:
+        raise ValueError("points are all equal: there is no direction of variance to project on")
+    P = vh[:2].T                                         # (d, 2)
+    explained = float((sing[:2] ** 2).sum() / total)
+    return (x - mu) @ P, mu, P, explained

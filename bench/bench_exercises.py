@@ -6,7 +6,7 @@ Pyodide), serves it on 127.0.0.1 and opens it in headless Debian Chromium (Playw
 ``executable_path``), every other host blocked.  Per run, in a fresh browser context (empty
 cache):
 
-* ``first check``: from typing an answer and pressing Enter in exercise 4:uniform_entropy to
+* ``first check``: from typing an answer and pressing Enter in exercise 4:temperature to
   the verdict on screen (``performance.now()`` in the page), with the page loaded but
   Pyodide not yet started: the worst case, where the reader's first act is Check;
 * ``runtime load``: the part of it spent loading Pyodide and the graders
@@ -41,9 +41,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 OUT = ROOT / "bench" / "results"
 
 FIRST = """async () => {
-  const root = document.querySelector('[data-exercise="4:uniform_entropy"]');
+  const root = document.querySelector('[data-exercise="4:temperature"]');
   const input = root.querySelector('input');
-  input.value = '2.565';
+  input.value = '0.3';
   const t0 = performance.now();
   input.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true}));
   const box = root.querySelector('.attn-ex-feedback');

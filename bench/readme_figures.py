@@ -98,10 +98,26 @@ def explorables_section(xp: dict) -> list[str]:
             f"({'inside' if worst < 16.7 else 'over'} one 16.7 ms frame)."]
 
 
+def binder_section(b: dict) -> list[str]:
+    text = (f"The Binder environment (`bench/bench_binder.py`, {b['date']}; `bench/results/binder.md`): a "
+            f"fresh venv with `binder/requirements.txt` and `binder/postBuild`'s installs takes "
+            f"**{b['venv_mb']:,} MB** on disk ({b['n_packages']} packages, torch {b['torch']}; "
+            f"book and test tools installed: {', '.join(b['forbidden_installed']) or 'none'}).")
+    if "generate" in b:
+        g = b["generate"]
+        text += (f"  In it, `_ext/make_notebooks.py` executed every page and wrote {len(g['notebooks'])} "
+                 f"notebooks in {g['seconds']:.0f} s (2-core machine, load average "
+                 f"{g['load_average_after'][1]:.1f}), with no book tools installed.")
+    if "three_chapters" in b:
+        text += (f"  Three chapters running at once (three kernels, with their nbclient runners) peaked "
+                 f"at {b['three_chapters']['peak_total_rss_mib']:,} MiB in all.")
+    return [text]
+
+
 def render() -> str:
     parts = []
     for name, section in (("book.json", book_section), ("attention_cpu.json", attention_section),
-                          ("explorables.json", explorables_section)):
+                          ("explorables.json", explorables_section), ("binder.json", binder_section)):
         data = _load(name)
         if data is not None:
             parts.append("\n".join(section(data)))

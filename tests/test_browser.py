@@ -152,6 +152,8 @@ def respond(page, uid: str, kind: str) -> bool:
     elif kind == "hover":
         q = page.get_attribute(f"#{uid}", "data-query")
         page.hover(f"#{uid} .xp-chip[data-j='{1 if q == '0' else 0}']")
+    elif kind == "heads":
+        page.select_option(f"#{uid}-head", "0" if page.get_attribute(f"#{uid}", "data-head") != "0" else "1")
     elif kind == "rope":
         page.evaluate(SET_RANGE, [f"#{uid}-offset", 5])
     else:
@@ -191,6 +193,8 @@ def figures(real):
         "mask": xp.mask_explorer(r["pad_scores"], r["pad_tokens"], r["pad_mask"]),
         "graph": xp.graph_threshold(r["weights"], r["tokens"], threshold=0.1),
         "hover": xp.head_hover(r["weights"], r["tokens"], query=it),
+        "heads": xp.induction_heads([a[:, :4] for a in attnlib.get_attentions(corpus.RUNNING).attentions[:2]],
+                                    r["tokens"], query=it),
         "rope": xp.rope_offset(r["q"][it], r["k"][1], "it", r["tokens"][1]),
     }
 
@@ -307,6 +311,19 @@ def test_hover_highlights_the_row(explorer_page, figures):
         assert page.get_attribute(f"#{uid}", "data-query") == str(j)
         assert page.evaluate(WEIGHTS, f"#{uid} .xp-chip") == w[j]
         assert page.get_attribute(f"#{uid} [data-role=row]", "y") is not None
+
+
+def test_heads_picker_shows_the_picked_heads_row(explorer_page, figures):
+    """Chapter 6: pick a head in the menu, hover a token: the chips carry that head's row."""
+    page, x = explorer_page.page, figures["heads"]
+    heads, uid = data_of(x)["heads"], x.uid
+    for h in (0, len(heads) - 1, 2):
+        page.select_option(f"#{uid}-head", str(h))
+        assert page.get_attribute(f"#{uid}", "data-head") == str(h)
+        for j in (0, 4):
+            page.hover(f"#{uid} .xp-chip[data-j='{j}']")
+            assert page.evaluate(WEIGHTS, f"#{uid} .xp-chip") == heads[h]["weights"][j]
+            assert heads[h]["label"] in page.inner_text(f"#{uid} [data-role=readout]")
 
 
 def test_convex_point_follows_the_sliders_and_stays_in_the_hull(explorer_page, figures):

@@ -665,3 +665,52 @@ def test_encoder_attention_is_what_every_reader_returns(encoder):
     for name in ("load_encoder", "embed", "head_projections", "get_attentions", "head_qkv", "token_vectors",
                  "layer_input", "project_qkv", "head_outputs", "get_batch_attentions"):
         assert getattr(attnlib, name) is getattr(enc_mod, name)
+
+
+# ---------------------------------------------------------------------- feed_forward
+def test_feed_forward_against_the_written_formula_and_the_model():
+    """Oracle 1: LayerNorm(h + GELU(h W1 + b1) W2 + b2) written out from the weights.
+    Oracle 2: the model's own forward pass, whose layer output is the feed-forward block
+    applied to the attention sub-layer's output (captured with a hook)."""
+    import torch.nn.functional as F
+    from attnlib.encoder import feed_forward
+    model, tokenizer = attnlib.load_encoder()
+    layer = 1
+    block = model.encoder.layer[layer]
+    captured = {}
+
+    def keep(module, args, out):                                        # returns None: output untouched
+        captured["h"] = (out[0] if isinstance(out, tuple) else out).detach()
+
+    hook = block.attention.register_forward_hook(keep)
+    try:
+        att = attnlib.get_attentions(attnlib.corpus.RUNNING)
+    finally:
+        hook.remove()
+    h = captured["h"][0]                                                # (T, d_model)
+    ours = feed_forward(h, layer)
+    assert torch.allclose(ours, att.hidden_states[layer + 1][0], atol=1e-5)
+    inter, out = block.intermediate.dense, block.output
+    written = F.layer_norm(h + F.gelu(h @ inter.weight.T + inter.bias) @ out.dense.weight.T + out.dense.bias,
+                           (h.shape[-1],), out.LayerNorm.weight, out.LayerNorm.bias, out.LayerNorm.eps)
+    assert torch.allclose(ours, written, atol=1e-5)
+
+
+def test_feed_forward_is_position_wise():
+    from attnlib.encoder import feed_forward
+    tokens, X = attnlib.layer_input(attnlib.corpus.RUNNING, 1)
+    changed = X.clone()
+    changed[2] += 1.0
+    diff = (feed_forward(changed, 1) - feed_forward(X, 1)).norm(dim=-1)
+    assert diff[2] > 0.1 and torch.all(diff[torch.arange(len(tokens)) != 2] == 0)
+
+
+@pytest.mark.parametrize("bad, layer, error", [
+    (torch.zeros(3, 10), 0, ValueError), (torch.zeros(384), 0, ValueError),
+    (torch.zeros(3, 384, dtype=torch.long), 0, TypeError), (torch.zeros(3, 384), 6, IndexError),
+    (torch.zeros(3, 384), "0", TypeError),
+])
+def test_feed_forward_rejects(bad, layer, error):
+    from attnlib.encoder import feed_forward
+    with pytest.raises(error):
+        feed_forward(bad, layer)

@@ -1,5 +1,6 @@
 """Chapter 2 exercises: the top-key checker against the Hugging Face model's own attention
-weights (an independent oracle), the symmetry and rank checkers against numerical facts,
+weights (an independent oracle), the symmetry checker against numerical facts, the tied
+exercise against the model's own attentions and an independent tied recomputation,
 bad inputs, and the widgets."""
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import attnlib
 from attnlib.corpus import BEARS
 from attnlib.exercises import exercise, exercise_names
 from attnlib.exercises.ch02 import (
-    SYMMETRIC_OPTIONS, TOP_KEY_SETUP, check_rank, check_symmetric, head_weights,
+    SYMMETRIC_OPTIONS, TIED_SETUP, TOP_KEY_SETUP, check_symmetric, check_tied, head_weights, tied_data,
     make_top_key_checker,
 )
 
@@ -30,7 +31,7 @@ def hf_row():
 
 
 def test_registered():
-    assert exercise_names(2) == ["top_key", "symmetric", "rank"]
+    assert exercise_names(2) == ["top_key", "symmetric", "tied"]
 
 
 # ---------------------------------------------------------------------- top_key
@@ -154,37 +155,58 @@ def test_symmetric_widget():
     assert w.check().correct and "Correct." in w.feedback.value
 
 
-# ---------------------------------------------------------------------- rank
-def test_rank_right_answer_matches_real_head():
-    model, _ = attnlib.load_encoder()
-    p = attnlib.head_projections(model, 0, 0)
-    M = p["W_Q"].double() @ p["W_K"].double().T
-    measured = torch.linalg.matrix_rank(M).item()
-    assert measured == 32
-    for answer in [measured, "32", " 32.0 ", np.int32(32), torch.tensor(32.0)]:
-        assert check_rank(answer).correct, answer
+# ---------------------------------------------------------------------- tied
+@pytest.fixture(scope="module")
+def tied():
+    return tied_data()
 
 
-@pytest.mark.parametrize("answer, phrase", [
-    (384, "product through"), (385, "bias"), (64, "do not add up"), (12, "number of heads"),
-    (32.5, "whole number"), (1000, "between 0 and 384"), (16, "not the bound"),
-])
-def test_rank_wrong(answer, phrase):
-    fb = check_rank(answer)
-    assert not fb.correct and phrase in fb.message
+def test_tied_data_against_the_model(tied):
+    """untied = the model's own eager attentions; tied = softmax(q q^T / sqrt(d_k)) with q
+    recomputed from the embeddings and the head's slice of the query layer."""
+    model, tokenizer = attnlib.load_encoder()
+    s = TIED_SETUP
+    enc = tokenizer(s["text"], return_tensors="pt").to(model.device)
+    with torch.no_grad():
+        out = model(**enc, output_attentions=True, output_hidden_states=True)
+    hf = out.attentions[s["layer"]][0, s["head"]].cpu().double()
+    assert torch.allclose(torch.tensor(tied["untied"], dtype=torch.double), hf, atol=1e-5)
+    x = out.hidden_states[s["layer"]][0].cpu().double()
+    p = attnlib.head_projections(model, s["layer"], s["head"])
+    q = x @ p["W_Q"].double() + p["b_Q"].double()
+    ours = torch.softmax(q @ q.T / 32 ** 0.5, dim=-1)
+    assert torch.allclose(torch.tensor(tied["weights"], dtype=torch.double), ours, atol=1e-5)
 
 
-@pytest.mark.parametrize("bad", BAD_INPUTS)
-def test_rank_bad_input(bad):
-    fb = check_rank(bad)
+def test_tied_right_answer_is_the_argmax(tied):
+    i = tied["tokens"].index(tied["query"])
+    best = int(np.argmax(tied["weights"][i]))
+    assert tied["tokens"][best] == "mat"                      # the chapter's Reformer point
+    for answer in (best, "mat", np.int64(best)):
+        fb = check_tied(answer, tied)
+        assert fb.correct and "masks the diagonal" in fb.message, fb.message
+
+
+def test_tied_wrong_answers_teach(tied):
+    i = tied["tokens"].index(tied["query"])
+    untied_best = int(np.argmax(tied["untied"][i]))
+    assert untied_best == i - 1                                # the previous "the"
+    fb = check_tied(untied_best, tied)
+    assert not fb.correct and "untied head picks" in fb.message, fb.message
+    fb = check_tied(tied["tokens"].index("cat"), tied)
+    assert not fb.correct and "one key gets" in fb.message, fb.message
+
+
+@pytest.mark.parametrize("bad", BAD_INPUTS + [-1, 99, "zzz", 1.5])
+def test_tied_bad_input(bad, tied):
+    fb = check_tied(bad, tied)
     assert fb.correct is False and fb.message
 
 
-def test_rank_widget():
-    w = exercise(2, "rank")
-    w.control.value = ""
-    assert not w.check().correct and "empty" in w.feedback.value
-    w.control.value = "384"
-    assert not w.check().correct
-    w.control.value = "32"
+def test_tied_widget(tied):
+    w = exercise(2, "tied")
+    tokens = tied["tokens"]
+    w.control.value = tokens.index("mat") - 1
+    assert not w.check().correct and "Not yet." in w.feedback.value
+    w.control.value = tokens.index("mat")
     assert w.check().correct and "Correct." in w.feedback.value

@@ -93,19 +93,42 @@ def test_spread_bad_inputs_never_raise(data, bad):
     assert fb.correct is False and fb.message
 
 
-def test_which_view():
-    assert ch03.check_which_view("row view").correct
-    for option in ch03.VIEW_OPTIONS:
-        if option != "row view":
-            fb = ch03.check_which_view(option)
-            assert not fb.correct and len(fb.message) > 40
-    assert "box" in ch03.check_which_view("column view").message
-    for bad in (None, "", "abc", 3, float("nan")):
-        assert ch03.check_which_view(bad).correct is False
+@pytest.fixture(scope="module")
+def bias():
+    return ch03.bias_example()
+
+
+def test_bias_example_against_the_model(bias):
+    """Oracle: the model's own value layer (all heads, HEAD's 32 columns) with and without its
+    bias, mixed by the model's own eager attention weights."""
+    import attnlib
+    model, tokenizer = attnlib.load_encoder()
+    enc = tokenizer(ch03.SENTENCE, return_tensors="pt").to(model.device)
+    with torch.no_grad():
+        out = model(**enc, output_attentions=True, output_hidden_states=True)
+    A = out.attentions[ch03.LAYER][0, ch03.HEAD].double()
+    value = model.encoder.layer[ch03.LAYER].attention.self.value
+    cols = slice(32 * ch03.HEAD, 32 * ch03.HEAD + 32)
+    x = out.hidden_states[ch03.LAYER][0].double()
+    W, b = value.weight.double()[cols], value.bias.double()[cols]      # (d_v, d_model), (d_v,)
+    gap = (A @ (x @ W.T + b) - A @ (x @ W.T) - b).abs().max().item()
+    assert gap < 1e-6 and bias["gap"] < 1e-5
+    assert math.isclose(b.norm().item(), bias["norm_b"], rel_tol=1e-4)
+    assert np.allclose(bias["column_sums"], A.sum(0).cpu().numpy(), atol=2e-3)
+    assert max(abs(c - 1) for c in bias["column_sums"]) > 0.3          # the column-view slip differs
+
+
+def test_bias_right_and_wrong(bias):
+    assert ch03.check_bias(ch03.BIAS_OPTIONS[0], bias).correct
+    for option, phrase in zip(ch03.BIAS_OPTIONS[1:], ("sum to 1, not T", "Column sums", "softmax acts on the scores")):
+        fb = ch03.check_bias(option, bias)
+        assert not fb.correct and phrase in fb.message, fb.message
+    for bad in (None, "", "abc", 3, float("nan"), [0], {"a": 1}):
+        assert ch03.check_bias(bad, bias).correct is False
 
 
 def test_exercises_are_registered():
-    assert set(exercise_names(3)) == {"row_entry", "spread", "which_view", "claim"}
+    assert set(exercise_names(3)) == {"row_entry", "spread", "value_bias", "claim"}
 
 
 def test_row_entry_widget(data):
@@ -126,12 +149,12 @@ def test_spread_widget(data):
     assert not w.check().correct and "owning a value" in w.feedback.value
 
 
-def test_which_view_widget():
-    w = exercise(3, "which_view")
-    w.control.value = "column view"
-    assert not w.check().correct and "box" in w.feedback.value
-    w.control.value = "row view"
-    assert w.check().correct and "convex" in w.feedback.value
+def test_value_bias_widget():
+    w = exercise(3, "value_bias")
+    w.control.value = ch03.BIAS_OPTIONS[3]
+    assert not w.check().correct and "softmax acts on the scores" in w.feedback.value
+    w.control.value = ch03.BIAS_OPTIONS[0]
+    assert w.check().correct and "Correct." in w.feedback.value
 
 
 def test_example_weights_rows_are_distributions(data):

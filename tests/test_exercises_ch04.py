@@ -80,52 +80,70 @@ def test_temperature_bad_inputs_never_raise(scores, bad):
     assert fb.correct is False and fb.message
 
 
-def test_scaling_right_answer_gives_unit_variance_empirically():
-    # Oracle: measure the variance for each option rather than trusting the messages.
+# ------------------------------------------------------------------ entropy_dk
+@pytest.fixture(scope="module")
+def wide():
+    return ch04.entropy_example()
+
+
+def test_entropy_example_against_an_independent_recomputation(wide):
+    """Oracle: the same two heads through torch's own softmax and a hand-written entropy."""
+    from attnlib import corpus
+    qs, ks = zip(*[head_qkv(corpus.RUNNING, ch04.LAYER, h)[1:3] for h in ch04.WIDE_HEADS])
+    q, k = torch.cat(qs, -1).double(), torch.cat(ks, -1).double()
+    assert q.shape[-1] == wide["d_k"] == 64
+    for divisor, key in ((64, "h_scaled"), (32, "h_unscaled")):
+        p = torch.softmax(q @ k.T / math.sqrt(divisor), dim=-1)
+        h = -(p * torch.log(p.clamp_min(1e-300))).sum(-1).mean().item()
+        assert math.isclose(h, wide[key], abs_tol=1e-4), (key, h, wide[key])
+    assert wide["h_unscaled"] < wide["h_scaled"] < wide["log_T"]   # the right option is what happens
+
+
+def test_entropy_dk_right_and_wrong(wide):
+    right_option = ch04.ENTROPY_OPTIONS[0]
+    fb = ch04.check_entropy_dk(right_option, wide)
+    assert fb.correct and f"{wide['h_unscaled']:.3f}" in fb.message and f"{wide['h_scaled']:.3f}" in fb.message
+    for option, phrase in zip(ch04.ENTROPY_OPTIONS[1:], ("more peaked", "not a factor", "one-hot")):
+        fb = ch04.check_entropy_dk(option, wide)
+        assert not fb.correct and phrase in fb.message, fb.message
+    for bad in BAD_INPUTS + ["It falls"]:
+        fb = ch04.check_entropy_dk(bad, wide)
+        assert fb.correct is False and fb.message
+
+
+def test_entropy_falls_with_the_scale_for_any_row():
+    """The invariant the right answer rests on: H(softmax(beta s)) is non-increasing in beta."""
     g = torch.Generator().manual_seed(0)
-    d = ch04.SCALING_D_K
-    dots = (torch.randn(20000, d, generator=g, dtype=torch.float64)
-            * torch.randn(20000, d, generator=g, dtype=torch.float64)).sum(-1)
-    factors = {"1 (no scaling)": 1.0, "1/d_k": 1 / d, "1/sqrt(d_k)": 1 / math.sqrt(d), "sqrt(d_k)": math.sqrt(d)}
-    best = min(factors, key=lambda o: abs((dots * factors[o]).var().item() - 1))
-    assert best == "1/sqrt(d_k)"
-    assert ch04.check_scaling(best).correct
-    for option, f in factors.items():
-        if option == best:
-            continue
-        fb = ch04.check_scaling(option)
-        measured = (dots * f).var().item()
-        assert not fb.correct
-        stated = d * f ** 2
-        assert math.isclose(measured, stated, rel_tol=0.05)          # the message's variance is right
-        assert f"{stated:.3g}" in fb.message
+    s = torch.randn(200, 13, generator=g, dtype=torch.float64)
+    hs = [entropy(softmax(beta * s)) for beta in (0.5, 1.0, math.sqrt(2), 2.0)]
+    for a, b in zip(hs, hs[1:]):
+        assert (b <= a + 1e-12).all()
 
 
-def test_scaling_messages_are_specific():
-    assert "uniform" in ch04.check_scaling("1/d_k").message
-    assert "saturat" in ch04.check_scaling("1 (no scaling)").message
-    assert "worse" in ch04.check_scaling("sqrt(d_k)").message
-    for bad in (None, "", "1/sqrt(dk)", 0.5, float("nan")):
-        assert ch04.check_scaling(bad).correct is False
+# ------------------------------------------------------------------ overflow
+def test_overflow_example_is_what_float32_does():
+    data = ch04.overflow_example()
+    s = torch.tensor(ch04.temperature_example()["scores"], dtype=torch.float32) + ch04.OVERFLOW_SHIFT
+    naive = torch.exp(s) / torch.exp(s).sum()
+    assert data["n_nan"] == int(torch.isnan(naive).sum()) == len(s)
+    stable = torch.softmax(s, dim=-1)                                # oracle: PyTorch's own softmax
+    assert not torch.isnan(stable).any() and data["stable_gap"] < 1e-5
 
 
-def test_uniform_entropy():
-    T = ch04.UNIFORM_T
-    exact = entropy(torch.full((T,), 1.0 / T, dtype=torch.float64)).item()   # oracle: attnlib.entropy
-    assert ch04.check_uniform_entropy(exact).correct
-    assert ch04.check_uniform_entropy(f"{exact:.2f}").correct
-    assert "bits" in ch04.check_uniform_entropy(math.log2(T)).message
-    assert "number of keys" in ch04.check_uniform_entropy(T).message
-    assert "1/T" in ch04.check_uniform_entropy(1 / T).message
-    assert "one-hot" in ch04.check_uniform_entropy(0).message
-    assert "never negative" in ch04.check_uniform_entropy(-1).message
+def test_overflow_right_and_wrong():
+    data = ch04.overflow_example()
+    assert ch04.check_overflow("NaN in every entry", data).correct
+    for option, phrase in zip((o for o in ch04.OVERFLOW_OPTIONS if o != "NaN in every entry"),
+                              ("Mathematically yes", "cannot flatten", "a factor would")):
+        fb = ch04.check_overflow(option, data)
+        assert not fb.correct and phrase in fb.message and "subtracts the row maximum" in fb.message
     for bad in BAD_INPUTS:
-        fb = ch04.check_uniform_entropy(bad)
+        fb = ch04.check_overflow(bad, data)
         assert fb.correct is False and fb.message
 
 
 def test_exercises_are_registered():
-    assert set(exercise_names(4)) >= {"temperature", "scaling", "uniform_entropy"}
+    assert exercise_names(4) == ["temperature", "entropy_dk", "overflow"]
 
 
 def test_temperature_widget(scores):
@@ -138,17 +156,17 @@ def test_temperature_widget(scores):
     assert not w.check().correct and "finite" in w.feedback.value
 
 
-def test_scaling_widget():
-    w = exercise(4, "scaling")
-    w.control.value = "1/d_k"
-    assert not w.check().correct and "uniform" in w.feedback.value
-    w.control.value = "1/sqrt(d_k)"
+def test_entropy_dk_widget():
+    w = exercise(4, "entropy_dk")
+    w.control.value = ch04.ENTROPY_OPTIONS[2]
+    assert not w.check().correct and "not a factor" in w.feedback.value
+    w.control.value = ch04.ENTROPY_OPTIONS[0]
     assert w.check().correct and "Correct." in w.feedback.value
 
 
-def test_uniform_entropy_widget():
-    w = exercise(4, "uniform_entropy")
-    w.control.value = f"{math.log2(ch04.UNIFORM_T):.3f}"
-    assert not w.check().correct and "bits" in w.feedback.value
-    w.control.value = f"{math.log(ch04.UNIFORM_T):.3f}"
-    assert w.check().correct
+def test_overflow_widget():
+    w = exercise(4, "overflow")
+    w.control.value = ch04.OVERFLOW_OPTIONS[0]
+    assert not w.check().correct and "float32" in w.feedback.value
+    w.control.value = "NaN in every entry"
+    assert w.check().correct and "Correct." in w.feedback.value

@@ -73,6 +73,7 @@ def test_causal_typical_mistakes_get_specific_messages():
     missing[1, 3] = False  # query 'is' may not see key 'you'
     fb = check_causal_cells(missing)
     assert not fb.correct and "(query 'is', key 'you') is in the future of 'is'" in fb.message
+    assert "still off" in fb.message and "switch it on" in fb.message and "left on" not in fb.message
     assert "1 of 36 cells are wrong" in fb.message
 
     extra = removed.clone()

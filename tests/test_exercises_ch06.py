@@ -1,5 +1,6 @@
-"""Chapter 6 exercises: checkers against independent oracles (PyTorch's own module, a loop over
-positions, the first words of the shipped text) and the widgets end to end."""
+"""Chapter 6 exercises: the induction checkers on data of the shape the page embeds (the real
+numbers come from the chapter's training run; here a fixed, hand-made set, so that no test
+trains a model), the oracle for the mask question (PyTorch's own module), and the widgets."""
 import math
 
 import numpy as np
@@ -8,134 +9,111 @@ import torch
 from torch import nn
 
 import attnlib
-from attnlib.exercises import exercise, exercise_names
+from attnlib.exercises import exercise, exercise_names, registry
 from attnlib.exercises.ch06 import (
-    PARAM_D_MODEL, PARAM_N_HEADS, TORCH_MASK_OPTIONS, TWO_BACK_WORDS,
-    check_param_count, check_torch_mask, check_two_back_cells,
+    HALVES_OPTIONS, TORCH_MASK_OPTIONS, check_circuit_loss, check_induction_head, check_one_layer_halves,
+    check_torch_mask, halves_answer,
 )
-from attnlib.corpus import load_text, words_of
 
-T = len(TWO_BACK_WORDS)
 BAD_INPUTS = [None, "", "abc", math.nan, math.inf, -math.inf, [1, 2, 3], {"a": 1}, b"7",
               np.zeros((2, 2)), torch.zeros(3, 3, dtype=torch.complex64)]
 
+DATA = {
+    "labels": ["L0 H0", "L0 H1", "L1 H0", "L1 H1"],
+    "induction": [0.02, 0.05, 0.61, 0.08], "previous": [0.12, 0.74, 0.05, 0.1],
+    "ind_head": 2, "prev_head": 1, "dup_head": 0, "uniform": 0.045,
+    "intact": 4.3, "first": 9.1, "without_ind": 8.6, "without_dup": 8.2, "without_both": 8.9,
+    "one_first": 9.4, "one_second": 8.7,
+}
+
+
+@pytest.fixture
+def fake_data(monkeypatch):
+    """The widgets read exercise_data(); give them DATA instead of the chapter's training run."""
+    for name in ("induction_head", "circuit_loss", "one_layer_halves"):
+        monkeypatch.setitem(registry._DATA_CACHE, (6, name), DATA)
+    return DATA
+
 
 def test_registered():
-    assert exercise_names(6) == ["param_count", "two_back_cells", "torch_mask"]
+    assert exercise_names(6) == ["induction_head", "circuit_loss", "one_layer_halves", "torch_mask"]
 
 
-# ----------------------------------------------------------------------------- param_count
-def _torch_count(d_model=PARAM_D_MODEL, n_heads=PARAM_N_HEADS) -> int:
-    """Oracle: PyTorch's own module with the same layout (never attnlib)."""
-    return sum(p.numel() for p in nn.MultiheadAttention(d_model, n_heads, batch_first=True).parameters())
+# ----------------------------------------------------------------------------- induction_head
+def test_induction_head_accepts_the_best_head():
+    fb = check_induction_head(2, DATA)
+    assert fb.correct and "0.61" in fb.message and "0.045" in fb.message
+    assert check_induction_head("L1 H0", DATA).correct
 
 
-def test_param_count_right_answer_in_every_form():
-    n = _torch_count()
-    for answer in (n, float(n), str(n), f"{n:,}", f"{n:_}", f" {n:,} ".replace(",", " "), np.int64(n),
-                   torch.tensor(n)):
-        fb = check_param_count(answer)
-        assert fb.correct and "one head of width d_model" in fb.message, answer
-    assert check_param_count(_torch_count(64, 4), d_model=64, n_heads=4).correct
+@pytest.mark.parametrize("pick, fragment", [
+    (1, "previous-token head"), (0, "duplicate-token head"), (3, "another head of the same layer"),
+])
+def test_induction_head_explains_wrong_picks(pick, fragment):
+    fb = check_induction_head(pick, DATA)
+    assert not fb.correct and fragment in fb.message and fb.hint
 
 
-def test_param_count_typical_mistakes():
-    d, H = PARAM_D_MODEL, PARAM_N_HEADS
-    no_bias = sum(p.numel() for p in nn.MultiheadAttention(d, H, bias=False).parameters())
-    cases = {
-        no_bias: "not the four bias vectors",
-        3 * d * d + 3 * d: "output projection W_O",
-        3 * d * d: "W_Q, W_K and W_V only",
-        H * _torch_count(): "every head its own full",
-        4 * d * (d // H) + 4 * (d // H): "share of one head",
-        4 * (d // H) ** 2: "not 32 x 32",
-        123456: "is not it",
-        591360.5: "is not a count",
-        -5: "is not a count",
-    }
-    for answer, fragment in cases.items():
-        fb = check_param_count(answer)
-        assert not fb.correct and fragment in fb.message, (answer, fb)
-    fb = check_param_count("591,36")  # a decimal comma, not a thousands separator
-    assert not fb.correct and "591.36 is not a count" in fb.message
+def test_induction_head_follows_the_data():
+    other = dict(DATA, ind_head=3, induction=[0.02, 0.05, 0.08, 0.61])
+    assert check_induction_head(3, other).correct and not check_induction_head(2, other).correct
+    fb = check_induction_head(0, dict(DATA, dup_head=1, prev_head=1))
+    assert not fb.correct and "layer 0, whose keys know only" in fb.message
 
 
-def test_param_count_bad_inputs():
-    for bad in BAD_INPUTS + [True, torch.ones(2)]:
-        fb = check_param_count(bad)
+# ----------------------------------------------------------------------------- circuit_loss
+def test_circuit_loss_accepts_the_measured_value():
+    for answer in (8.9, "8.9", "8.93", 8.85, np.float64(8.9), torch.tensor(8.9)):
+        fb = check_circuit_loss(answer, DATA)
+        assert fb.correct and "8.90" in fb.message, answer
+
+
+@pytest.mark.parametrize("answer, fragment", [
+    (4.3, "intact model's loss"), (8.6, "without the induction head alone"),
+    (8.2, "without the duplicate-token head alone"), (-1, "never negative"), (2.0, "lower than"),
+    (12, "higher than"),
+])
+def test_circuit_loss_names_the_slip(answer, fragment):
+    fb = check_circuit_loss(answer, DATA)
+    assert not fb.correct and fragment in fb.message
+
+
+# ----------------------------------------------------------------------------- one_layer_halves
+def test_one_layer_halves_follows_the_control_losses():
+    assert halves_answer(DATA) == HALVES_OPTIONS[0]
+    assert halves_answer(dict(DATA, one_second=9.35)) == HALVES_OPTIONS[1]
+    assert halves_answer(dict(DATA, one_second=9.9)) == HALVES_OPTIONS[2]
+    fb = check_one_layer_halves(HALVES_OPTIONS[0], DATA)
+    assert fb.correct and "9.40" in fb.message and "8.70" in fb.message
+    for option in HALVES_OPTIONS[1:]:
+        fb = check_one_layer_halves(option, DATA)
+        assert not fb.correct and "9.40" in fb.message and fb.hint
+
+
+@pytest.mark.parametrize("check", [
+    lambda a: check_induction_head(a, DATA), lambda a: check_circuit_loss(a, DATA),
+    lambda a: check_one_layer_halves(a, DATA),
+])
+def test_bad_inputs_never_raise(check):
+    for bad in BAD_INPUTS + [-1, 99, True]:
+        fb = check(bad)
         assert not fb.correct and fb.message, bad
 
 
-def test_param_count_widget():
-    ex = exercise(6, "param_count")
-    ex.control.value = str(3 * PARAM_D_MODEL ** 2)
-    assert not ex.check().correct and "W_O" in ex.feedback.value
-    ex.control.value = "inf"
-    assert not ex.check().correct and "finite" in ex.feedback.value
-    ex.control.value = f"{_torch_count():,}"
-    ex.button.click()
-    assert ex.last.correct and "Correct" in ex.feedback.value
-
-
-# ----------------------------------------------------------------------------- two_back_cells
-def _two_back_oracle(n: int) -> list:
-    return [[j == i - 2 for j in range(n)] for i in range(n)]
-
-
-def test_two_back_words_open_the_shipped_text():
-    assert tuple(words_of(load_text())[:T]) == TWO_BACK_WORDS
-
-
-@pytest.mark.parametrize("form", ["list", "bool", "int", "numpy"])
-def test_two_back_right_answer(form):
-    ideal = torch.tensor(_two_back_oracle(T))
-    answer = {"list": ideal.tolist(), "bool": ideal, "int": ideal.int(), "numpy": ideal.numpy()}[form]
-    fb = check_two_back_cells(answer)
-    assert fb.correct and "'and' looks at 'four'" in fb.message
-    assert check_two_back_cells(_two_back_oracle(4), ("a", "b", "c", "d")).correct
-
-
-def test_two_back_typical_mistakes():
-    ideal = torch.tensor(_two_back_oracle(T))
-    previous = torch.tensor([[j == i - 1 for j in range(T)] for i in range(T)])
-    cases = {"previous-word head": previous, "two places ahead": ideal.T,
-             "Nothing is switched on": torch.zeros(T, T, dtype=torch.bool)}
-    for fragment, answer in cases.items():
-        fb = check_two_back_cells(answer)
-        assert not fb.correct and fragment in fb.message, (fragment, fb)
-
-    early = ideal.clone()
-    early[1, 0] = True
-    fb = check_two_back_cells(early)
-    assert not fb.correct and "Row 'score' (position 1) has no word two places back" in fb.message
-    assert "1 of 36 cells are wrong" in fb.message
-
-    diag = ideal | torch.eye(T, dtype=torch.bool)
-    fb = check_two_back_cells(diag)
-    assert not fb.correct and "is the word itself" in fb.message and "puts all of its weight on one key" in fb.message
-
-    missing = ideal.clone()
-    missing[4, 2] = False
-    fb = check_two_back_cells(missing)
-    assert not fb.correct and "Query 'years' should look at 'and'" in fb.message
-    assert fb.hint and "j = i - 2" in fb.hint
-
-
-def test_two_back_bad_inputs():
-    for bad in BAD_INPUTS + [torch.ones(T, T + 1), [[2] * T] * T, torch.full((T, T), math.nan)]:
-        fb = check_two_back_cells(bad)
-        assert not fb.correct and fb.message, bad
-    assert f"shape ({T}, {T})" in check_two_back_cells(torch.ones(3, 3)).message
-
-
-def test_two_back_widget():
-    ex = exercise(6, "two_back_cells")
-    assert ex.row_labels == list(TWO_BACK_WORDS)
-    ex.cells[3][3].value = True
-    assert not ex.check().correct and "the word itself" in ex.feedback.value
-    ex.set_answer(_two_back_oracle(T))
-    ex.button.click()
-    assert ex.last.correct and "Correct" in ex.feedback.value
+def test_widgets(fake_data):
+    ex = exercise(6, "circuit_loss")
+    ex.control.value = "4.3"
+    assert not ex.check().correct and "intact" in ex.feedback.value
+    ex.control.value = "8.9"
+    assert ex.check().correct and "Correct" in ex.feedback.value
+    ex = exercise(6, "one_layer_halves")
+    ex.control.value = HALVES_OPTIONS[0]
+    assert ex.check().correct
+    ex = exercise(6, "induction_head")
+    ex.control.value = 2
+    assert ex.check().correct and "Correct." in ex.feedback.value
+    ex.control.value = 1
+    assert not ex.check().correct and "previous-token head" in ex.feedback.value
 
 
 # ----------------------------------------------------------------------------- torch_mask

@@ -112,16 +112,16 @@ def test_acyclic_rejects_bad_shapes_and_dtypes():
 
 # --- rollout: the right value by hand, each slip by its own arithmetic ------------------------
 def test_rollout_accepts_the_hand_computed_value():
-    # Â1 = [[.8, .2], [.1, .9]], Â2 = [[.95, .05], [.25, .75]]; R[1, 0] = .25 * .8 + .75 * .1
+    # Â0 = [[.8, .2], [.1, .9]], Â1 = [[.95, .05], [.25, .75]] (layers from 0); R[1, 0] = .25 * .8 + .75 * .1
     expected = 0.25 * 0.8 + 0.75 * 0.1
     for answer in (expected, "0.275", "0,275", np.float32(0.2751)):
         assert ch07.check_rollout(answer).correct, answer
 
 
 @pytest.mark.parametrize("answer, phrase", [
-    (0.5 * 0.6 + 0.5 * 0.2, "without the residual"),   # A2 A1
-    (0.1 * 0.95 + 0.9 * 0.25, "Â1 Â2"),                # wrong order
-    (0.25, "last layer alone"),                        # Â2[1, 0]
+    (0.5 * 0.6 + 0.5 * 0.2, "without the residual"),   # A1 A0
+    (0.1 * 0.95 + 0.9 * 0.25, "Â0 Â1"),                # wrong order
+    (0.25, "layer 1 alone"),                          # Â1[1, 0]
     (0.25 * 0.2 + 0.75 * 0.9, "R[1, 1]"),              # the other entry of the row
     (1.7, "not a share"),
     (0.9, "is not R[1, 0]"),
@@ -166,3 +166,14 @@ def test_rollout_widget():
     assert not w.check().correct and "residual" in w.feedback.value
     w.control.value = ""
     assert not w.check().correct and "empty" in w.feedback.value
+
+
+def test_rollout_counts_layers_from_zero():
+    """The course numbers layers from 0: the question and every message say A0/A1, never A2."""
+    from attnlib.exercises.registry import definition
+    spec = definition(7, "rollout")
+    texts = [ch07.check_rollout(a).message for a in (0.275, 0.4, 0.32, 0.25, 0.9)]
+    texts += [ch07.check_rollout(0.9).hint or ""]
+    texts.append(str(spec.question))
+    for text in texts:
+        assert "A2" not in text and "Â2" not in text and "layer 2" not in text, text

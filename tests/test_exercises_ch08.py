@@ -117,3 +117,50 @@ def test_widgets_give_feedback(name, check):
     ex.control.value = right_pos
     fb = ex.check()
     assert fb.correct and "Correct." in ex.feedback.value and ex.last is fb
+
+
+# ---------------------------------------------------------------------- claim (the baseline method)
+@pytest.fixture(scope="module")
+def claim():
+    return ch08.claim_evidence()
+
+
+def test_claim_evidence_matches_the_model(encoder, claim):
+    """Every weight in the table, recomputed from the model called directly."""
+    layer, head = ch08.CLAIM_HEAD
+    for (text, subject, other), row in zip(ch08.CLAIM_SENTENCES, claim["rows"]):
+        tokens, weights = _direct(encoder, text, layer, head)
+        i = tokens.index("flies")
+        assert row["uniform"] == round(1 / len(tokens), 3) and row["previous"] == tokens[i - 1]
+        assert math.isclose(row["w_previous"], weights[i, i - 1].item(), abs_tol=6e-4)
+        for key, name in ((subject, "w_subject"), (other, "w_other")):
+            if key:
+                assert math.isclose(row[name], weights[i, tokens.index(key)].item(), abs_tol=6e-4)
+    assert claim["lift"]["-1"] > 5 > claim["lift"]["1"]             # a previous-token head, measured
+
+
+def test_claim_verdict_follows_the_data(claim):
+    fb = ch08.check_claim(ch08.CLAIM_OPTIONS[1], claim)
+    assert fb.correct and "slowly" in fb.message and "14.9" in fb.message
+    for option, phrase in zip((ch08.CLAIM_OPTIONS[0], *ch08.CLAIM_OPTIONS[2:]),
+                              ("not ignoring its input", "never adjacent", "ablation")):
+        fb = ch08.check_claim(option, claim)
+        assert not fb.correct and phrase in fb.message, fb.message
+    # if the subject won even when moved away, the verdict must flip: the checker reads the data
+    flipped = {"rows": [dict(r, w_subject=0.9) if r["subject"] == "bird" else r for r in claim["rows"]],
+               "lift": claim["lift"]}
+    assert ch08.check_claim(ch08.CLAIM_OPTIONS[0], flipped).correct
+
+
+@pytest.mark.parametrize("bad", BAD, ids=repr)
+def test_claim_bad_input_never_raises(bad, claim):
+    fb = ch08.check_claim(bad, claim)
+    assert isinstance(fb, Feedback) and not fb.correct and fb.message
+
+
+def test_claim_widget():
+    ex = exercise(8, "claim")
+    ex.control.value = ch08.CLAIM_OPTIONS[2]
+    assert not ex.check().correct and "never adjacent" in ex.feedback.value
+    ex.control.value = ch08.CLAIM_OPTIONS[1]
+    assert ex.check().correct and "Correct." in ex.feedback.value

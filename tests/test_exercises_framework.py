@@ -120,6 +120,60 @@ def test_choice_token_and_matrix_widgets():
     assert mx.check().correct and "Correct" in mx.feedback.value
 
 
+def test_feedback_is_cleared_when_the_answer_changes():
+    """A verdict never stands next to an answer it was not given for (issue 13)."""
+    ex = NumberExercise("What is 1/2?", _check_half)
+    ex.control.value = "0.5"
+    assert ex.check().correct and "Correct" in ex.feedback.value
+    ex.control.value = "0.4"
+    assert ex.feedback.value == ""
+    mx = MatrixToggleExercise("m", ["a", "b"], ["a", "b"], lambda a: right("ok"))
+    mx.check()
+    assert "Correct" in mx.feedback.value
+    mx.cells[1][0].value = True
+    assert mx.feedback.value == ""
+    ch = ChoiceExercise("Pick b", ["a", "b"], lambda a: right("ok") if a == "b" else wrong("no"))
+    ch.control.value = "b"
+    ch.check()
+    ch.control.value = "a"
+    assert ch.feedback.value == ""
+
+
+def test_enter_in_the_text_box_checks():
+    ex = NumberExercise("What is 1/2?", _check_half)
+    ex.control.value = "0.4"
+    fb = ex.submit()   # the message the front end sends on Enter
+    assert fb is not None and not fb.correct and "0.4 is not one half" in ex.feedback.value
+    ex.control.value = "0.5"
+    assert ex.submit().correct and "Correct" in ex.feedback.value
+
+
+def test_restart_note_is_shown_only_on_disconnected_views():
+    """The note is in every exercise, hidden by default, shown by the widget manager's
+    `jupyter-widgets-disconnected` class (what ipywidgets 8 adds after a kernel restart)."""
+    from attnlib.exercises.widgets import RESTART_NOTE
+    ex = NumberExercise("q", _check_half)
+    note = ex.restart_note.value
+    assert ex.restart_note in ex.children and "attnlib-exercise" in ex._dom_classes
+    assert ".attnlib-restart-note{display:none}" in note
+    assert ".jupyter-widgets-disconnected .attnlib-restart-note" in note and "display:block" in note
+    assert "Run this cell again" in RESTART_NOTE and "restarted" in RESTART_NOTE
+
+
+def test_matrix_labels_are_whole_and_cells_say_on():
+    tokens = ["attention", "is", "all", "you", "need", "."]
+    mx = MatrixToggleExercise("m", tokens, tokens, lambda a: right("ok"))
+    header = mx.control.children[1].children[1:]
+    width = int(mx.cells[0][0].layout.width.removesuffix("px"))
+    assert width >= 8 * len("attention")          # "attention" is not cut to "attenti"
+    assert all(h.layout.width == mx.cells[0][0].layout.width for h in header)
+    assert ">attention</div>" in header[0].value and "nowrap" in header[0].value
+    legend = mx.control.children[0].value
+    assert "<b>on</b>" in legend and "<b>off</b>" in legend
+    mx.cells[0][1].value = True
+    assert mx.cells[0][1].description == "on" and mx.cells[0][0].description == ""
+
+
 @pytest.mark.parametrize("chapter", [int(p.name[:2]) for p in CHAPTERS])
 def test_every_chapter_has_two_exercises_wired_to_the_registry(chapter):
     """At least two exercises per chapter, each with an {exercise} directive in the text, a

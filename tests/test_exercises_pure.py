@@ -32,8 +32,8 @@ def _data(chapter, name):
     return exercise_data(chapter, name)
 
 
-def test_registry_holds_the_29_exercises_of_the_book():
-    assert len(ALL) == 29   # 26 in chapters 1-9, 3 in chapter 10
+def test_registry_holds_the_30_exercises_of_the_book():
+    assert len(ALL) == 30   # 27 in chapters 1-9, 3 in chapter 10
     assert {definition(c, n).kind for c, n in ALL} == {"number", "choice", "token", "matrix"}
 
 
@@ -124,14 +124,14 @@ def test_page_html_escapes_data_that_could_close_the_script():
 
 
 def test_widget_feedback_text_equals_feedback_text():
-    w = exercise(4, "uniform_entropy")
-    w.control.value = "3.7"  # log2(13): a wrong answer with its own message
+    w = exercise(4, "temperature")
+    w.control.value = "1"  # too hot: a wrong answer with its own message
     fb = w.check()
     shown = html.parser.HTMLParser()
     parts = []
     shown.handle_data = parts.append
     shown.feed(w.feedback.value)
-    assert "".join(parts) == fb.text == check(4, "uniform_entropy", "3.7").text
+    assert "".join(parts) == fb.text == check(4, "temperature", "1").text
 
 
 def test_exercise_output_carries_widget_and_html():

@@ -193,3 +193,39 @@ def test_barycentric_refuses_affinely_dependent_values():
         barycentric(square, torch.tensor([[0.5, 0.5]]))
     with pytest.raises(ValueError, match="share their width"):
         barycentric(square[:3], torch.zeros(1, 3))
+
+
+# ---------------------------------------------------------------------- pca_2d
+def test_pca_2d_against_numpy_and_the_affine_property():
+    from attnlib.geometry import pca_2d
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(13, 50, generator=g, dtype=torch.float64) @ torch.randn(50, 50, generator=g, dtype=torch.float64)
+    coords, mu, P, explained = pca_2d(x)
+    xn = x.numpy()
+    centred = xn - xn.mean(0)
+    u, s, vt = np.linalg.svd(centred, full_matrices=False)              # oracle: numpy's SVD
+    ref = centred @ vt[:2].T
+    signs = np.sign((coords.numpy() * ref).sum(0))                      # singular vectors: up to sign
+    assert np.allclose(coords.numpy() * signs, ref, atol=1e-8)
+    assert np.isclose(explained, (s[:2] ** 2).sum() / (s ** 2).sum())
+    assert torch.allclose(P.T @ P, torch.eye(2, dtype=torch.float64), atol=1e-12)
+    a = torch.rand(13, generator=g, dtype=torch.float64).softmax(0)     # convex weights
+    assert torch.allclose((a @ x - mu) @ P, a @ coords, atol=1e-8)      # affine maps commute with averages
+    b = a.clone()
+    b[0] += 1.0                                                         # weights summing to 2: no longer
+    assert not torch.allclose((b @ x - mu) @ P, b @ coords, atol=1e-3)
+
+
+@pytest.mark.parametrize("bad, error", [
+    (torch.ones(5, 3), ValueError),                 # all points equal
+    (torch.randn(1, 4), ValueError),                # one point
+    (torch.randn(4, 1), ValueError),                # one dimension
+    (torch.randn(2, 3, 4), ValueError),             # not 2-D
+    (torch.tensor([[0.0, float("nan")], [1.0, 2.0]]), ValueError),
+    (torch.ones(3, 3, dtype=torch.long), TypeError),
+    ("points", TypeError),
+])
+def test_pca_2d_rejects(bad, error):
+    from attnlib.geometry import pca_2d
+    with pytest.raises(error):
+        pca_2d(bad)

@@ -78,17 +78,14 @@ def battery(chapter: int, name: str) -> tuple[list, list]:
     # number: the typed text
     specific = {
         (1, "output"): lambda: [ch01.output_answer(), 3.21, *ch01._typical_mistakes().values(), 11, 5, 2],
-        (2, "rank"): lambda: [32, 384, 385, 64, 12, 32.5, 1000, 16, 0, -3],
         (3, "row_entry"): lambda: [ch03.row_entry_expected(data), sum(data["values"]) / len(data["values"]),
                            sum(data["values"]), data["values"][data["query"]], 1000, -1000, 0],
         (4, "temperature"): lambda: [0.05, 0.3, 1, 10, 0, -1, 1e-9,
                              0.99 * ch04.largest_temperature(data["scores"]),
                              1.01 * ch04.largest_temperature(data["scores"])],
-        (4, "uniform_entropy"): lambda: [math.log(13), math.log2(13), math.log10(13), 13, 1 / 13, 0, -1, 5],
         (5, "padding_zero_keys"): lambda: [7, 5, 12, 0, 9, 13, 3, 2.5, -1],
-        (6, "param_count"): lambda: ["591,360", "591 360", "591_360", 591360, 4 * 384 ** 2, 3 * 384 ** 2 + 3 * 384,
-                             3 * 384 ** 2, 12 * 591360, 12 * 4 * 384 ** 2, 4 * 384 * 32 + 4 * 32,
-                             4 * 32 * 32, 100, -5, 1.5],
+        (6, "circuit_loss"): lambda: [data["without_both"], data["intact"], data["without_ind"], data["without_dup"],
+                              data["first"], -1, 0, 100, 2.5, data["without_both"] + 0.05],
         (7, "rollout"): lambda: [0.275, 0.4, ch07.rollout(list(ch07.ROLLOUT_LAYERS)[::-1])[1][0], 0.25, 0.725, 1.7, 0.9],
         (9, "weights_memory"): lambda: [256, 8192 ** 2 * 4, 8192 ** 2 * 4 / 1e6, 64, 512, 128, 0.25, 0.03125,
                                 262144, 0.125, -1, 7],
@@ -149,12 +146,12 @@ def test_first_check_through_the_ui(visit):
     """A reader types, presses Enter, waits for the runtime once, and reads the verdict; the
     feedback clears when the answer changes; a click on Check grades again."""
     page = visit.page
-    root = '[data-exercise="4:uniform_entropy"]'
-    page.fill(f"{root} input", "3.7")
+    root = '[data-exercise="4:temperature"]'
+    page.fill(f"{root} input", "1")
     page.press(f"{root} input", "Enter")
     page.wait_for_selector(f"{root} .attn-ex-wrong", timeout=FIRST_CHECK_TIMEOUT_MS)
-    assert page.inner_text(f"{root} .attn-ex-feedback") == check(4, "uniform_entropy", "3.7").text
-    page.fill(f"{root} input", "2.565")
+    assert page.inner_text(f"{root} .attn-ex-feedback") == check(4, "temperature", "1").text
+    page.fill(f"{root} input", "0.3")
     assert page.inner_text(f"{root} .attn-ex-feedback") == ""
     page.click(f"{root} button.attn-ex-check")
     page.wait_for_selector(f"{root} .attn-ex-correct")
@@ -273,12 +270,13 @@ def test_book_exercises_answer_in_the_page(browser):  # noqa: F811
     visit = Visit(browser, serve(str(HTML)) + page_path.relative_to(HTML).as_posix())
     try:
         page = visit.page
-        root = '[data-exercise="4:scaling"]'
-        page.check(f'{root} input[value="1/d_k"]')
+        root = '[data-exercise="4:entropy_dk"]'
+        wrong_option, right_option = ch04.ENTROPY_OPTIONS[2], ch04.ENTROPY_OPTIONS[0]
+        page.check(f'{root} input[value="{wrong_option}"]')
         page.click(f"{root} .attn-ex-check")
         page.wait_for_selector(f"{root} .attn-ex-wrong", timeout=FIRST_CHECK_TIMEOUT_MS)
-        assert page.inner_text(f"{root} .attn-ex-feedback") == check(4, "scaling", "1/d_k").text
-        page.check(f'{root} input[value="1/sqrt(d_k)"]')
+        assert page.inner_text(f"{root} .attn-ex-feedback") == check(4, "entropy_dk", wrong_option).text
+        page.check(f'{root} input[value="{right_option}"]')
         page.click(f"{root} .attn-ex-check")
         page.wait_for_selector(f"{root} .attn-ex-correct")
         assert visit.errors == [] and visit.external == [] and visit.failed == []
@@ -290,15 +288,11 @@ def test_training_prints_one_line_while_the_book_is_built(capsys, monkeypatch):
     """Chapter 6 trains with progress: while the book is built (the extension's environment
     variable) one printed line per run, no bar (a bar widget would make its page load the
     3.6 MB widget manager; a text bar would leave every update as a line of the page)."""
-    import attnlib
-    from attnlib.transformer import STATIC_BOOK_ENV, LookBackTask, TinyTransformer
-
-    words = "four score and seven years ago our fathers brought forth on this continent".split()
-    task = LookBackTask(words, offsets=(1,), seq_len=6)
+    from attnlib import induction
+    from attnlib.transformer import STATIC_BOOK_ENV
 
     def run():
-        model = TinyTransformer(len(task.vocab), d_model=8, n_heads=2, max_len=6, seed=0)
-        history = attnlib.train(model, task, steps=3, batch_size=4, seed=0, desc="probe")
+        _, history = induction.train(n_layers=1, seed=0, steps=3, progress=True)
         return history, capsys.readouterr()
 
     _load_ext()  # importing the extension does not set it; Sphinx's setup() does
@@ -308,7 +302,7 @@ def test_training_prints_one_line_while_the_book_is_built(capsys, monkeypatch):
     monkeypatch.setenv(STATIC_BOOK_ENV, "1")
     history, book = run()
     assert book.err == ""
-    assert book.out.strip() == (f"probe: 3 steps in {history['seconds']:.1f} s, "
+    assert book.out.strip() == (f"1-layer model, seed 0: 3 steps in {history['seconds']:.1f} s, "
                                 f"final loss {history['loss'][-1]:.3f}")
 
 
@@ -340,8 +334,8 @@ def test_book_exercises_are_readable_in_both_modes(browser, mode):  # noqa: F811
         page = visit.page
         page.evaluate("(m) => { localStorage.setItem('theme', m); localStorage.setItem('mode', m); "
                       "document.documentElement.dataset.theme = m; document.documentElement.dataset.mode = m; }", mode)
-        root = '[data-exercise="4:uniform_entropy"]'
-        page.fill(f"{root} input", "13")
+        root = '[data-exercise="4:temperature"]'
+        page.fill(f"{root} input", "1")
         page.press(f"{root} input", "Enter")
         page.wait_for_selector(f"{root} .attn-ex-wrong", timeout=FIRST_CHECK_TIMEOUT_MS)
         ratios = page.evaluate(CONTRAST, ", ".join(f"[data-exercise] {s.strip()}" for s in TEXT_PARTS.split(",")))

@@ -108,7 +108,9 @@ def _figures(pages):
 @pytest.mark.book
 def test_every_figure_carries_its_smallest_text_size(desktop):
     figures = _figures(desktop)
-    assert len(figures) >= 40, f"expected the book's 40+ figures, found {len(figures)}"
+    # a floor that proves the scan found the book's figures (39 after issue 14 cut the repeated
+    # ones: chapter 7's tied-score, score-ranking and sink tables, chapter 2's bears cosines)
+    assert len(figures) >= 35, f"expected the book's 35+ figures, found {len(figures)}"
     missing = [f"{page}: {img['file']}" for page, img in figures if img["min_text_px"] is None]
     assert not missing, ("figures not drawn through attnlib.plotting.book_style() (no "
                          f"{MIN_TEXT_KEY} chunk):\n" + "\n".join(missing))
@@ -157,7 +159,7 @@ def test_on_a_phone_each_figure_opens_at_full_size(book, browser):  # noqa: F811
             if not img["link"] or local_file(img["link"], book) != book / img["file"]:
                 problems.append(f"{rel} {img['figure'] or img['file']}: no link to its full-size PNG "
                                 f"(link: {img['link']})")
-    assert checked >= 40 and not problems, "\n".join(problems[:40])
+    assert checked >= 35 and not problems, "\n".join(problems[:40])
 
 
 # ------------------------------------------------ one convention: static graph figure = explorable

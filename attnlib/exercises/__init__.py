@@ -10,6 +10,9 @@ Layout of this package:
   when called), and one :func:`define` per exercise.
 * ``page``: the exercise as HTML for the static page (standard library only).
 * ``widgets``: the ipywidgets front end for a live kernel.
+* ``labs/``: the code labs, where the learner writes a function in PyTorch and a checker names
+  its bug.  A subpackage that needs torch: kernel only, not imported here and not shipped to
+  the page (:func:`grader_sources` and the book take this folder's own modules only).
 
 The graders (``core``, ``registry``, ``page`` and the chapter modules) import nothing but the
 standard library, so the static book runs the very same files in the reader's browser

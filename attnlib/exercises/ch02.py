@@ -3,19 +3,20 @@
 * ``top_key``: which key does a query attend to most, in a real head of the course encoder?
   The answer is computed from the model when the widget is built, never stored.
 * ``symmetric``: what stays symmetric after a row softmax of symmetric scores?
-* ``rank``: the largest possible rank of ``M = W_Q W_K^T``.
+* ``tied``: predict, then check on the encoder, which key a query weights most once the
+  key map is tied to the query map (``W_K := W_Q``).
 """
 from __future__ import annotations
 
 import html
 import math
 
-from .core import as_plain, checker, grade_choice, parse_number, parse_token, right, wrong
+from .core import as_plain, checker, grade_choice, parse_token, right, wrong
 from .registry import define
 
 __all__ = [
     "head_weights", "top_key_data", "check_top_key", "make_top_key_checker", "TOP_KEY_SETUP",
-    "SYMMETRIC_OPTIONS", "check_symmetric", "check_rank",
+    "SYMMETRIC_OPTIONS", "check_symmetric", "TIED_SETUP", "tied_data", "check_tied",
 ]
 
 # ----------------------------------------------------------------------------- top_key
@@ -155,38 +156,62 @@ define(2, "symmetric", kind="choice", title="What stays symmetric?",
        options=SYMMETRIC_OPTIONS, grade=check_symmetric)
 
 
-# ----------------------------------------------------------------------------- rank
-RANK_D_MODEL, RANK_D_K = 384, 32
+# ----------------------------------------------------------------------------- tied
+# Predict, then check: tie layer 0, head 2's key map to its query map and read one row.
+TIED_SETUP = {"text": "The cat sat on the mat because it was warm.", "layer": 0, "head": 2, "query": "mat"}
+
+
+def tied_data() -> dict:
+    """The data of the ``tied`` exercise, read from the encoder (kernel only): ``tokens``,
+    ``query``, the head's real weights ``untied`` and the weights with ``W_K := W_Q`` and
+    ``b_K := b_Q`` (``tied``), both ``T x T`` nested lists (rows are queries), plus the setup.
+    """
+    import torch
+
+    from ..encoder import head_qkv
+
+    s = TIED_SETUP
+    tokens, q, k, _ = head_qkv(s["text"], s["layer"], s["head"])                 # (T, d_k) each
+    scale = math.sqrt(q.shape[-1])
+    untied = torch.softmax(q @ k.T / scale, dim=-1)                               # the model's head
+    tied = torch.softmax(q @ q.T / scale, dim=-1)                                 # keys from the query map
+    return {**s, **_top_key_data(tokens, tied, s["query"]),
+            "untied": [[float(x) for x in row] for row in untied.cpu().tolist()]}
 
 
 @checker
-def check_rank(answer):
-    """Grade "largest possible rank of M = W_Q W_K^T" for d_model = 384, d_k = 32."""
-    value, problem = parse_number(answer, "a whole number (the rank)")
+def check_tied(answer, data=None):
+    """Grade "with W_K := W_Q, which key does the query weight most?" on ``data['weights']``
+    (the tied weights).  Choosing the key the *untied* head prefers, or the runner-up, gets
+    specific feedback.  ``data`` defaults to :func:`tied_data`."""
+    data = data or tied_data()
+    tokens, weights, query = data["tokens"], data["weights"], data["query"]
+    j, problem = parse_token(answer, tokens)
     if problem:
         return problem
-    if value != int(value):
-        return wrong(f"A rank counts independent directions, so it is a whole number; got {value:g}.")
-    value = int(value)
-    if value == RANK_D_K:
-        return right("M = W_Q W_K^T passes through d_k = 32 dimensions, so rank(M) <= 32; a "
-                     "generic head reaches it (the chapter measured 32).")
-    if value == RANK_D_MODEL:
-        return wrong("M is 384 x 384, but it is a product through a 32-dimensional middle: "
-                     "rank(AB) <= min(rank A, rank B).", hint="What is the inner dimension of W_Q W_K^T?")
-    if value == RANK_D_MODEL + 1:
-        return wrong("385 would count the bias row of homogeneous coordinates as full rank; even "
-                     "with biases the product still passes through 32 dimensions.")
-    if value == 2 * RANK_D_K:
-        return wrong("W_Q and W_K have 32 columns each, but they do not add up: the product "
-                     "factors through one 32-dimensional space.")
-    if value == RANK_D_MODEL // RANK_D_K:
-        return wrong("12 is the number of heads, not a rank.")
-    if value < 1 or value > RANK_D_MODEL:
-        return wrong(f"A rank of a 384 x 384 matrix lies between 0 and 384; got {value}.")
-    return wrong(f"{value} is not the bound. Think of the shapes: (384 x 32) times (32 x 384).")
+    i = tokens.index(query)
+    row, untied = weights[i], data["untied"][i]
+    best = max(range(len(row)), key=row.__getitem__)
+    untied_best = max(range(len(untied)), key=untied.__getitem__)
+    if j == best:
+        extra = (" Tied, the diagonal score q_i . q_i = |q_i|^2 beats every other q_i . q_j here, "
+                 "which is why the Reformer, which shares the query and key maps, masks the diagonal."
+                 if best == i else "")
+        return right(f'"{tokens[j]}" gets {row[j]:.3f} of the tied weight of "{query}".{extra}')
+    if j == untied_best:
+        return wrong(f'"{tokens[j]}" is what the real, untied head picks ({untied[j]:.3f}). Tied, it '
+                     f'gets only {row[j]:.2g}: the keys now come from the query map, and a vector '
+                     "matches itself better than its neighbour.",
+                     hint="With W_K = W_Q, compare q_i . q_i = |q_i|^2 with q_i . q_j.")
+    return wrong(f'"{tokens[j]}" gets {row[j]:.2g} of the tied weight; one key gets {row[best]:.3f}.',
+                 hint="Compute q = X W_Q + b_Q and softmax(q q^T / sqrt(d_k)); read the row of the query.")
 
 
-define(2, "rank", kind="number", title="The rank of M",
-       question="d_model = 384, d_k = 32: what is the largest possible rank of M = W_Q W_K^T for one head?",
-       grade=check_rank)
+def _tied_question(data) -> str:
+    return (f'Layer {data["layer"]}, head {data["head"]}, sentence "{html.escape(data["text"])}". Tie the '
+            "head's key map to its query map (W_K := W_Q, b_K := b_Q). Predict first, then check: which "
+            f'key will the query "<b>{html.escape(data["query"])}</b>" weight most?')
+
+
+define(2, "tied", kind="token", title="Tie the key map to the query map", question=_tied_question,
+       tokens=lambda data: data["tokens"], data=tied_data, grade=check_tied)

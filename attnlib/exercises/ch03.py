@@ -10,12 +10,12 @@ import functools
 import html
 import math
 
-from .core import checker, grade_choice, parse_number, parse_token, right, wrong
+from .core import checker, grade_choice, parse_choice, parse_number, parse_token, right, wrong
 from .registry import define
 
 __all__ = [
     "SENTENCE", "LAYER", "HEAD", "example", "row_entry_expected", "check_row_entry",
-    "check_spread", "check_which_view", "VIEW_OPTIONS", "claim_evidence", "check_claim", "CLAIM_OPTIONS",
+    "check_spread", "BIAS_OPTIONS", "bias_example", "check_bias", "claim_evidence", "check_claim", "CLAIM_OPTIONS",
 ]
 
 SENTENCE = "Hello there!"  # attnlib.corpus.PADDED_BATCH[2]
@@ -128,25 +128,58 @@ def check_spread(answer, data: dict | None = None):
                       "change; find that column's largest entry.")
 
 
-VIEW_OPTIONS = ("dot-product view", "row view", "column view", "outer-product view")
-_VIEW_FEEDBACK = {
-    "dot-product view": "The dot-product view reads entries of Q K^T: how well a query aligns "
-                        "with a key. It says how the weights arise, not how the values are mixed.",
-    "column view": "The column view handles one value feature at a time: it shows that each "
-                   "coordinate stays between that feature's smallest and largest value (a box), "
-                   "but the hull is a statement about whole output rows.",
-    "outer-product view": "The outer-product view adds up each key's contribution to all the "
-                          "queries at once; convexity is a statement about one query's row.",
-}
+BIAS_OPTIONS = ("b_V, the same for every query", "T b_V, one b_V per key",
+                "b_V times the sum of column i of A", "Nothing: the softmax removes it")
+
+
+@functools.lru_cache(maxsize=1)
+def bias_example() -> dict:
+    """What the value bias ``b_V`` adds to the output of layer :data:`LAYER`, head :data:`HEAD`
+    on :data:`SENTENCE` (kernel only): ``out = A (X W_V + b_V)`` against ``A (X W_V)``.
+
+    Returns ``{"T", "d_v", "gap", "norm_b", "column_sums"}``: ``gap`` is the largest
+    ``|out_with - out_without - b_V|`` over all queries and features, ``norm_b`` is
+    ``||b_V||``, ``column_sums`` the ``T`` column sums of ``A`` (to show they are not 1).
+    """
+    from ..encoder import embed, head_projections, load_encoder
+    from ..softmax import softmax
+
+    model, tokenizer = load_encoder()
+    tokens, x = embed(SENTENCE, model, tokenizer)                       # (T, d_model): layer 0's input
+    p = {n: t.to(x.device) for n, t in head_projections(model, LAYER, HEAD).items()}
+    q, k = x @ p["W_Q"] + p["b_Q"], x @ p["W_K"] + p["b_K"]             # (T, d_k)
+    weights = softmax(q @ k.T / math.sqrt(q.shape[-1]))                  # (T, T)
+    out_with = weights @ (x @ p["W_V"] + p["b_V"])                      # (T, d_v)
+    out_without = weights @ (x @ p["W_V"])
+    return {"T": len(tokens), "d_v": int(p["W_V"].shape[1]),
+            "gap": float((out_with - out_without - p["b_V"]).abs().max()),
+            "norm_b": float(p["b_V"].norm()),
+            "column_sums": [round(float(c), 3) for c in weights.sum(0).cpu()]}
 
 
 @checker
-def check_which_view(answer):
-    """Grade the view that shows each output row lies in the convex hull of the value rows."""
-    return grade_choice(answer, VIEW_OPTIONS, "row view",
-                        "Row i of A V = sum_j A[i, j] v_j with A[i, j] >= 0 summing to 1: a convex "
-                        "combination of the value rows, so it lies in their convex hull.",
-                        _VIEW_FEEDBACK)
+def check_bias(answer, data=None):
+    """Grade "what does b_V add to row i of A V?"  Right: exactly b_V for every query (row view:
+    the row of A sums to 1).  ``data`` from :func:`bias_example`."""
+    choice, bad = parse_choice(answer, BIAS_OPTIONS)
+    if bad:
+        return bad
+    data = data or bias_example()
+    measured = (f"Measured on layer {LAYER}, head {HEAD}: out(with b_V) - out(without) differs from b_V "
+                f"by at most {data['gap']:.1e}, for |b_V| = {data['norm_b']:.2f}.")
+    if choice == BIAS_OPTIONS[0]:
+        return right("Row view: row i of A V is sum_j A[i, j] (x_j W_V + b_V) = (row i of A X W_V) + "
+                     "(sum_j A[i, j]) b_V, and the weights sum to 1. " + measured)
+    if choice == BIAS_OPTIONS[1]:
+        return wrong("Each key does bring one b_V, but weighted by A[i, j], and those weights sum to "
+                     "1, not T. " + measured)
+    if choice == BIAS_OPTIONS[2]:
+        sums = ", ".join(f"{c:.2f}" for c in data["column_sums"])
+        return wrong("Column sums of A say how much attention a key receives (here " + sums +
+                     "); the bias of the values is averaged along a row, whose sum is 1. " + measured)
+    return wrong("The softmax acts on the scores, before the values are mixed; b_V is part of the "
+                 "values. (A bias of the keys is what the softmax removes: q_i . b_K is the same for every "
+                 "key of row i.) " + measured)
 
 
 def _matrix_html(data: dict) -> str:
@@ -178,10 +211,11 @@ define(3, "row_entry", kind="number", title="One entry of A V, by the row view",
        question=_row_entry_question, data=example, grade=check_row_entry, placeholder="e.g. 0.123")
 define(3, "spread", kind="token", title="Where a value feature spreads (column view)",
        question=_spread_question, tokens=lambda data: data["tokens"], data=example, grade=check_spread)
-define(3, "which_view", kind="choice", title="Which view explains it?",
-       question="Which reading of out = A V shows at once that every output vector lies inside the "
-                "convex hull of the value vectors?",
-       options=VIEW_OPTIONS, grade=check_which_view)
+define(3, "value_bias", kind="choice", title="What the value bias adds",
+       question=(f"Layer {LAYER}, head {HEAD} on <i>{html.escape(SENTENCE)}</i>: the value vectors are "
+                 "v_j = x_j W_V + b_V. Predict, then check: what does the bias b_V add to the output "
+                 "row i of A V?"),
+       options=BIAS_OPTIONS, data=bias_example, grade=check_bias)
 
 
 # --------------------------------------------------------------- reading a head with evidence

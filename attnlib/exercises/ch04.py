@@ -1,4 +1,5 @@
-"""Chapter 4 exercises: temperature, the sqrt(d_k) scaling, and the entropy of a uniform row.
+"""Chapter 4 exercises: temperature, entropy when d_k doubles without rescaling, and the overflow
+of a naive softmax, each predicted and then checked on real scores.
 
 The temperature exercise uses real scores: layer 4, head 3 of the pretrained encoder on the
 running sentence, the row of the query "warm".  They are computed the first time a builder
@@ -15,8 +16,8 @@ from .registry import define
 
 __all__ = [
     "LAYER", "HEAD", "QUERY", "THRESHOLD", "temperature_example", "max_weight",
-    "largest_temperature", "check_temperature", "SCALING_D_K", "SCALING_OPTIONS",
-    "check_scaling", "UNIFORM_T", "check_uniform_entropy",
+    "largest_temperature", "check_temperature", "WIDE_HEADS", "ENTROPY_OPTIONS", "entropy_example",
+    "check_entropy_dk", "OVERFLOW_SHIFT", "OVERFLOW_OPTIONS", "overflow_example", "check_overflow",
 ]
 
 LAYER, HEAD, QUERY = 4, 3, "warm"
@@ -97,69 +98,118 @@ def check_temperature(answer, scores=None, threshold: float = THRESHOLD):
                       f"may add up to at most 1/{threshold} - 1 = {1 / threshold - 1:.3f}.")
 
 
-SCALING_D_K = 32  # the per-head width of the course's encoder
-SCALING_OPTIONS = ("1 (no scaling)", "1/d_k", "1/sqrt(d_k)", "sqrt(d_k)")
-_FACTOR = {
-    "1 (no scaling)": lambda d: 1.0,
-    "1/d_k": lambda d: 1.0 / d,
-    "1/sqrt(d_k)": lambda d: 1.0 / math.sqrt(d),
-    "sqrt(d_k)": lambda d: math.sqrt(d),
-}
+# ------------------------------------------------------------------ entropy when d_k doubles
+# Predict, then check: two real heads of layer 4 side by side make one head of width 64; the
+# scores keep the old divisor sqrt(32) instead of sqrt(64).
+WIDE_HEADS = (3, 7)
+ENTROPY_OPTIONS = ("It falls: the rows get more peaked", "It rises toward log T",
+                   "It stays the same: the softmax ignores the scale", "It drops to exactly 0")
+
+
+@functools.lru_cache(maxsize=1)
+def entropy_example() -> dict:
+    """Mean row entropy (nats) of a head of width ``d_k = 64`` built from heads
+    :data:`WIDE_HEADS` of layer :data:`LAYER` on the running sentence, with the right scale
+    ``1/sqrt(64)`` and with the old ``1/sqrt(32)`` (kernel only; torch imported here).
+
+    Returns ``{"T", "d_k", "h_scaled", "h_unscaled", "log_T"}`` (floats in nats).
+    """
+    import torch
+
+    from .. import corpus
+    from ..encoder import head_qkv
+    from ..softmax import entropy, softmax
+
+    qs, ks = [], []
+    for h in WIDE_HEADS:
+        tokens, q, k, _ = head_qkv(corpus.RUNNING, LAYER, h)        # (T, 32) each
+        qs.append(q)
+        ks.append(k)
+    q, k = torch.cat(qs, -1), torch.cat(ks, -1)                     # (T, 64): d_k doubled
+    raw = (q @ k.T).cpu()                                           # (T, T) unscaled dot products
+    d_k = q.shape[-1]
+    return {"T": len(tokens), "d_k": d_k,
+            "h_scaled": float(entropy(softmax(raw / math.sqrt(d_k))).mean()),
+            "h_unscaled": float(entropy(softmax(raw / math.sqrt(d_k // 2))).mean()),
+            "log_T": math.log(len(tokens))}
 
 
 @checker
-def check_scaling(answer, d_k: int = SCALING_D_K):
-    """Grade the factor that keeps ``Var(factor * q . k)`` near 1 for unit-variance q, k."""
-    choice, bad = parse_choice(answer, SCALING_OPTIONS)
+def check_entropy_dk(answer, data=None):
+    """Grade "d_k doubles but the scores are still divided by sqrt(old d_k): what happens to
+    the mean row entropy?"  Right: it falls (the scores are sqrt(2) times too large, and the
+    entropy of softmax(beta s) decreases as beta grows).  ``data`` from :func:`entropy_example`."""
+    choice, bad = parse_choice(answer, ENTROPY_OPTIONS)
     if bad:
         return bad
-    factor = _FACTOR[choice](d_k)
-    var = d_k * factor ** 2  # Var(q . k) = d_k for independent unit-variance entries
-    if choice == "1/sqrt(d_k)":
-        return right(f"Var(q . k) = d_k = {d_k}; multiplying by 1/sqrt(d_k) divides the variance "
-                     f"by d_k, giving {var:.3g}. This is the scaling of 'Attention Is All You Need'.")
-    if choice == "1 (no scaling)":
-        return wrong(f"Unscaled, the variance of q . k is d_k = {var:.3g} (standard deviation "
-                     f"{math.sqrt(var):.2g}): scores that large saturate the softmax, and its "
-                     "gradients vanish.")
-    if choice == "1/d_k":
-        return wrong(f"Dividing by d_k divides the variance by d_k^2, leaving 1/d_k = {var:.3g} "
-                     f"(standard deviation {math.sqrt(var):.2g}): the scores are squashed together "
-                     "and the softmax is nearly uniform, whatever the keys say.")
-    return wrong(f"Multiplying by sqrt(d_k) multiplies the variance by d_k, giving d_k^2 = {var:.3g} "
-                 f"(standard deviation {math.sqrt(var):.2g}): even worse saturation than no scaling.")
+    data = data or entropy_example()
+    measured = (f"Measured on the encoder: {data['h_scaled']:.3f} nats with 1/sqrt({data['d_k']}), "
+                f"{data['h_unscaled']:.3f} with 1/sqrt({data['d_k'] // 2}); log T = {data['log_T']:.3f}.")
+    if choice == ENTROPY_OPTIONS[0]:
+        return right("Doubling d_k doubles the variance of q . k, so with the old divisor the scores "
+                     "are about sqrt(2) times too large, and the entropy of softmax(beta s) falls as "
+                     "beta grows (its derivative is -beta Var(s) <= 0). " + measured)
+    if choice == ENTROPY_OPTIONS[1]:
+        return wrong("Larger scores make the softmax more peaked, not more even; entropy moves "
+                     "toward log T only when the scores shrink. " + measured)
+    if choice == ENTROPY_OPTIONS[2]:
+        return wrong("The softmax ignores a constant added to a row, not a factor: multiplying the "
+                     "scores changes the weights. " + measured)
+    return wrong("Entropy 0 is a one-hot row, the limit of infinitely large scores; a factor of "
+                 "sqrt(2) sharpens the rows without making them one-hot. " + measured)
 
 
-UNIFORM_T = 13  # tokens of the running sentence, [CLS] and [SEP] included
+# ------------------------------------------------------------------ overflow of a naive softmax
+OVERFLOW_SHIFT = 100.0
+OVERFLOW_OPTIONS = ("The same weights as without the shift", "NaN in every entry",
+                    "Uniform weights", "All the weight on the top key")
+
+
+@functools.lru_cache(maxsize=1)
+def overflow_example() -> dict:
+    """The scores of :func:`temperature_example` plus :data:`OVERFLOW_SHIFT`, through a naive
+    float32 ``exp(s) / sum(exp(s))`` and through :func:`attnlib.softmax` (kernel only).
+
+    Returns ``{"shift", "naive" (T floats or None for NaN), "n_nan", "n_inf_exp", "stable_gap"}``:
+    ``stable_gap`` is the largest difference between the stable softmax of the shifted and of
+    the original scores.
+    """
+    import torch
+
+    from ..softmax import softmax
+
+    s = torch.tensor(temperature_example()["scores"], dtype=torch.float32)   # (T,)
+    shifted = s + OVERFLOW_SHIFT
+    e = torch.exp(shifted)                                                  # overflows float32
+    naive = e / e.sum()
+    return {"shift": OVERFLOW_SHIFT,
+            "naive": [None if math.isnan(x) else float(x) for x in naive.tolist()],
+            "n_nan": int(torch.isnan(naive).sum()), "n_inf_exp": int(torch.isinf(e).sum()),
+            "stable_gap": float((softmax(shifted) - softmax(s)).abs().max())}
 
 
 @checker
-def check_uniform_entropy(answer, T: int = UNIFORM_T):
-    """Grade the entropy, in nats, of a uniform attention row over ``T`` keys (``log T``)."""
-    value, bad = parse_number(answer, "an entropy in nats")
+def check_overflow(answer, data=None):
+    """Grade "what does a naive float32 softmax return on these scores + 100?"  Right: NaN
+    (exp overflows to inf, and inf / inf is NaN).  ``data`` from :func:`overflow_example`."""
+    choice, bad = parse_choice(answer, OVERFLOW_OPTIONS)
     if bad:
         return bad
-    expected = math.log(T)
-    if abs(value - expected) <= 0.01:
-        return right(f"-sum (1/T) log(1/T) = log T = log {T} = {expected:.3f} nats, the largest "
-                     f"entropy any row over {T} keys can have.")
-    if abs(value - math.log2(T)) <= 0.01:
-        return wrong(f"{value:g} is log2({T}): that is the entropy in bits. The course measures "
-                     "entropy in nats (natural logarithm).")
-    if abs(value - math.log10(T)) <= 0.01:
-        return wrong(f"{value:g} is log10({T}). Entropy in nats uses the natural logarithm.")
-    if abs(value - T) <= 0.01:
-        return wrong(f"{T} is the number of keys. Entropy is -sum p log p; for a uniform row it is "
-                     "the logarithm of that number.")
-    if abs(value - 1 / T) <= 0.005:
-        return wrong(f"{value:g} is each key's weight 1/T, not the entropy -sum p log p.")
-    if abs(value) <= 0.01:
-        return wrong("Entropy 0 belongs to a one-hot row (all weight on one key). A uniform row is "
-                     "the least peaked, so its entropy is the largest possible.")
-    if value < 0:
-        return wrong("Entropy of a probability vector is never negative: each -p log p >= 0.")
-    return wrong(f"{value:g} is not the entropy of a uniform row over {T} keys.",
-                 hint="With p_j = 1/T for every key, -sum_j p_j log p_j simplifies to one logarithm.")
+    data = data or overflow_example()
+    measured = (f"Measured: exp overflowed to inf for {data['n_inf_exp']} keys and the naive weights "
+                f"have {data['n_nan']} NaN entries; attnlib.softmax, which subtracts the row maximum "
+                f"first, returns the unshifted weights to {data['stable_gap']:.1e}.")
+    if choice == OVERFLOW_OPTIONS[1]:
+        return right("exp(s + 100) exceeds the largest float32 (about 3.4e38, e^88.7), so every "
+                     "exponential is inf and inf / inf = NaN. " + measured)
+    if choice == OVERFLOW_OPTIONS[0]:
+        return wrong("Mathematically yes, the softmax ignores a constant added to a row; but the "
+                     "naive formula never gets there in float32. " + measured)
+    if choice == OVERFLOW_OPTIONS[2]:
+        return wrong("A shift changes no difference between scores, so it cannot flatten the row; "
+                     "and in float32 the naive formula fails before any weight is formed. " + measured)
+    return wrong("A shift does not sharpen the row (a factor would); in float32 the naive formula "
+                 "fails outright. " + measured)
 
 
 def _temperature_question(data) -> str:
@@ -173,12 +223,13 @@ define(4, "temperature", kind="number", title="Sharpen a real attention row",
        question=_temperature_question, data=temperature_example,
        grade=lambda answer, data: check_temperature(answer, scores=data["scores"]),
        label="τ =", placeholder="e.g. 0.5")
-define(4, "scaling", kind="choice", title="Choose the scaling",
-       question=(f"The entries of q and k are independent with mean 0 and variance 1, and d_k = "
-                 f"{SCALING_D_K}. By which factor should q . k be multiplied so that the scores have "
-                 "variance close to 1?"),
-       options=SCALING_OPTIONS, grade=check_scaling)
-define(4, "uniform_entropy", kind="number", title="The most spread-out row",
-       question=(f"An attention row spreads its weight evenly over T = {UNIFORM_T} keys. What is its "
-                 "entropy in nats?"),
-       grade=check_uniform_entropy, label="nats", placeholder="e.g. 1.5")
+define(4, "entropy_dk", kind="choice", title="Double the head width, keep the old scale",
+       question=(f"Put heads {WIDE_HEADS[0]} and {WIDE_HEADS[1]} of layer {LAYER} side by side: one head of "
+                 "width d_k = 64 on the running sentence. Predict, then check: if its scores are still "
+                 "divided by sqrt(32), the old d_k, instead of sqrt(64), how does the mean row entropy "
+                 "compare with the correctly scaled head?"),
+       options=ENTROPY_OPTIONS, data=entropy_example, grade=check_entropy_dk)
+define(4, "overflow", kind="choice", title="Shift the scores by 100",
+       question=("Add 100 to every score of the query 'warm' above (the row of the first exercise). "
+                 "Predict, then check: what does a naive float32 softmax, exp(s) / sum(exp(s)), return?"),
+       options=OVERFLOW_OPTIONS, data=overflow_example, grade=check_overflow)

@@ -64,7 +64,7 @@ def check_causal_cells(answer, tokens=CAUSAL_TOKENS):
     if missed:
         i, j = missed[0]
         parts.append(f"Cell {_cell(tokens, i, j)} is in the future of '{tokens[i]}' "
-                     f"({len(missed)} such cell(s) left on): the mask removes it.")
+                     f"({len(missed)} such cell(s) still off): switch it on, the mask removes it.")
     return wrong(" ".join(parts), hint="Cell (i, j) is removed exactly when j > i.")
 
 

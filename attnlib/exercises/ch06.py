@@ -1,139 +1,211 @@
 """Exercises of chapter 6, "Many heads, and how they learn".
 
-* ``param_count``: how many parameters multi-head attention has (heads split ``d_model``,
-  they do not multiply the weights).
-* ``two_back_cells``: toggle the cells where a perfect "word two places back" head puts its
-  weight.
+* ``induction_head``: pick the induction head of the chapter's trained model from its
+  patterns (the explorable of the chapter shows every head on a repeated sequence).
+* ``circuit_loss``: predict, then check, the loss on the repeated half when both heads of the
+  induction circuit (the duplicate-token head of layer 0 and the induction head) are removed
+  at once.
+* ``one_layer_halves``: predict, then check, whether the one-layer control does better on the
+  second copy of a repeated sequence than on the first, although it has no induction head.
 * ``torch_mask``: which ``attn_mask`` makes ``torch.nn.MultiheadAttention`` apply an attnlib
   boolean mask (``True`` = may attend).
+
+The numbers come from the chapter's training runs (:func:`attnlib.induction.trained`, reused
+from the chapter's kernel, so nothing is trained twice), rounded as the page shows them.
 """
 from __future__ import annotations
 
-import re
+import functools
 
-from .core import checker, grade_choice, parse_matrix, parse_number, right, wrong
+from .core import checker, grade_choice, parse_number, parse_token, right, wrong
 from .registry import define
 
 __all__ = [
-    "PARAM_D_MODEL", "PARAM_N_HEADS", "check_param_count",
-    "TWO_BACK_WORDS", "check_two_back_cells",
+    "induction_data", "check_induction_head", "check_circuit_loss",
+    "HALVES_OPTIONS", "halves_answer", "check_one_layer_halves",
     "TORCH_MASK_OPTIONS", "check_torch_mask",
 ]
 
-# ----------------------------------------------------------------------------- param_count
-PARAM_D_MODEL, PARAM_N_HEADS = 384, 12  # the course's pretrained encoder
+
+def _r(x, digits: int = 3) -> float:
+    return round(float(x), digits)
 
 
-def _strip_thousands(answer):
-    """'591,360', '591 360' and '591_360' are one number, not 591.36."""
-    if isinstance(answer, str) and re.fullmatch(r"\s*\d{1,3}([,\s_]\d{3})+\s*", answer):
-        return re.sub(r"[,\s_]", "", answer)
-    return answer
+@functools.lru_cache(maxsize=1)
+def induction_data() -> dict:
+    """The trained models' numbers the three induction exercises grade against.
 
+    Returns a dict with ``labels`` (``"L0 H0"`` ... one per head), ``induction`` and
+    ``previous`` (one score per head, in the order of ``labels``), ``ind_head``, ``prev_head``
+    and ``dup_head`` (indices into ``labels``: the best induction head of the last layer, the
+    best previous-token and duplicate-token heads of layer 0), ``uniform`` (the uniform
+    induction score), ``intact`` (second-copy loss, nats), ``without_ind`` (with the induction
+    head removed), ``without_dup`` (with the duplicate-token head removed), ``without_both``
+    (both removed),
+    ``first`` (first-copy loss) and, for the one-layer control, ``one_first`` and
+    ``one_second`` (its loss on the two copies).
+    """
+    from .. import induction
 
-@checker
-def check_param_count(answer, d_model: int = PARAM_D_MODEL, n_heads: int = PARAM_N_HEADS):
-    """Grade the number of trainable parameters of ``MultiHeadAttention(d_model, n_heads)``
-    with biases: four ``(d_model, d_model)`` matrices and four ``d_model`` biases."""
-    value, problem = parse_number(_strip_thousands(answer), "a count of parameters, a whole number")
-    if problem:
-        return problem
-    if value != int(value) or value < 0:
-        return wrong(f"{value:g} is not a count: parameters come in whole, non-negative numbers.")
-    value = int(value)
-    d, H = d_model, n_heads
-    d_head = d // H
-    total = 4 * d * d + 4 * d
-    if value == total:
-        return right(f"4 x {d} x {d} weights (W_Q, W_K, W_V, W_O) + 4 x {d} biases = {total:,}. "
-                     f"The {H} heads share these matrices column by column ({d_head} columns "
-                     "each), so one head of width d_model would cost exactly the same.")
-    mistakes = {
-        4 * d * d: f"That counts the four {d} x {d} matrices but not the four bias vectors of "
-                   f"{d} numbers each.",
-        3 * d * d + 3 * d: "That is W_Q, W_K, W_V with their biases. The output projection W_O, "
-                           "which mixes the concatenated heads, is a fourth matrix.",
-        3 * d * d: "That is W_Q, W_K and W_V only: add the output projection W_O and the biases.",
-        H * total: f"That gives every head its own full {d} x {d} matrices. The heads split the "
-                   f"{d} columns of each projection: head h owns {d_head} of them.",
-        H * 4 * d * d: f"That gives every head its own full {d} x {d} matrices (and drops the "
-                       f"biases). The heads split the columns: {d_head} per head.",
-        4 * d * d_head + 4 * d_head: f"That is the share of one head (its {d_head} columns). "
-                                     f"There are {H} heads, and W_O maps back to {d} columns.",
-        4 * d_head * d_head: f"Each head's projections map {d} input numbers to {d_head}: they "
-                             f"are {d} x {d_head}, not {d_head} x {d_head}.",
+    model, _ = induction.trained(2, 0)
+    control, _ = induction.trained(1, 0)
+    ind = induction.induction_scores(model)
+    prev = induction.previous_token_scores(model)
+    L, H = ind.shape
+    ind_layer, ind_head = L - 1, int(ind[-1].argmax())
+    prev_head = int(prev[0].argmax())
+    dup_head = int(induction.duplicate_token_scores(model)[0].argmax())
+    loss = induction.repeated_loss
+    return {
+        "labels": [f"L{layer} H{head}" for layer in range(L) for head in range(H)],
+        "induction": [_r(v) for v in ind.flatten().tolist()],
+        "previous": [_r(v) for v in prev.flatten().tolist()],
+        "ind_head": ind_layer * H + ind_head, "prev_head": prev_head, "dup_head": dup_head,
+        "uniform": _r(induction.uniform_induction_score()),
+        "intact": _r(loss(model)), "first": _r(loss(model, half="first")),
+        "without_ind": _r(loss(model, ablate=[(ind_layer, ind_head)])),
+        "without_dup": _r(loss(model, ablate=[(0, dup_head)])),
+        "without_both": _r(loss(model, ablate=[(0, dup_head), (ind_layer, ind_head)])),
+        "one_first": _r(loss(control, half="first")), "one_second": _r(loss(control)),
     }
-    if value in mistakes:
-        return wrong(mistakes[value], hint="Count W_Q, W_K, W_V, W_O and one bias vector for each.")
-    return wrong(f"{value:,} is not it. q_proj, k_proj, v_proj and out_proj are each "
-                 f"nn.Linear({d}, {d}) with a bias.",
-                 hint=f"nn.Linear(n, n) has n * n + n parameters; here n = {d}.")
 
 
-define(6, "param_count", kind="number", title="What do twelve heads cost?",
-       question=(f"How many trainable parameters does <code>attnlib.MultiHeadAttention(d_model={PARAM_D_MODEL}, "
-                 f"n_heads={PARAM_N_HEADS})</code> have (the default <code>bias=True</code>)? This is the "
-                 "shape of one attention layer of the course's pretrained encoder."),
-       grade=check_param_count, label="Parameters", placeholder="a whole number")
+# ----------------------------------------------------------------------------- induction_head
+@checker
+def check_induction_head(answer, data: dict | None = None):
+    """``answer``: the index (into ``data["labels"]``) of the head picked as the induction head."""
+    data = data or induction_data()
+    labels, ind, prev = data["labels"], data["induction"], data["previous"]
+    pos, problem = parse_token(answer, labels)
+    if problem:
+        return problem
+    best = data["ind_head"]
+    if pos == best:
+        return right(f"{labels[pos]}: from each word of the second copy it looks at the word that followed "
+                     f"the same word in the first copy, a stripe half a sequence back that appears only in the "
+                     f"second copy. Its induction score is {ind[pos]:.2f}, against {data['uniform']:.3f} for a "
+                     "head that spreads its weight evenly.")
+    if pos == data["prev_head"]:
+        return wrong(f"{labels[pos]} is the previous-token head: its stripe sits right under the diagonal, "
+                     f"the same in both copies (previous-token score {prev[pos]:.2f}). It never looks back "
+                     "to the first copy.",
+                     hint="Look for a head whose pattern changes between the first and the second copy.")
+    if pos == data["dup_head"]:
+        return wrong(f"{labels[pos]} is the duplicate-token head: from a repeated word it looks at the word's "
+                     "first occurrence itself, one position too early for copying. The induction head looks "
+                     "at the word that followed it. The duplicate-token head feeds it, from layer 0.",
+                     hint="Look one position to the right of the duplicate-token head's stripe, in the last layer.")
+    if labels[pos].startswith("L0"):
+        return wrong(f"{labels[pos]} is in layer 0, whose keys know only their own word and position. "
+                     "Finding the word that followed an earlier occurrence needs a key that knows its "
+                     f"previous word, which only a second layer has. Its induction score is {ind[pos]:.2f}.",
+                     hint="Look at the heads of the last layer.")
+    return wrong(f"{labels[pos]} has an induction score of {ind[pos]:.2f}; another head of the same layer "
+                 f"scores {ind[best]:.2f}. Hover a word of the second copy: the induction head's weight lands "
+                 "on the word after that word's first occurrence.",
+                 hint="In the second copy, where does each row's brightest cell sit?")
 
 
-# ----------------------------------------------------------------------------- two_back_cells
-# The first words of the Gettysburg Address, the text the chapter's model learns from.
-TWO_BACK_WORDS = ("four", "score", "and", "seven", "years", "ago")
-_OFFSET = 2
+define(6, "induction_head", kind="token", title="Which head is the induction head?",
+       question=("The chapter's two-layer model, trained on the speech, read on random words repeated once "
+                 "(use the explorable above: pick a head, hover a word of the second copy). Which head is "
+                 "the <b>induction head</b>, the one that looks from a repeated word to the word that "
+                 "followed its first occurrence?"),
+       tokens=lambda data: data["labels"], data=induction_data, grade=check_induction_head)
+
+
+# ----------------------------------------------------------------------------- circuit_loss
+_TOLERANCE = 0.1   # nats: the value is read from the model and shown with two decimals
 
 
 @checker
-def check_two_back_cells(answer, words=TWO_BACK_WORDS):
-    """Grade a ``(T, T)`` boolean matrix that should be ``True`` exactly at ``(i, i - 2)``:
-    where a perfect "word two places back" head puts all of its weight."""
-    T = len(words)
-    marked, problem = parse_matrix(answer, (T, T), kind="bool")
+def check_circuit_loss(answer, data: dict | None = None):
+    """``answer``: the loss (nats) on the second copy with both circuit heads removed."""
+    data = data or induction_data()
+    value, problem = parse_number(answer, "a loss in nats, e.g. 3.5")
     if problem:
         return problem
-    ideal = [[j == i - _OFFSET for j in range(T)] for i in range(T)]  # True at (i, i - 2)
-    cells = [(i, j) for i in range(T) for j in range(T)]
-    if marked == ideal:
-        return right(f"One cell per row, two to the left of the diagonal: '{words[2]}' looks at "
-                     f"'{words[0]}', '{words[3]}' at '{words[1]}', and so on. The first two words "
-                     "have no word two back: their rows stay empty (that answer is not scored).")
-    if not any(marked[i][j] for i, j in cells):
-        return wrong("Nothing is switched on. For each query row, switch on the key two places "
-                     "to its left.")
-    if all(marked[i][j] == (j == i - 1) for i, j in cells):
-        return wrong("That is the previous-word head (one place back), the other head's job. "
-                     "Move every cell one more step to the left.")
-    if all(marked[i][j] == ideal[j][i] for i, j in cells):
-        return wrong("Those cells look two places ahead. The model is causal: a query only sees "
-                     "itself and earlier words, to the left of the diagonal.")
-    parts = [f"{sum(marked[i][j] != ideal[i][j] for i, j in cells)} of {T * T} cells are wrong."]
-    early = [i for i in range(_OFFSET) if any(marked[i])]
-    if early:
-        i = early[0]
-        parts.append(f"Row '{words[i]}' (position {i}) has no word two places back, so it has no "
-                     "ideal key; leave it empty.")
-    upper = [(i, j) for i, j in cells if j >= i and marked[i][j]]
-    if upper:
-        i, j = upper[0]
-        parts.append(f"Cell (query '{words[i]}', key '{words[j]}') is {'the word itself' if i == j else 'in the future'}; "
-                     "a two-back head looks strictly into the past.")
-    crowded = [i for i in range(T) if sum(marked[i]) > 1]
-    if crowded:
-        parts.append(f"Row '{words[crowded[0]]}' has {sum(marked[crowded[0]])} cells on: a perfect head "
-                     "puts all of its weight on one key.")
-    missed = [(i, j) for i, j in cells if ideal[i][j] and not marked[i][j]]
-    if missed:
-        i, j = missed[0]
-        parts.append(f"Query '{words[i]}' should look at '{words[j]}', two places back.")
-    return wrong(" ".join(parts), hint="Cell (i, j) is on exactly when j = i - 2.")
+    target = data["without_both"]
+    explain = (f"With both heads gone the loss on the second copy is {target:.2f} nats, against "
+               f"{data['intact']:.2f} intact, {data['without_ind']:.2f} without the induction head alone and "
+               f"{data['without_dup']:.2f} without the duplicate-token head alone; the first copy costs "
+               f"{data['first']:.2f}.")
+    if abs(value - target) <= _TOLERANCE:
+        return right(explain + " Removing the second head of a circuit whose first step is already broken "
+                     "adds little: the two heads do one job together.")
+    if value < 0:
+        return wrong("A cross-entropy loss is never negative: it is minus the log of a probability.")
+    named = {"intact": "the intact model's loss", "without_ind": "the loss without the induction head alone",
+             "without_dup": "the loss without the duplicate-token head alone", "first": "the first copy's loss"}
+    for key, what in named.items():
+        if abs(value - data[key]) <= _TOLERANCE and abs(data[key] - target) > _TOLERANCE:
+            return wrong(f"{value:g} is {what}, which the chapter shows. Removing both heads is a new "
+                         "measurement: predict it, then run it.",
+                         hint="induction.repeated_loss(model, ablate=[(0, dup_head), (1, ind_head)])")
+    direction = "lower" if value < target else "higher"
+    return wrong(f"{value:g} nats is {direction} than what the model gives.",
+                 hint="Run induction.repeated_loss(model, ablate=[(0, dup_head), (1, ind_head)]) and "
+                      "type its value with two decimals.")
 
 
-define(6, "two_back_cells", kind="matrix", title="Draw the ideal pattern",
-       question=("A perfect head for the second job of this chapter's model reads, at every position, "
-                 "the word <b>two places back</b>. For the sequence <i>" + " ".join(TWO_BACK_WORDS) +
-                 "</i> (rows = queries, columns = keys), switch <b>on</b> every cell where that head "
-                 "puts its weight, and leave the others off."),
-       rows=TWO_BACK_WORDS, cols=TWO_BACK_WORDS, grade=check_two_back_cells)
+define(6, "circuit_loss", kind="number", title="Remove the whole circuit",
+       question=("Predict, then check: remove <b>both</b> heads of the circuit at once, the duplicate-token head "
+                 "of layer 0 and the induction head of layer 1 "
+                 "(<code>induction.repeated_loss(model, ablate=[(0, dup_head), (1, ind_head)])</code>). "
+                 "What is the loss on the second copy, in nats? Compare it with the two single ablations "
+                 "of the chapter before you run it."),
+       data=induction_data, grade=check_circuit_loss, label="Loss (nats)", placeholder="e.g. 3.5")
+
+
+# ----------------------------------------------------------------------------- one_layer_halves
+HALVES_OPTIONS = (
+    "Lower on the second copy: it can still favour words it has already seen",
+    "About the same on both copies: without an induction head it cannot use the repeat",
+    "Higher on the second copy: repeated words confuse it",
+)
+_HALVES_MARGIN = 0.1  # nats: closer than this counts as "about the same"
+
+
+def halves_answer(data: dict) -> str:
+    """The option that the one-layer control's losses support."""
+    gap = data["one_first"] - data["one_second"]
+    if gap > _HALVES_MARGIN:
+        return HALVES_OPTIONS[0]
+    if gap < -_HALVES_MARGIN:
+        return HALVES_OPTIONS[2]
+    return HALVES_OPTIONS[1]
+
+
+@checker
+def check_one_layer_halves(answer, data: dict | None = None):
+    """``answer``: one of :data:`HALVES_OPTIONS`, graded against the control's real losses."""
+    data = data or induction_data()
+    first, second = data["one_first"], data["one_second"]
+    numbers = (f"The one-layer control's loss is {first:.2f} nats on the first copy and {second:.2f} on the "
+               f"second (two layers: {data['first']:.2f} and {data['intact']:.2f}).")
+    reasons = {
+        HALVES_OPTIONS[0]: ("A single layer can attend from a word to every earlier word and raise their "
+                            "chances a little (a word seen once is a likely next word in these sequences), "
+                            "but it cannot tell which of them comes next: that needs information that only "
+                            "an earlier layer can add (where the word occurred before, or which word came "
+                            "before each key)."),
+        HALVES_OPTIONS[1]: ("Without an induction head the model cannot find the next word of the repeat; "
+                            "what it does on the second copy it does on any sequence."),
+        HALVES_OPTIONS[2]: ("The words of the second copy are the same random words; what makes them harder "
+                            "is that, having seen them, the model expects something else."),
+    }
+    correct = halves_answer(data)
+    feedback = {o: numbers + " " + reasons[o] for o in HALVES_OPTIONS if o != correct}
+    return grade_choice(answer, HALVES_OPTIONS, correct, numbers + " " + reasons[correct], feedback,
+                        hint="Compare the two losses of the one-layer model with code: "
+                             "induction.repeated_loss(model1, half='first') and half='second'.")
+
+
+define(6, "one_layer_halves", kind="choice", title="What does one layer do with a repeat?",
+       question=("Predict, then check: the one-layer control has no induction head. On the held-out repeated "
+                 "sequences, is its loss on the second copy lower than, about the same as (within 0.1 nats), "
+                 "or higher than on the first copy?"),
+       options=HALVES_OPTIONS, data=induction_data, grade=check_one_layer_halves)
 
 
 # ----------------------------------------------------------------------------- torch_mask

@@ -205,7 +205,7 @@ def _matmul(a, b):
 
 def rollout(layers, residual: float = ROLLOUT_RESIDUAL):
     """Attention rollout in pure Python, the definition of :func:`attnlib.attention_rollout`:
-    ``R = Â_L ... Â_1`` with ``Â = residual I + (1 - residual) A``, rows renormalised.
+    ``R = Â_{L-1} ... Â_1 Â_0`` (layers counted from 0) with ``Â = residual I + (1 - residual) A``, rows renormalised.
 
     Shapes:
         layers: ``L`` nested ``T x T`` lists (rows are queries); returns ``T x T``.
@@ -229,7 +229,7 @@ def check_rollout(answer):
     expected = rollout(layers)[1][0]
     if abs(value - expected) <= 5e-3:
         return right(
-            f"R = Â2 Â1 with Â = 0.5 A + 0.5 I, and R[1, 0] = {expected:.3f}: the sum over the two "
+            f"R = Â1 Â0 with Â = 0.5 A + 0.5 I, and R[1, 0] = {expected:.3f}: the sum over the two "
             "paths rain -> [CLS] -> [CLS] and rain -> rain -> [CLS] of the products of their weights."
         )
     wrong_answers = {
@@ -239,9 +239,9 @@ def check_rollout(answer):
         "entry": rollout(layers)[1][1],
     }
     messages = {
-        "no_residual": "That is A2 A1 without the residual term: add 0.5 I to each layer first.",
-        "order": "That is Â1 Â2: the later layer multiplies on the left (row-vector convention).",
-        "last": "That is the last layer alone: roll both layers out.",
+        "no_residual": "That is A1 A0 without the residual term: add 0.5 I to each layer first.",
+        "order": "That is Â0 Â1: the later layer (layer 1) multiplies on the left (row-vector convention).",
+        "last": "That is layer 1 alone: roll both layers out.",
         "entry": "That is R[1, 1], how much of 'rain' itself reaches 'rain'; the question asks for [CLS].",
     }
     for key, wrong_value in wrong_answers.items():
@@ -251,7 +251,7 @@ def check_rollout(answer):
         return wrong(f"{value:g} is not a share: rollout rows are probability vectors, so entries lie in [0, 1].")
     return wrong(
         f"{value:g} is not R[1, 0].",
-        hint="Â1 = 0.5 A1 + 0.5 I, Â2 = 0.5 A2 + 0.5 I, then R = Â2 Â1; read row 'rain', column '[CLS]'.",
+        hint="Â0 = 0.5 A0 + 0.5 I, Â1 = 0.5 A1 + 0.5 I, then R = Â1 Â0; read row 'rain', column '[CLS]'.",
     )
 
 
@@ -267,7 +267,8 @@ define(7, "acyclic", kind="matrix", title="The largest acyclic attention graph",
 (_a, _b), (_c, _d) = ROLLOUT_LAYERS[0]
 (_e, _f), (_g, _h) = ROLLOUT_LAYERS[1]
 define(7, "rollout", kind="number", title="Roll out two layers",
-       question=(f"Tokens ([CLS], rain). Layer 1: A1 = [[{_a}, {_b}], [{_c}, {_d}]]; layer 2: A2 = "
+       question=(f"Tokens ([CLS], rain). Layer 0: A0 = [[{_a}, {_b}], [{_c}, {_d}]]; layer 1: A1 = "
                  f"[[{_e}, {_f}], [{_g}, {_h}]]. With residual 0.5, what is the rollout entry R[1, 0], "
-                 "the share of the input [CLS] that reaches position 'rain' after layer 2?"),
+                 "the share of the input [CLS] that reaches position 'rain' after layer 1 (layers "
+                 "counted from 0)?"),
        grade=check_rollout, label="R[1, 0]")

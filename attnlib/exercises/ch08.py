@@ -9,12 +9,13 @@ from __future__ import annotations
 import functools
 import html
 
-from .core import checker, parse_token, right, wrong
+from .core import checker, grade_choice, parse_token, right, wrong
 from .registry import define
 
 __all__ = [
     "SINK_SENTENCE", "SINK_HEAD", "QUERY_SENTENCE", "QUERY_WORD", "QUERY_HEAD",
     "sink_case", "query_case", "sink_data", "query_data", "check_sink_token", "check_most_attended",
+    "CLAIM_HEAD", "CLAIM_SENTENCES", "CLAIM_OPTIONS", "claim_evidence", "check_claim",
 ]
 
 # Exercise "sink_token": the punctuation head found by the chapter's sink table.
@@ -154,3 +155,106 @@ define(8, "most_attended", kind="token", title="Predict the most-attended key",
        question=(f"Layer 1, head 8 reading <i>{html.escape(QUERY_SENTENCE)}</i>: which key does the "
                  f"query <b>{QUERY_WORD}</b> attend to most?"),
        tokens=lambda data: data["tokens"], data=query_data, grade=check_most_attended)
+
+
+# ----------------------------------------------------------------------------- claim
+# The baseline method applied to the chapter's own anecdote: layer 1, head 9 links "time" with
+# "flies" in "time flies".  Is it a "subject head"?
+CLAIM_HEAD = (1, 9)
+CLAIM_SENTENCES = (                      # (sentence, subject of "flies" or None, another noun or None)
+    ("Time flies like an arrow.", "time", None),
+    ("Fruit flies like a banana.", None, "fruit"),
+    ("The river flies over the bird.", "river", "bird"),
+    ("The old bird slowly flies over the river.", "bird", "river"),
+)
+CLAIM_OPTIONS = (
+    "Supported: the subject gets more than the uniform weight 1/T in most sentences",
+    "Refuted: the weight follows the token just before 'flies', subject or not",
+    "Supported: the subject beats the other noun in every sentence",
+    "Undecided: only an ablation can test where a head looks",
+)
+
+
+@functools.lru_cache(maxsize=1)
+def claim_evidence() -> dict:
+    """The evidence for "layer 1, head 9 makes 'flies' look at its subject", read from the
+    encoder (kernel only) and rounded to 3 decimals as shown.
+
+    Returns ``rows``: one dict per sentence of :data:`CLAIM_SENTENCES` with ``text``,
+    ``uniform`` (1/T), ``previous`` (the token before "flies") and ``w_previous``, and
+    ``subject`` / ``other`` with their weights (``None`` where the sentence has none); and
+    ``lift``: the positional lift ``{-2, -1, +1}`` of the head over the reference sentences
+    (:func:`attnlib.evidence.positional_lift`, multiples of the uniform weight).
+    """
+    from .. import evidence
+    from ..encoder import get_attentions
+
+    layer, head = CLAIM_HEAD
+    rows = []
+    for text, subject, other in CLAIM_SENTENCES:
+        keys = [k for k in (subject, other) if k]
+        (row,) = evidence.pair_weights([text], layer, head, "flies", keys)
+        i = row["tokens"].index("flies")
+        w_prev = float(get_attentions(text).head(layer, head)[i, i - 1])
+        rows.append({"text": text, "uniform": round(row["uniform"], 3), "previous": row["tokens"][i - 1],
+                     "w_previous": round(w_prev, 3),
+                     "subject": subject, "w_subject": None if subject is None else round(row["weights"][subject], 3),
+                     "other": other, "w_other": None if other is None else round(row["weights"][other], 3)})
+    lift = evidence.positional_lift(layer, head, [-2, -1, 1])
+    return {"rows": rows, "lift": {str(k): round(v, 2) for k, v in lift.items()}}
+
+
+@checker
+def check_claim(answer, data=None):
+    """Grade the verdict on "layer 1, head 9 makes 'flies' look at its subject"; the messages
+    quote the numbers of ``data`` (:func:`claim_evidence`)."""
+    data = data or claim_evidence()
+    rows, lift = data["rows"], data["lift"]
+    far = [r for r in rows if r["subject"] and r["subject"] != r["previous"]]
+    near_not_subject = [r for r in rows if r["subject"] is None and r["other"] == r["previous"]]
+    evidence_text = (f"Over the reference sentences the head gives the previous token {lift['-1']:.1f} times "
+                     f"the uniform weight (two back: {lift['-2']:.1f}, next: {lift['1']:.2f}).")
+    if far:
+        r = far[0]
+        evidence_text += (f" In '{r['text']}' the subject {r['subject']!r} is not next to 'flies' and gets "
+                          f"{r['w_subject']:.3f} (uniform {r['uniform']:.3f}), while {r['previous']!r}, the "
+                          f"token before 'flies', gets {r['w_previous']:.3f}.")
+    if near_not_subject:
+        r = near_not_subject[0]
+        evidence_text += (f" In '{r['text']}' {r['other']!r} is no subject, yet as the token before 'flies' "
+                          f"it gets {r['w_previous']:.3f}.")
+    refuted = bool(far) and all(r["w_previous"] > (r["w_subject"] or 0) for r in far)
+    correct = CLAIM_OPTIONS[1] if refuted else CLAIM_OPTIONS[0]
+    feedback = {
+        CLAIM_OPTIONS[0]: "Beating the uniform weight only shows the head is not ignoring its input. " + evidence_text,
+        CLAIM_OPTIONS[1]: evidence_text,
+        CLAIM_OPTIONS[2]: ("The other noun is never adjacent to 'flies', so this comparison cannot tell "
+                           "subjecthood from position. " + evidence_text),
+        CLAIM_OPTIONS[3]: ("The claim is about where the head looks, and the weights answer that directly; "
+                           "an ablation would test what the head contributes. " + evidence_text),
+    }
+    return grade_choice(answer, CLAIM_OPTIONS, correct,
+                        "Refuted. " + evidence_text + " The positional baseline predicts the 'subject' "
+                        "weights, and the minimal pair that moves the subject away breaks them.",
+                        feedback, hint="Find a sentence where the subject is not the token just before 'flies'.")
+
+
+def _claim_question(data) -> str:
+    items = []
+    for r in data["rows"]:
+        parts = [f"token before 'flies', {html.escape(r['previous'])}: {r['w_previous']:.3f}"]
+        if r["subject"]:
+            parts.append(f"subject {html.escape(r['subject'])}: {r['w_subject']:.3f}")
+        if r["other"] and r["other"] != r["previous"]:
+            parts.append(f"other noun {html.escape(r['other'])}: {r['w_other']:.3f}")
+        items.append(f"<li><i>{html.escape(r['text'])}</i> (uniform {r['uniform']:.3f})<br>" + "; ".join(parts) + "</li>")
+    lift = data["lift"]
+    return (f"Claim: layer {CLAIM_HEAD[0]}, head {CLAIM_HEAD[1]} makes the verb <i>flies</i> look at its "
+            f"subject (the chapter saw <i>time flies</i> give <i>time</i> a large weight). Positional baseline "
+            f"over the reference sentences: the previous token gets {lift['-1']:.1f} times the uniform weight, "
+            f"two back {lift['-2']:.1f}, the next {lift['1']:.2f}. Weights of the query <i>flies</i>:"
+            f"<ul>{''.join(items)}</ul>What does the evidence say about the claim?")
+
+
+define(8, "claim", kind="choice", title="Test the 'subject head' reading",
+       question=_claim_question, data=claim_evidence, options=CLAIM_OPTIONS, grade=check_claim)

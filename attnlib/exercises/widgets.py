@@ -1,10 +1,22 @@
 """ipywidgets front ends for the exercises (the live notebook): one class per kind of answer.
 
 Each lays out the question, an answer control and a "Check" button; pressing the button (or
-calling ``.check()``) passes the answer to the pure checker and shows its
-:class:`Feedback` at once, with the same words as the static page
+Enter in a text box, or calling ``.check()``) passes the answer to the pure checker and shows
+its :class:`Feedback` at once, with the same words as the static page
 (:attr:`Feedback.text`).  The grading logic never lives here: :func:`build` wires every
 registered exercise to :func:`attnlib.exercises.check`.
+
+Feedback a learner can trust:
+
+* the verdict is cleared as soon as the answer changes, so a "Correct." never stands next to
+  an answer it was not given for;
+* after a kernel restart the widgets in the page are no longer connected to any kernel and
+  Check would do nothing.  The widget manager (ipywidgets 8, JupyterLab 4 and Notebook 7)
+  then marks every view of the disconnected models with the CSS class
+  ``jupyter-widgets-disconnected``; a style rule shipped inside the exercise (an ``HTML``
+  widget may carry ``<style>``, no script needed) turns that class into the message
+  :data:`RESTART_NOTE`;
+* the matrix exercises label their columns in full and say what on and off mean.
 """
 from __future__ import annotations
 
@@ -15,7 +27,20 @@ import ipywidgets as widgets
 from .core import Feedback, wrong
 
 __all__ = ["Exercise", "NumberExercise", "ChoiceExercise", "MatrixToggleExercise", "TokenExercise",
-           "feedback_html", "build"]
+           "feedback_html", "build", "RESTART_NOTE"]
+
+#: Shown in place of silence when the exercise's kernel has gone (restart): the CSS below
+#: reveals it on views that the widget manager marked as disconnected.
+RESTART_NOTE = ("The kernel has restarted, so this exercise is no longer connected and Check cannot "
+                "answer. Run this cell again (Shift+Enter), after the cells above it, to get a "
+                "working exercise.")
+_RESTART_HTML = (
+    "<style>.attnlib-restart-note{display:none}"
+    ".jupyter-widgets-disconnected .attnlib-restart-note,"
+    ".jupyter-widgets-disconnected.attnlib-restart-note{display:block}</style>"
+    '<div class="attnlib-restart-note" role="alert" style="border-left:4px solid #9a6700;'
+    f'background:#fff8c5;padding:6px 10px;color:#3b2300">{html.escape(RESTART_NOTE)}</div>'
+)
 
 _STYLE = {
     True: "border-left:4px solid #1a7f37;background:#e9f7ef;padding:6px 10px;color:#0b3d1c",
@@ -47,10 +72,23 @@ class Exercise(widgets.VBox):
         self.control = control
         self.button = widgets.Button(description="Check", button_style="primary", icon="check")
         self.feedback = widgets.HTML(value="")
+        self.restart_note = widgets.HTML(value=_RESTART_HTML)
         self.last: Feedback | None = None
         self.button.on_click(lambda _b: self.check())
         header = f"<b>{html.escape(title)}</b><br>" if title else ""
-        super().__init__([widgets.HTML(header + question), control, self.button, self.feedback])
+        super().__init__([widgets.HTML(header + question), control, self.button, self.feedback,
+                          self.restart_note])
+        self.add_class("attnlib-exercise")
+        for widget in self.answer_widgets():
+            widget.observe(self._answer_changed, names="value")
+
+    def answer_widgets(self) -> list:
+        """The widgets whose ``value`` is the answer (a change clears the verdict)."""
+        return [self.control]
+
+    def _answer_changed(self, _change) -> None:
+        """The answer changed: the last verdict no longer applies to it."""
+        self.feedback.value = ""
 
     @property
     def answer(self):
@@ -72,8 +110,16 @@ class NumberExercise(Exercise):
     checker and gets feedback instead of being silently coerced)."""
 
     def __init__(self, question: str, check_fn, *, label: str = "Answer", placeholder: str = "", title: str = ""):
-        control = widgets.Text(description=label, placeholder=placeholder)
+        control = widgets.Text(description=label, placeholder=placeholder, continuous_update=True)
+        # Enter in the box checks (the front end sends a "submit" message; Text.on_submit is
+        # deprecated in ipywidgets 8, the message itself is not)
+        control.on_msg(lambda _w, content, _buffers: self.check() if content.get("event") == "submit" else None)
         super().__init__(question, control, check_fn, title=title)
+
+    def submit(self) -> Feedback:
+        """What pressing Enter in the text box does (used by tests)."""
+        self.control._handle_custom_msg({"event": "submit"}, [])
+        return self.last
 
 
 class ChoiceExercise(Exercise):
@@ -100,18 +146,41 @@ class MatrixToggleExercise(Exercise):
     def __init__(self, question: str, row_labels, col_labels, check_fn, *, initial=None, title: str = ""):
         self.row_labels, self.col_labels = list(row_labels), list(col_labels)
         n_rows, n_cols = len(self.row_labels), len(self.col_labels)
+        # wide enough for the longest label in full (about 8 px a character at 13 px text)
+        width = f"{max(44, 8 * max(len(str(c)) for c in self.col_labels) + 12)}px"
+        row_width = f"{max(60, 8 * max(len(str(r)) for r in self.row_labels) + 16)}px"
         self.cells = [
             [widgets.ToggleButton(value=bool(initial[i][j]) if initial is not None else False,
-                                  layout={"width": "44px", "height": "30px"},
+                                  layout={"width": width, "height": "30px"},
                                   tooltip=f"query {self.row_labels[i]} -> key {self.col_labels[j]}")
              for j in range(n_cols)]
             for i in range(n_rows)
         ]
-        head = [widgets.Label(str(c), layout={"width": "44px"}) for c in self.col_labels]
-        rows = [widgets.HBox([widgets.Label(str(self.row_labels[i]), layout={"width": "90px"}), *self.cells[i]])
+        for row in self.cells:
+            for cell in row:
+                self._show_state(cell)
+                cell.observe(lambda change: self._show_state(change["owner"]), names="value")
+        nowrap = "white-space:nowrap;overflow:visible;text-align:center"
+        head = [widgets.HTML(f'<div style="{nowrap}" title="key {html.escape(str(c))}">{html.escape(str(c))}</div>',
+                             layout={"width": width}) for c in self.col_labels]
+        rows = [widgets.HBox([widgets.HTML(f'<div style="white-space:nowrap">{html.escape(str(self.row_labels[i]))}</div>',
+                                           layout={"width": row_width}), *self.cells[i]])
                 for i in range(n_rows)]
-        grid = widgets.VBox([widgets.HBox([widgets.Label("", layout={"width": "90px"}), *head]), *rows])
+        legend = widgets.HTML(
+            "<small>Rows are queries, columns are keys. Click a cell to switch it "
+            "<b>on</b> (dark, marked &ldquo;on&rdquo;); click again to switch it <b>off</b> "
+            "(light, blank).</small>")
+        grid = widgets.VBox([legend, widgets.HBox([widgets.HTML("", layout={"width": row_width}), *head]), *rows])
         super().__init__(question, grid, check_fn, title=title)
+
+    @staticmethod
+    def _show_state(cell) -> None:
+        """A cell that is on says so (its text), not only by its shade."""
+        cell.description = "on" if cell.value else ""
+        cell.button_style = "info" if cell.value else ""
+
+    def answer_widgets(self) -> list:
+        return [cell for row in self.cells for cell in row]
 
     @property
     def answer(self):

@@ -1,0 +1,750 @@
+"""Write the learners' notebooks: one ``.ipynb`` per chapter (and the preface) in ``_build/notebooks/``.
+
+The chapters are MyST Markdown notebooks written for the book.  Opened as they are in JupyterLab
+(jupytext), a learner sees raw MyST (``{glue:text}`` placeholders, directive fences, solutions in
+plain sight, answer-checking ``remove-cell`` asserts) and every save rewrites the chapter
+source.  This build tool writes a separate notebook per page instead, from the same sources and
+the same executed run as the book:
+
+* Markdown cells are parsed with markdown-it-py and the MyST plugins of ``mdit_py_plugins``
+  (the parser MyST itself is built on; both come with jupytext, so the lean Binder has them).
+  Every top-level directive and every role is rewritten into Markdown/HTML that JupyterLab and
+  Notebook 7 render: glued values substituted (formatted as MyST-NB formats them),
+  admonitions and exercise statements as quoted blocks, each ``solution`` folded inside
+  ``<details><summary>Solution ...</summary> ... </details>``, ``{cite}`` roles as "Author
+  (Year)" with the cited works listed at the end, figures and glued images as cell
+  attachments with their captions, ``{include}`` files inlined, MyST targets and comments
+  dropped.  Maths stays ``$...$`` / ``$$...$$``.  Unknown directives keep their body under a
+  bold title, unknown roles their text, so new MyST in a chapter degrades to readable text.
+* Code cells keep their tags.  ``remove-cell`` / ``hide-cell`` cells (plumbing, glue records
+  and answer-checking asserts) keep running but their source and outputs are collapsed
+  (``jupyter.source_hidden`` / ``outputs_hidden``) and their outputs dropped; ``remove-input``
+  and ``hide-input`` collapse the source only; ``remove-output`` drops outputs.  A figure
+  cell's ``mystnb.figure.caption`` becomes a caption cell under it.
+* Outputs come from the executed run: myst-nb's executed notebooks of the book build
+  (``_build/jupyter_execute``, with their ``.glue.json``) when their code matches the sources,
+  otherwise the page is executed here with nbclient (``_ext/execute_notebook.py``: the book's
+  per-cell timeout and the nbclient wake-up fix).  Widget views (exercises, interactive
+  controls) are replaced by a note to run the cell: a saved widget has no kernel behind it.
+* ``from myst_nb import glue`` becomes a small stand-in (:data:`GLUE_SHIM`), so the
+  notebooks run without the book tools (myst-nb, Sphinx); jupytext metadata is dropped, so
+  opening or saving a generated notebook never touches ``chapters/*.md``.  The notebooks are
+  signed (``nbformat.sign``) so that their HTML outputs (explorables, bertviz) are trusted in
+  the Jupyter of the user who built them.
+
+Usage::
+
+    .venv/bin/python _ext/make_notebooks.py [--executed _build/jupyter_execute] [--out DIR] [PAGE ...]
+
+``make notebooks`` runs it; Binder's ``postBuild`` runs it in the lean learner environment.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import copy
+import hashlib
+import html
+import json
+import mimetypes
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+OUT = ROOT / "_build" / "notebooks"
+EXECUTED = ROOT / "_build" / "jupyter_execute"
+GLUE_PREFIX = "application/papermill.record/"   # myst_nb.ext.glue.GLUE_PREFIX
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+RECORD_ENV = "ATTNLIB_GLUE_RECORD"
+
+# Replaces `from myst_nb import glue` in the notebooks: the book's glue records a value for the
+# prose; the prose of a generated notebook already shows the values, so in a learner's session
+# it only displays what the book displays.  While this tool executes a page it records the
+# values the way myst_nb.glue does (display_data with "scrapbook" metadata).
+GLUE_SHIM = '''def glue(name, value, display=True):
+    """The book's `glue` (myst_nb): the numbers it records are already written into this
+    notebook's text (from the run that generated it); here it only shows `value` when
+    display=True."""
+    import os
+    from IPython.core.formatters import format_display_data
+    from IPython.display import display as show, publish_display_data
+    if os.environ.get("%s"):
+        data, _ = format_display_data(value)
+        prefix = "" if display else "%s"
+        publish_display_data({prefix + k: v for k, v in data.items()},
+                             metadata={"scrapbook": {"name": name, "mime_prefix": prefix}})
+    elif display:
+        show(value)''' % (RECORD_ENV, GLUE_PREFIX)
+_GLUE_IMPORT = re.compile(r"^from myst_nb import glue[ \t]*(#.*)?$", re.M)
+
+ADMONITIONS = {"admonition", "note", "tip", "hint", "important", "warning", "caution", "attention",
+               "danger", "error", "seealso", "margin", "sidebar", "topic", "epigraph", "pull-quote",
+               "highlights", "todo", "versionadded", "versionchanged", "deprecated"}
+DROPPED_DIRECTIVES = {"bibliography", "toctree", "tableofcontents", "index", "meta", "rubric-hidden"}
+#: The tags that an ``{only}`` directive's expression sees in a notebook (Sphinx sets the
+#: builder's, e.g. ``html``, in the book): ``{only} html`` is page-only text, ``{only}
+#: notebook`` notebook-only text (the book never shows it).
+NOTEBOOK_TAGS = {"notebook", "ipynb", "jupyter"}
+
+
+# --------------------------------------------------------------------------------------------
+# The book's pages and the bibliography
+# --------------------------------------------------------------------------------------------
+
+def toc_pages() -> list[str]:
+    """The pages of ``_toc.yml`` in order (``intro``, ``chapters/01_...``), without those that
+    only hold the bibliography (their citations are listed in each notebook instead)."""
+    import yaml
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    pages = [toc["root"]]
+    for part in toc.get("parts", []):
+        pages += [c["file"] for c in part.get("chapters", [])]
+    return [p for p in pages if "{bibliography}" not in (ROOT / f"{p}.md").read_text(encoding="utf-8")]
+
+
+def _bib_value(text: str, i: int) -> tuple[str, int]:
+    """Read one BibTeX field value starting at ``text[i]`` ({...}, "..." or a bare word)."""
+    if text[i] == "{":
+        depth, j = 0, i
+        while True:
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            if depth == 0:
+                return text[i + 1:j], j + 1
+            j += 1
+    if text[i] == '"':
+        j = text.index('"', i + 1)
+        return text[i + 1:j], j + 1
+    m = re.match(r"[\w.-]+", text[i:])
+    return m.group(0), i + m.end()
+
+
+def read_bib(path: Path) -> dict[str, dict[str, str]]:
+    """The entries of a BibTeX file: ``key -> {field: value}`` (braces kept out of values).
+
+    A small reader for the fields a citation needs (author, year, title, venue); the book
+    itself formats its bibliography with sphinxcontrib-bibtex."""
+    entries: dict[str, dict[str, str]] = {}
+    if not path.is_file():
+        return entries
+    text = path.read_text(encoding="utf-8")
+    for m in re.finditer(r"@(\w+)\s*\{\s*([^,\s]+)\s*,", text):
+        if m.group(1).lower() in ("comment", "preamble", "string"):
+            continue
+        fields, i = {"ENTRYTYPE": m.group(1).lower()}, m.end()
+        while True:
+            f = re.compile(r"\s*(\w[\w-]*)\s*=\s*").match(text, i)
+            if not f:
+                break
+            value, i = _bib_value(text, f.end())
+            fields[f.group(1).lower()] = re.sub(r"\s+", " ", value.replace("{", "").replace("}", "")).strip()
+            c = re.compile(r"\s*,").match(text, i)
+            if not c:
+                break
+            i = c.end()
+        entries[m.group(2)] = fields
+    return entries
+
+
+def _last_names(entry: dict) -> list[str]:
+    names = []
+    for person in re.split(r"\s+and\s+", entry.get("author") or entry.get("editor") or "Anonymous"):
+        person = person.strip()
+        names.append(person.split(",")[0].strip() if "," in person else person.split(" ")[-1])
+    return names
+
+
+def cite_author(entry: dict) -> str:
+    """"Vaswani et al.", "Clark and Khandelwal", "Vig" (author-year style, as in the book)."""
+    names = _last_names(entry)
+    if len(names) > 2 or (names and names[-1] == "others"):
+        return f"{names[0]} et al."
+    return " and ".join(names)
+
+
+def _full_name(person: str) -> str:
+    """"Vaswani, Ashish" -> "Ashish Vaswani"."""
+    last, comma, first = person.partition(",")
+    return f"{first.strip()} {last.strip()}" if comma else person.strip()
+
+
+def reference_line(key: str, entry: dict) -> str:
+    """One line of a notebook's reference list: authors (year). Title. Venue."""
+    people = [_full_name(p) for p in re.split(r"\s+and\s+", entry.get("author", "")) if p.strip()]
+    people = ["others" if p == "others" else p for p in people]
+    authors = ", ".join(people[:-1]) + (" and " if len(people) > 1 else "") + people[-1] if people else key
+    venue = entry.get("journal") or entry.get("booktitle") or entry.get("publisher") or entry.get("howpublished", "")
+    parts = [f"{authors} ({entry.get('year', 'n.d.')}).", f"*{entry.get('title', key)}*."]
+    if venue:
+        parts.append(f"{venue}.")
+    url = entry.get("url") or (f"https://doi.org/{entry['doi']}" if entry.get("doi") else "")
+    if url:
+        parts.append(f"<{url}>")
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# Glue values (as MyST-NB formats them)
+# --------------------------------------------------------------------------------------------
+
+def format_plain_text(text: str, fmt_spec: str) -> str:
+    """``{glue:text}`name:fmt``` as MyST-NB renders it (myst_nb.core.variables.format_plain_text)."""
+    from ast import literal_eval
+    try:
+        value = literal_eval(text)
+    except (SyntaxError, ValueError):
+        value = text
+    if fmt_spec == "":
+        return str(value)
+    type_char = fmt_spec[-1]
+    if type_char == "s":
+        value = str(value)
+    elif type_char in "bcdoxX":
+        value = int(value)
+    elif type_char in "eEfFgGn%":
+        value = float(value)
+    return format(value, fmt_spec)
+
+
+def glue_outputs(nb) -> dict[str, dict]:
+    """``name -> mime bundle`` of every glued value recorded in the outputs of ``nb``."""
+    found = {}
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            meta = out.get("metadata", {}).get("scrapbook")
+            if out.get("output_type") == "display_data" and meta:
+                prefix = meta.get("mime_prefix", "")
+                found[meta["name"]] = {k[len(prefix):]: v for k, v in out.get("data", {}).items()
+                                       if k.startswith(prefix)}
+    return found
+
+
+class GlueError(KeyError):
+    """A page refers to a glued value that its executed run did not record."""
+
+
+# --------------------------------------------------------------------------------------------
+# MyST Markdown -> Jupyter Markdown
+# --------------------------------------------------------------------------------------------
+
+def _parser():
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.amsmath import amsmath_plugin
+    from mdit_py_plugins.colon_fence import colon_fence_plugin
+    from mdit_py_plugins.deflist import deflist_plugin
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+    from mdit_py_plugins.front_matter import front_matter_plugin
+    from mdit_py_plugins.myst_blocks import myst_block_plugin
+    from mdit_py_plugins.myst_role import myst_role_plugin
+    return (MarkdownIt("commonmark").use(front_matter_plugin).use(myst_block_plugin).use(myst_role_plugin)
+            .use(colon_fence_plugin).use(dollarmath_plugin).use(amsmath_plugin).use(deflist_plugin)
+            .enable("table"))
+
+
+def split_directive(content: str) -> tuple[dict, str]:
+    """A directive's options (``:key: value`` lines or a ``---`` YAML block) and its body."""
+    lines = content.split("\n")
+    options: dict = {}
+    if lines and lines[0].strip() == "---":
+        import yaml
+        end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
+        if end is not None:
+            options = yaml.safe_load("\n".join(lines[1:end])) or {}
+            lines = lines[end + 1:]
+    else:
+        while lines and re.match(r"^:[\w-]+:( |$)", lines[0]):
+            key, _, value = lines.pop(0)[1:].partition(":")
+            options[key.strip()] = value.strip()
+    return options, "\n".join(lines).strip("\n")
+
+
+def quote(text: str) -> str:
+    """``text`` as a Markdown block quote (nested blocks keep working)."""
+    text = re.sub(r"\n{3,}", "\n\n", text.strip("\n"))
+    return "\n".join("> " + line if line.strip() else ">" for line in text.split("\n"))
+
+
+class MystToMarkdown:
+    """Rewrites the MyST of one page into Markdown that Jupyter renders.
+
+    Args:
+        glue: ``name -> mime bundle`` of the page's executed run.
+        bib: the entries of ``references.bib``.
+        source_dir: the page's folder (for ``{include}`` and image paths).
+
+    After :meth:`render`, :attr:`cited` holds the citation keys met so far (in order) and
+    :meth:`render` returns the cell's attachments alongside its text.
+    """
+
+    def __init__(self, glue: dict, bib: dict, source_dir: Path):
+        self.glue, self.bib, self.source_dir = glue, bib, source_dir
+        self.md = _parser()
+        self.cited: list[str] = []
+        self.exercises: dict[str, tuple[int, str]] = {}   # label -> (number, title)
+        self.unknown: set[str] = set()
+        self._attachments: dict = {}
+
+    # ---- public -------------------------------------------------------------------------
+    def render(self, text: str) -> tuple[str, dict]:
+        """Markdown of one Markdown cell, and its attachments (``name -> {mime: base64}``)."""
+        self._attachments = {}
+        out = self._blocks(text)
+        return out.strip("\n"), dict(self._attachments)
+
+    def render_inline(self, text: str) -> str:
+        """Markdown of a short text (a caption), attachments not allowed."""
+        return self._blocks(text).strip("\n")
+
+    # ---- blocks -------------------------------------------------------------------------
+    def _blocks(self, text: str) -> str:
+        lines = text.split("\n")
+        tokens = self.md.parse(text)
+        pieces: list[str] = []
+        i, prev_end = 0, 0
+        while i < len(tokens):
+            tok = tokens[i]
+            if tok.level != 0 or tok.map is None:
+                i += 1
+                continue
+            start, end = tok.map
+            pieces.append("\n".join(lines[prev_end:start]))   # blank lines between blocks
+            # the whole top-level block: up to its closing token at level 0
+            j = i
+            if tok.nesting == 1:
+                depth = 0
+                for j in range(i, len(tokens)):
+                    depth += tokens[j].nesting
+                    if depth == 0:
+                        break
+            block = tokens[i:j + 1]
+            pieces.append(self._block(tok, block, lines[start:end]))
+            prev_end = end
+            i = j + 1
+        pieces.append("\n".join(lines[prev_end:]))
+        out = "\n".join(p for p in pieces if p is not None)
+        return re.sub(r"\n{3,}", "\n\n", out)
+
+    def _block(self, tok, block, lines: list[str]) -> str:
+        if tok.type in ("myst_target", "myst_line_comment", "front_matter"):
+            return ""
+        if tok.type == "myst_block_break":
+            return "---"
+        if tok.type in ("fence", "colon_fence") and tok.info.strip().startswith("{"):
+            m = re.match(r"\{([^}]+)\}\s*(.*)", tok.info.strip())
+            options, body = split_directive(tok.content)
+            return self._directive(m.group(1).strip(), m.group(2).strip(), options, body)
+        text = "\n".join(lines)
+        if tok.type in ("fence", "code_block", "math_block", "math_block_label", "amsmath", "html_block"):
+            if tok.type == "math_block_label":   # $$ ... $$ (label): Jupyter has no labels
+                text = re.sub(r"\$\$\s*\([^)]*\)\s*$", "$$", text.rstrip())
+            return text
+        for t in block:
+            for child in (t.children or []) if t.type == "inline" else []:
+                if child.type == "myst_role":
+                    text = self._replace_role(text, child.meta["name"], child.content)
+                elif child.type == "link_open":
+                    text = self._relink(text, str(child.attrs.get("href", "")))
+        return text
+
+    def _relink(self, text: str, href: str) -> str:
+        """A link to another page of the book (``[](chapters/02_x.md)``, ``[text](02_x.md)``)
+        points to that page's notebook, and an empty text gets the page's title, as MyST does."""
+        target, _, anchor = href.partition("#")
+        if not target.endswith(".md") or re.match(r"^[a-z][\w+.-]*:", target):
+            return text
+        path = (self.source_dir / target).resolve()
+        new = Path(target).stem + ".ipynb" + (f"#{anchor}" if anchor else "")
+        title = Path(target).stem
+        if path.is_file():
+            m = re.search(r"^# (.+)$", path.read_text(encoding="utf-8"), re.M)
+            title = m.group(1).strip() if m else title
+        return text.replace(f"[]({href})", f"[{title}]({new})").replace(f"]({href})", f"]({new})")
+
+    def _replace_role(self, text: str, name: str, content: str) -> str:
+        pattern = re.compile(r"\{" + re.escape(name) + r"\}(`+)" +
+                             r"\s+".join(re.escape(part) for part in content.split()) + r"\1")
+        return pattern.sub(lambda _m: self._role(name, content), text, count=1)
+
+    # ---- directives ---------------------------------------------------------------------
+    def _directive(self, name: str, arg: str, options: dict, body: str) -> str:
+        name = name.lower()
+        if name in DROPPED_DIRECTIVES:
+            return ""
+        if name == "only":
+            return self._blocks(body) if only_applies(arg) else ""
+        if name == "include":
+            path = (self.source_dir / arg).resolve()
+            return self._blocks(_strip_front_matter(path.read_text(encoding="utf-8")))
+        if name == "exercise":
+            number = len(self.exercises) + 1
+            self.exercises[str(options.get("label", f"exercise-{number}"))] = (number, arg)
+            head = f"**Exercise {number}" + (f": {arg}**" if arg else "**")
+            return quote(head + "\n\n" + self._blocks(body))
+        if name == "solution":
+            number, title = self.exercises.get(arg, (None, ""))
+            summary = f"<b>Solution</b> to Exercise {number}" if number else "<b>Solution</b>"
+            summary += " (click to open)"
+            return f"<details>\n<summary>{summary}</summary>\n\n{self._blocks(body)}\n\n</details>"
+        if name in ("dropdown", "toggle") or (name in ADMONITIONS and "dropdown" in str(options.get("class", ""))):
+            title = arg or name.capitalize()
+            return f"<details>\n<summary>{html.escape(title)}</summary>\n\n{self._blocks(body)}\n\n</details>"
+        if name in ADMONITIONS:
+            title = arg if name == "admonition" else (name.capitalize() + (f": {arg}" if arg else ""))
+            title = self._blocks(title).strip() if title else ""
+            inner = self._blocks(body)
+            return quote((f"**{title}**\n\n" if title else "") + inner)
+        if name in ("math",):
+            return f"$$\n{body}\n$$"
+        if name in ("code-block", "code", "sourcecode", "code-cell"):
+            return f"```{arg.split()[0] if arg else ''}\n{body}\n```"
+        if name in ("figure", "image"):
+            image = self._image_file(arg, options)
+            caption = self._blocks(body).strip() if body else ""
+            return image + (f"\n\n*Figure: {caption}*" if caption else "")
+        if name.startswith("glue"):
+            return self._glue_directive(name, arg, options, body)
+        if name == "raw":
+            return body if "html" in arg.lower() else ""
+        if name == "epigraph":
+            return quote(self._blocks(body))
+        # an unknown directive: its title and body stay readable
+        self.unknown.add(name)
+        title = f"**{arg or name.capitalize()}**\n\n" if (arg or name) else ""
+        return title + self._blocks(body)
+
+    def _attach(self, mime: str, data_b64: str, stem: str, alt: str) -> str:
+        ext = mimetypes.guess_extension(mime) or ".bin"
+        fname = f"{stem}-{hashlib.sha256(data_b64.encode()).hexdigest()[:10]}{ext}"
+        self._attachments[fname] = {mime: data_b64}
+        return f"![{alt}](attachment:{fname})"
+
+    def _image_file(self, arg: str, options: dict) -> str:
+        alt = str(options.get("alt", ""))
+        if re.match(r"https?://", arg):
+            return f"![{alt}]({arg})"
+        path = (self.source_dir / arg).resolve()
+        if not path.is_file():
+            path = (ROOT / arg.lstrip("/")).resolve()
+        mime = mimetypes.guess_type(path.name)[0] or "image/png"
+        return self._attach(mime, base64.b64encode(path.read_bytes()).decode(), path.stem, alt)
+
+    def _glue(self, key: str) -> dict:
+        if key not in self.glue:
+            raise GlueError(f"glued value {key!r} was not recorded by the page's executed run")
+        return self.glue[key]
+
+    def _glue_directive(self, name: str, key: str, options: dict, body: str) -> str:
+        data = self._glue(key)
+        if name == "glue:math":
+            return f"$$\n{data.get('text/latex', data.get('text/plain', '')).strip('$')}\n$$"
+        out = self._bundle_markdown(data, key, str(options.get("alt", "")))
+        if name == "glue:figure" and body:
+            out += f"\n\n*Figure: {self._blocks(body).strip()}*"
+        return out
+
+    def _bundle_markdown(self, data: dict, key: str, alt: str = "") -> str:
+        if "text/markdown" in data:
+            return self._blocks(_join(data["text/markdown"]))
+        for mime in ("image/png", "image/jpeg", "image/gif"):
+            if mime in data:
+                return self._attach(mime, _join(data[mime]).replace("\n", ""), key, alt or key)
+        if "image/svg+xml" in data:
+            return self._attach("image/svg+xml", base64.b64encode(_join(data["image/svg+xml"]).encode()).decode(), key, alt or key)
+        if "text/html" in data and "<script" not in _join(data["text/html"]):
+            return _join(data["text/html"])
+        if "text/latex" in data:
+            return f"$$\n{_join(data['text/latex']).strip('$')}\n$$"
+        return "```\n" + _join(data.get("text/plain", "")) + "\n```"
+
+    # ---- roles --------------------------------------------------------------------------
+    def _role(self, name: str, content: str) -> str:
+        name = name.lower()
+        if name in ("glue", "glue:", "glue:any", "glue:text"):
+            key, _, fmt = content.partition(":")
+            data = self._glue(key.strip())
+            if name == "glue:text" or "text/markdown" not in data:
+                return format_plain_text(_join(data.get("text/plain", "")), fmt)
+            return _join(data["text/markdown"]).strip()
+        if name == "glue:md":
+            data = self._glue(content.partition(":")[0].strip())
+            return self._blocks(_join(data.get("text/markdown", data.get("text/plain", "")))).strip()
+        if name == "glue:math":
+            data = self._glue(content.strip())
+            return "$" + _join(data.get("text/latex", data.get("text/plain", ""))).strip("$") + "$"
+        if name.startswith("cite"):
+            return self._cite(name, content)
+        if name == "math":
+            return f"${content}$"
+        if name == "eq":
+            return f"({_target_text(content)})"
+        if name in ("ref", "numref", "doc", "term", "any", "download", "prf:ref", "external"):
+            return _target_text(content)
+        if name in ("sub", "subscript"):
+            return f"<sub>{html.escape(content)}</sub>"
+        if name in ("sup", "superscript"):
+            return f"<sup>{html.escape(content)}</sup>"
+        if name == "abbr":
+            return re.sub(r"\s*\(.*\)\s*$", "", content)
+        if name == "kbd":
+            return f"<kbd>{html.escape(content)}</kbd>"
+        if name in ("code", "literal", "samp", "file", "command", "program", "envvar"):
+            return f"`{content}`"
+        self.unknown.add("{" + name + "}")
+        return content
+
+    def _cite(self, name: str, content: str) -> str:
+        keys = [k.strip() for k in content.split(",") if k.strip()]
+        parts = []
+        for key in keys:
+            if key not in self.cited:
+                self.cited.append(key)
+            entry = self.bib.get(key, {"author": key, "year": ""})
+            author, year = cite_author(entry), entry.get("year", "n.d.")
+            parts.append((author, year))
+        variant = name.partition(":")[2]
+        if variant in ("t", "ts", "alt", "alts"):
+            return ", ".join(f"{a} ({y})" for a, y in parts)
+        if variant in ("author", "authors"):
+            return ", ".join(a for a, _ in parts)
+        if variant in ("year", "yearpar"):
+            return ", ".join(y for _, y in parts)
+        return "(" + "; ".join(f"{a}, {y}" for a, y in parts) + ")"
+
+
+def only_applies(expression: str, tags=NOTEBOOK_TAGS) -> bool:
+    """Sphinx's ``only`` expression (tags with ``and``, ``or``, ``not``, parentheses) evaluated
+    for a notebook."""
+    words = re.findall(r"\(|\)|[\w.-]+", expression)
+    code = " ".join(w if w in ("(", ")", "and", "or", "not") else str(w in tags) for w in words)
+    try:
+        return bool(eval(code or "False", {"__builtins__": {}}))  # noqa: S307 - only True/False/and/or/not
+    except SyntaxError:
+        return False
+
+
+def _join(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _target_text(content: str) -> str:
+    """``text <target>`` -> ``text``; ``target`` -> ``target``."""
+    m = re.match(r"^(.*?)\s*<([^>]*)>$", content.strip(), re.S)
+    return m.group(1) if m and m.group(1) else (m.group(2) if m else content)
+
+
+def _strip_front_matter(text: str) -> str:
+    if text.startswith("---\n"):
+        end = text.find("\n---", 4)
+        if end != -1:
+            return text[end + 4:].lstrip("\n")
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# Cells
+# --------------------------------------------------------------------------------------------
+
+def learner_source(source: str) -> str:
+    """A code cell's source as the notebook runs it (the glue import replaced by GLUE_SHIM)."""
+    return _GLUE_IMPORT.sub(lambda _m: GLUE_SHIM, source)
+
+
+def code_only(nb):
+    """A copy of ``nb`` with only its code cells (what gets executed), in learner form."""
+    import nbformat
+    out = nbformat.v4.new_notebook(metadata=copy.deepcopy(nb.metadata))
+    out.metadata.pop("jupytext", None)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            new = nbformat.v4.new_code_cell(learner_source(cell.source), metadata=copy.deepcopy(cell.metadata))
+            out.cells.append(new)
+    return out
+
+
+def executed_run(page: str, source_nb, executed_dir: Path | None, timeout: int | None, log) -> tuple[list, dict]:
+    """The outputs of every code cell of ``page`` (in order) and its glued values.
+
+    Reuses myst-nb's executed notebook of the book build when its code cells are the page's
+    current code cells; otherwise executes the page with nbclient."""
+    import nbformat
+    codes = [c.source for c in source_nb.cells if c.cell_type == "code"]
+    if executed_dir is not None:
+        done = executed_dir / f"{page}.ipynb"
+        if done.is_file():
+            nb = nbformat.read(str(done), as_version=4)
+            if [c.source for c in nb.cells if c.cell_type == "code"] == codes:
+                glue = glue_outputs(nb)
+                sidecar = done.with_suffix(".glue.json")
+                if sidecar.is_file():
+                    for name, out in json.loads(sidecar.read_text()).items():
+                        prefix = out.get("metadata", {}).get("scrapbook", {}).get("mime_prefix", "")
+                        glue[name] = {k[len(prefix):] if prefix and k.startswith(prefix) else k: v
+                                      for k, v in out.get("data", {}).items()}
+                log(f"{page}: outputs of the book build ({done.relative_to(ROOT) if done.is_relative_to(ROOT) else done})")
+                return [c.get("outputs", []) for c in nb.cells if c.cell_type == "code"], glue
+            log(f"{page}: {done} does not match the source; executing it here")
+    from execute_notebook import execute_chapter
+    run = code_only(source_nb)
+    os.environ[RECORD_ENV] = "1"      # the kernel inherits it: the glue stand-in records values
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / (Path(page).name + ".ipynb")
+            nbformat.write(run, str(src))
+            # the kernel runs in the page's folder, so that relative paths resolve as in the book
+            result = execute_chapter(src, timeout=timeout, output=Path(tmp) / "executed.ipynb",
+                                     cwd=(ROOT / page).parent)
+            nb = nbformat.read(str(Path(tmp) / "executed.ipynb"), as_version=4)
+    finally:
+        os.environ.pop(RECORD_ENV, None)
+    log(f"{page}: executed in {result['seconds']:.1f} s")
+    return [c.get("outputs", []) for c in nb.cells], glue_outputs(nb)
+
+
+RUN_NOTE = {"text/markdown": "*(Run this cell to show the interactive widget: a saved widget has no kernel behind it.)*",
+            "text/plain": "(Run this cell to show the interactive widget.)"}
+
+
+def learner_outputs(outputs: list) -> list:
+    """Outputs as the notebook keeps them: glue records dropped, widget views replaced by a
+    note to run the cell (also their page-only HTML twin), errors kept."""
+    import nbformat
+    kept, noted = [], False
+    for out in outputs:
+        out = copy.deepcopy(out)
+        meta = out.get("metadata", {})
+        if "scrapbook" in meta:
+            if meta["scrapbook"].get("mime_prefix"):
+                continue
+            meta.pop("scrapbook")
+        data = out.get("data", {})
+        if WIDGET_VIEW in data:
+            if not noted:
+                kept.append(nbformat.v4.new_output("display_data", data=dict(RUN_NOTE)))
+                noted = True
+            continue
+        kept.append(nbformat.from_dict(out))
+    return kept
+
+
+HIDDEN_CELL_NOTE = "# Set-up and checking code, hidden as in the book (click the bar to show it)."
+HIDDEN_INPUT_NOTE = "# The code of the output below, hidden as in the book (click the bar to show it)."
+HIDE_SOURCE = {"remove-cell", "hide-cell", "remove-input", "hide-input"}
+HIDE_OUTPUT = {"remove-cell", "hide-cell", "remove-output", "hide-output"}
+DROP_OUTPUT = {"remove-cell", "remove-output"}
+
+
+def header_cell(page: str):
+    import nbformat
+    text = (f"*A notebook of the course, generated by `make notebooks` from `{page}.md` (the book's "
+            "source, which this notebook never changes: your edits and saves stay in this file).* "
+            "Run it from the top: **Run → Run All Cells**.  Numbers quoted in the text come from "
+            "the run that generated this notebook.  Cells shown as a bar with **⋯** are set-up "
+            "and checking code (click the bar to open one); solutions are folded under "
+            "**Solution**: open one when you want it.")
+    return nbformat.v4.new_markdown_cell(text, metadata={"tags": ["generated-note"]})
+
+
+def build_notebook(page: str, executed_dir: Path | None = EXECUTED, timeout: int | None = None, log=print):
+    """The learner notebook of ``page`` (e.g. ``"chapters/05_masking"``) as an nbformat node."""
+    import jupytext
+    import nbformat
+    src_path = ROOT / f"{page}.md"
+    source_nb = jupytext.read(src_path)
+    outputs, glue = executed_run(page, source_nb, executed_dir, timeout, log)
+    renderer = MystToMarkdown(glue, read_bib(ROOT / "references.bib"), src_path.parent)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = {"kernelspec": source_nb.metadata.get("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"}),
+                   "language_info": {"name": "python"},
+                   "attnlib_course": {"source": f"{page}.md", "generated_by": "_ext/make_notebooks.py"}}
+    nb.metadata["kernelspec"].setdefault("language", "python")
+    nb.cells.append(header_cell(page))
+    code_index = 0
+    for cell in source_nb.cells:
+        if cell.cell_type == "markdown" or cell.cell_type == "raw":
+            text, attachments = renderer.render(cell.source)
+            if not text.strip() and not attachments:
+                continue
+            md = nbformat.v4.new_markdown_cell(text)
+            if attachments:
+                md["attachments"] = attachments
+            nb.cells.append(md)
+            continue
+        tags = set(cell.metadata.get("tags", []))
+        meta = {k: v for k, v in cell.metadata.items() if k not in ("mystnb",)}
+        jmeta = {}
+        if tags & HIDE_SOURCE:
+            jmeta["source_hidden"] = True
+        if tags & HIDE_OUTPUT:
+            jmeta["outputs_hidden"] = True
+        if jmeta:
+            meta["jupyter"] = jmeta
+            meta["collapsed"] = bool(jmeta.get("outputs_hidden"))
+        source = learner_source(cell.source)
+        if jmeta.get("source_hidden"):
+            # JupyterLab shows a collapsed cell's first line: make it this note, not the code
+            # (the first line of a checking cell can be an assert that gives an answer away)
+            source = (HIDDEN_CELL_NOTE if tags & (HIDE_OUTPUT & HIDE_SOURCE) else HIDDEN_INPUT_NOTE) + "\n" + source
+        code = nbformat.v4.new_code_cell(source, metadata=meta)
+        outs = outputs[code_index] if code_index < len(outputs) else []
+        code_index += 1
+        code.outputs = [] if tags & DROP_OUTPUT else learner_outputs(outs)
+        nb.cells.append(code)
+        caption = (cell.metadata.get("mystnb", {}).get("figure", {}) or {}).get("caption")
+        if caption and not tags & DROP_OUTPUT:
+            nb.cells.append(nbformat.v4.new_markdown_cell(
+                f"*Figure: {renderer.render_inline(caption).strip()}*", metadata={"tags": ["figure-caption"]}))
+    if renderer.cited:
+        lines = [f"* {reference_line(k, renderer.bib[k])}" if k in renderer.bib else f"* {k}" for k in renderer.cited]
+        nb.cells.append(nbformat.v4.new_markdown_cell("## Works cited in this notebook\n\n" + "\n".join(lines),
+                                                      metadata={"tags": ["references"]}))
+    if renderer.unknown:
+        log(f"{page}: kept as plain text (no special rendering): {', '.join(sorted(renderer.unknown))}")
+    nbformat.validate(nb)
+    return nb
+
+
+def write_notebook(nb, path: Path, sign: bool = True) -> None:
+    import nbformat
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if sign:
+        try:
+            from nbformat.sign import NotebookNotary
+            NotebookNotary().sign(nb)
+        except Exception as err:  # noqa: BLE001 - signing is a convenience (trusted outputs)
+            print(f"(not signed: {err})", file=sys.stderr)
+    nbformat.write(nb, str(path))
+
+
+def notebook_name(page: str) -> str:
+    """``chapters/05_masking`` -> ``05_masking.ipynb``; ``intro`` -> ``intro.ipynb``."""
+    return Path(page).name + ".ipynb"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("pages", nargs="*", help="pages of _toc.yml (default: all but the bibliography)")
+    ap.add_argument("--out", default=str(OUT), help="output folder (default: _build/notebooks)")
+    ap.add_argument("--executed", default=str(EXECUTED),
+                    help="myst-nb's executed notebooks to reuse when they match (default: _build/jupyter_execute); "
+                         "'' to execute every page here")
+    ap.add_argument("--timeout", type=int, help="per-cell timeout in seconds (default: the book's)")
+    ap.add_argument("--no-sign", action="store_true", help="do not sign the notebooks (outputs untrusted)")
+    args = ap.parse_args(argv)
+    pages = [p.removesuffix(".md") for p in args.pages] or toc_pages()
+    executed = Path(args.executed) if args.executed else None
+    out = Path(args.out)
+    for page in pages:
+        nb = build_notebook(page, executed, args.timeout)
+        write_notebook(nb, out / notebook_name(page), sign=not args.no_sign)
+        print(f"wrote {out / notebook_name(page)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

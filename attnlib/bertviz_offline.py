@@ -1,0 +1,139 @@
+"""bertviz's interactive views with no CDN: the same ``head_view`` / ``model_view``, offline.
+
+bertviz (Vig 2019, "A Multiscale Visualization of Attention in the Transformer Model", ACL
+demo) writes a ``<script src>`` for require.js and a ``require.config`` that loads d3 5.7.0 and
+jQuery from cdnjs.  Offline, or in JupyterLab / Notebook 7 (which have no global require.js),
+the view fails ("require is not defined", failed CDN look-ups).  These wrappers call bertviz
+with ``html_action="return"`` and rewrite its HTML into one self-contained output:
+
+1. ``<script data-attnlib-bertviz="begin">`` hides any AMD loader (``define``) for a moment,
+   so that the libraries below register as plain globals, not as anonymous AMD modules;
+2. ``<script data-attnlib-bertviz="d3">`` and ``="jquery"``: the course's own copies of d3
+   5.7.0 and jQuery 3.7.1 (``attnlib/static/``, the same files as the book's
+   ``_static/vendor/``; licences in ``LICENSE-content.md``), inlined;
+3. ``="end"`` takes them into ``window.__attnlibBertviz``, restores the page's globals
+   (``define``, ``d3``, ``$``/``jQuery`` via ``noConflict``);
+4. bertviz's own view script, unchanged except that its ``require.config`` (the CDN
+   addresses) is removed and ``require``/``requirejs`` are local stand-ins that hand it the
+   two libraries.
+
+The published page does not pay for the inlined copies: ``_ext/offline_book.py`` replaces
+each inlined library by a ``<script src>`` of the vendored file (first view of a page) or
+drops it (later views), with :func:`externalise`.
+"""
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+__all__ = ["head_view", "model_view", "offline_html", "externalise", "OfflineView", "LIBRARIES"]
+
+#: library name -> file in ``attnlib/static`` (and in the book's ``_static/vendor``)
+LIBRARIES = {"d3": "d3.min.js", "jquery": "jquery.min.js"}
+#: where the book vendors the same files (under ``_static/``)
+BOOK_VENDOR = {"d3": "vendor/d3/d3.min.js", "jquery": "vendor/jquery/jquery.min.js"}
+
+_BEGIN = """(function () {
+  window.__attnlibBertvizSaved = {define: window.define, d3: window.d3, jQuery: window.jQuery};
+  window.define = undefined; window.d3 = undefined;
+})();"""
+_END = """(function () {
+  var saved = window.__attnlibBertvizSaved || {};
+  var lib = window.__attnlibBertviz = window.__attnlibBertviz || {};
+  if (window.d3) lib.d3 = window.d3;
+  window.d3 = saved.d3;
+  if (window.jQuery && window.jQuery !== saved.jQuery) {
+    var jq = window.jQuery.noConflict(true);   // restores the page's own $ and jQuery
+    if (!lib.jquery) lib.jquery = jq;
+  }
+  window.define = saved.define;
+})();"""
+_VIEW_PRELUDE = """(function () {
+  var lib = window.__attnlibBertviz || {};
+  var require = {config: function () {}};
+  var requirejs = function (names, body) {
+    return body.apply(null, names.map(function (name) { return lib[name]; }));
+  };
+"""
+_REQUIRE_SCRIPT = re.compile(r"<script\s+src=\"[^\"]*require(?:\.min)?\.js\"\s*>\s*</script>")
+_REQUIRE_CONFIG = re.compile(r"require\.config\(\{.*?\}\);", re.S)
+_VIEW_SCRIPT = re.compile(r"<script type=\"text/javascript\">(.*)</script>\s*$", re.S)
+_LIB_SCRIPT = re.compile(r'<script data-attnlib-bertviz="(d3|jquery)">.*?</script>', re.S)
+
+
+def _library(name: str) -> str:
+    return resources.files("attnlib").joinpath("static", LIBRARIES[name]).read_text(encoding="utf-8")
+
+
+def offline_html(bertviz_html: str) -> str:
+    """bertviz's returned HTML (``html_action="return"``) rewritten to need no CDN.
+
+    Raises:
+        ValueError: the HTML does not have bertviz 1.4's layout (require.js tag, one view
+            script with a ``require.config``), e.g. after a bertviz upgrade.
+    """
+    if not isinstance(bertviz_html, str):
+        raise TypeError(f"bertviz_html must be a str, got {type(bertviz_html).__name__}")
+    body, n_tags = _REQUIRE_SCRIPT.subn("", bertviz_html)
+    m = _VIEW_SCRIPT.search(body)
+    if n_tags != 1 or m is None:
+        raise ValueError("expected bertviz 1.4's HTML: one require.js <script src> tag and one view script; "
+                         f"found {n_tags} require.js tag(s) and {'a' if m else 'no'} view script")
+    script, n_config = _REQUIRE_CONFIG.subn("", m.group(1))
+    if n_config != 1:
+        raise ValueError(f"expected one require.config(...) in bertviz's view script, found {n_config}")
+    libs = "".join(f'<script data-attnlib-bertviz="{name}">{_library(name)}</script>\n' for name in LIBRARIES)
+    return (body[:m.start()]
+            + f'<script data-attnlib-bertviz="begin">{_BEGIN}</script>\n{libs}'
+            + f'<script data-attnlib-bertviz="end">{_END}</script>\n'
+            + f'<script data-attnlib-bertviz="view">{_VIEW_PRELUDE}{script}\n}})();</script>\n')
+
+
+def externalise(page_html: str, to_static) -> str:
+    """For the published page: the first inlined copy of each library becomes
+    ``<script src="to_static(vendor path)">``, later copies are dropped (already loaded)."""
+    seen: set[str] = set()
+
+    def swap(m):
+        name = m.group(1)
+        if name in seen:
+            return ""
+        seen.add(name)
+        return f'<script data-attnlib-bertviz="{name}" src="{to_static(BOOK_VENDOR[name])}"></script>'
+
+    return _LIB_SCRIPT.sub(swap, page_html)
+
+
+class OfflineView:
+    """A bertviz view as one HTML output (``_repr_html_``); ``.html`` holds the markup."""
+
+    def __init__(self, html: str):
+        self.html = html
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __repr__(self) -> str:
+        return f"<bertviz view, offline: {len(self.html):,} characters of HTML>"
+
+
+def head_view(*args, **kwargs) -> OfflineView:
+    """``bertviz.head_view(...)`` with every script shipped by the course (no CDN).
+
+    Takes bertviz's arguments (``attention``, ``tokens``, ``sentence_b_start``, ``layer``,
+    ``heads``, ...; shapes: one ``(1, H, T, T)`` tensor per layer) and returns the view, which
+    the notebook displays as the cell's value.  Raises what bertviz raises, and ``ValueError``
+    if ``html_action`` is passed (the wrapper sets it)."""
+    from bertviz import head_view as _head_view
+    if "html_action" in kwargs:
+        raise ValueError("html_action is set by attnlib.bertviz_offline; leave it out")
+    return OfflineView(offline_html(_head_view(*args, html_action="return", **kwargs).data))
+
+
+def model_view(*args, **kwargs) -> OfflineView:
+    """``bertviz.model_view(...)`` with every script shipped by the course (no CDN); see
+    :func:`head_view`."""
+    from bertviz import model_view as _model_view
+    if "html_action" in kwargs:
+        raise ValueError("html_action is set by attnlib.bertviz_offline; leave it out")
+    return OfflineView(offline_html(_model_view(*args, html_action="return", **kwargs).data))

@@ -1,0 +1,124 @@
+"""The softmax lab (chapter 4): ``check_softmax``."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ...softmax import softmax
+from ._core import (
+    LARGE_SCORE, LabFeedback, REAL_LAYER, _Case, _Raised, _as_tensor_result, _call, _close, _finite,
+    _generic_tensor, _lab, _later_results, _pick, _raised, _randn, _real_head, _shape, _showing, _sums_text,
+    _wrong,
+)
+
+__all__ = ["check_softmax"]
+
+
+def _softmax_cases() -> list[_Case]:
+    big = torch.tensor([LARGE_SCORE, LARGE_SCORE - 1, LARGE_SCORE - 2])
+    two_scales = torch.stack([big, -big])
+    L = int(LARGE_SCORE)
+    small = torch.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 0.0]])
+    cases = [
+        _Case("x = [1, 2, 3] (shape (3,), dim=-1)", (torch.tensor([1.0, 2.0, 3.0]),), {"dim": -1}, True),
+        _Case("x of shape (2, 3) with dim=-1", (small,), {"dim": -1}, True),
+        _Case("x of shape (2, 3) with dim=0", (small,), {"dim": 0}, True),
+        _Case(f"x = [{L}, {L - 1}, {L - 2}] (large scores, dim=-1)", (big,), {"dim": -1}, True),
+        _Case(f"x of shape (2, 3) with rows near +{L} and -{L} (dim=-1)", (two_scales,), {"dim": -1}, True),
+        _Case("random x of shape (2, 3, 5, 7) (B, H, T_q, T_k), dim=-1", (_randn(2, 3, 5, 7, seed=1, scale=3.0),),
+              {"dim": -1}),
+        _Case("random x of shape (4, 6, 5) with dim=1", (_randn(4, 6, 5, seed=2, scale=3.0),), {"dim": 1}),
+        _Case("random x of shape (3, 4, 5) with dim=-3", (_randn(3, 4, 5, seed=3, scale=3.0),), {"dim": -3}),
+    ]
+    def real(factor):
+        def make():
+            _, q, k, _, _ = _real_head()
+            scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])    # (H, T, T), real scaled scores
+            what = "" if factor == 1 else f" times {factor}"
+            return f"the real scores of layer {REAL_LAYER}'s heads{what}, shape {_shape(scores)}, dim=-1", \
+                (scores * factor,)
+        return _Case(None, kwargs={"dim": -1}, make=make)
+
+    return cases + [real(1), real(1000)]
+
+
+def _softmax_variants(x: torch.Tensor, dim: int) -> dict:
+    """What each mistake returns on ``x`` (float64)."""
+    x = x.double()
+    nd = x.dim()
+    d = dim % nd
+    out = {}
+    for other in range(nd):
+        if other != d:
+            key = "ignores_dim" if other == nd - 1 else "wrong_axis"
+            out.setdefault(key, softmax(x, dim=other))
+    e = torch.exp(x)
+    out["no_max_subtraction"] = e / e.sum(dim=d, keepdim=True)
+    eg = torch.exp(x - x.max())
+    out["global_max"] = eg / eg.sum(dim=d, keepdim=True)
+    out["normalised_over_everything"] = eg / eg.sum()
+    es = torch.exp(x - x.amax(dim=d, keepdim=True))
+    out["no_normalisation"] = es
+    out["no_normalisation/raw"] = e
+    out["log_softmax"] = torch.log_softmax(x, dim=d)
+    out["no_exp"] = x / x.sum(dim=d, keepdim=True)
+    if nd >= 2:  # reductions without keepdim broadcast against the last dimensions
+        for keyname, fn in (("missing_keepdim", lambda: es / es.sum(dim=d)),
+                            ("missing_keepdim/max", lambda: softmax(x - x.amax(dim=d), dim=d))):
+            try:
+                out[keyname] = fn()
+            except RuntimeError:
+                pass
+    return out
+
+
+_SOFTMAX_ERRORS = (("return_types", "max_returns_pair"), ("must match the size", "missing_keepdim"))
+
+
+@_lab
+def check_softmax(fn) -> LabFeedback:
+    """Check a learner's ``softmax(x, dim=-1)`` against :func:`attnlib.softmax`.
+
+    Contract: returns a tensor of ``x``'s shape with entries in ``[0, 1]`` that sum to 1 along
+    ``dim`` (any dim, negative too), exact for scores of any size (``x`` up to ``1e4``, where
+    ``exp`` overflows without the maximum subtracted).  The result may be float32 or float64.
+
+    Inputs, smallest first: ``(3,)``, ``(2, 3)`` along each axis, scores of ``+-10000``, random
+    ``(2, 3, 5, 7)``, ``(4, 6, 5)`` with ``dim=1``, ``(3, 4, 5)`` with ``dim=-3``, and the real
+    scaled scores of every head of one encoder layer ``(H, T, T)``, as they are and times 1000.
+
+    Shapes:
+        x: any shape; result: the same shape.
+
+    Returns:
+        :class:`LabFeedback`; wrong results name the mistake (keys of ``MISTAKES["softmax"]``).
+        Never raises.
+
+    Source: the max-subtracted softmax (chapter 4); Bridle (1990).
+    """
+    cases = _softmax_cases()
+    for i, case in enumerate(cases):
+        x, dim = case.args[0], case.kwargs["dim"]
+        expected = softmax(x.double(), dim=dim)
+        try:
+            got = _call(fn, case, "softmax")
+        except _Raised as r:
+            _raised(r.err, case, "softmax", _SOFTMAX_ERRORS, i)
+        got = _as_tensor_result(got, case, "softmax")
+        if _close(got, expected):
+            continue
+        variants_of = lambda c: c.memo("variants", lambda: _softmax_variants(c.args[0], c.kwargs["dim"]))  # noqa: E731
+        matches = lambda key, c, g: _close(g, variants_of(c).get(key))  # noqa: E731
+        variants = variants_of(case)
+        found = [key for key, value in variants.items() if _close(got, value)]
+        if found:
+            later = _later_results(fn, cases, i, lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None)
+            key = _pick(found, later, matches)[0]
+            right = lambda c, g: _close(g, softmax(c.args[0].double(), dim=c.kwargs["dim"]))  # noqa: E731
+            case, got = _showing(key, found, (case, got), later, matches, right)
+            _wrong(case, "softmax", key, softmax(case.args[0].double(), dim=case.kwargs["dim"]), got)
+        _generic_tensor(case, "softmax", expected, got,
+                        extra=_sums_text(got, dim, expected.shape))
+    return LabFeedback(True, f"Your softmax matches attnlib.softmax on all {len(cases)} inputs: small ones along "
+                       f"each axis, scores of +-{int(LARGE_SCORE)}, batches of heads and a real layer's scores.")

@@ -1,0 +1,485 @@
+"""Heads that emerge: a tiny causal language model trained on the words of a real text grows
+a previous-token head and an induction head (chapter 6).
+
+The model is :class:`attnlib.TinyTransformer`, attention only.  It is trained with the
+next-token loss and nothing else (no per-head target, no auxiliary loss) on sequences built
+from the words of Lincoln's Gettysburg Address (:func:`attnlib.corpus.load_text`):
+
+* each training sequence (:func:`training_batch`) is ``SEQ_LEN`` words made of short
+  stretches of ``CHUNK`` consecutive words of the speech, each taken from a random place, so
+  that local word order is real but the speech cannot be recited from memory;
+* inside each sequence one span (random length ``SPAN_MIN .. SEQ_LEN / 2``) is copied to a
+  random later place, so that copying what followed an earlier occurrence pays, and no fixed
+  distance back does it: the distance between the two copies changes from sequence to
+  sequence.
+
+What emerges is read on held-out sequences, never used in training:
+
+* :func:`induction_scores`: sequences of ``SEQ_LEN / 2`` distinct random words repeated once
+  (the test sequences of Olsson et al. 2022); the score of a head is its mean weight, from
+  each token of the second copy, on the token that followed the same token in the first
+  copy.  A head that spreads its weight evenly scores :func:`uniform_induction_score`; a
+  head that only looks a fixed distance back scores :func:`offset_baseline`.
+* :func:`duplicate_token_scores`: the same sequences; the mean weight from each token of the
+  second copy on its own earlier occurrence (Wang et al. 2023).
+* :func:`previous_token_scores`: contiguous windows of the speech in its real order; the
+  score is the mean weight on the immediately preceding token
+  (:func:`attnlib.measures.offset_share` at offset -1).
+* :func:`repeated_loss`: the next-token loss, in nats, on the second (or first) half of the
+  repeated sequences, with named heads ablated.
+
+Sources: Elhage et al. (2021), "A Mathematical Framework for Transformer Circuits";
+Olsson et al. (2022), "In-context Learning and Induction Heads"; Wang et al. (2023),
+"Interpretability in the Wild" (duplicate-token heads).
+
+Shapes legend: ``B`` batch, ``H`` heads, ``T`` sequence length (``SEQ_LEN``), ``V``
+vocabulary size (the distinct words of the speech).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from . import _validate, corpus
+from .devices import default_device
+from .measures import offset_share
+from .transformer import STATIC_BOOK_ENV, TinyTransformer
+
+__all__ = [
+    "SEQ_LEN", "CHUNK", "SPAN_MIN", "D_MODEL", "N_HEADS", "BATCH_SIZE", "LR", "STEPS",
+    "vocabulary", "encode", "decode", "training_batch", "repeated_sequences", "text_sequences",
+    "build_model", "train", "induction_scores", "previous_token_scores", "duplicate_token_scores",
+    "repeated_loss",
+    "uniform_induction_score", "uniform_previous_score", "offset_baseline", "head_patterns", "trained",
+]
+
+SEQ_LEN = 32        # T, tokens per sequence
+CHUNK = 3           # consecutive words of the speech per stretch of a training sequence
+SPAN_MIN = 4        # shortest repeated span in training
+D_MODEL = 64        # model width; N_HEADS heads of width D_MODEL / N_HEADS
+N_HEADS = 2
+BATCH_SIZE = 64
+LR = 1e-2           # Adam's learning rate
+STEPS = 800         # training steps of the chapter's runs
+PROBE_EVERY = 25    # steps between two readings of the heads during training
+N_HELD_OUT = 256    # held-out sequences per measure
+
+# Offsets added to ``seed`` so that held-out sequences never share a random stream with the
+# training batches (which use ``seed`` itself).
+_HELD_OUT_REPEATED, _HELD_OUT_TEXT, _HELD_OUT_PLAIN, _PROBE = 10_000, 20_000, 30_000, 40_000
+
+
+@functools.lru_cache(maxsize=1)
+def _speech():
+    words = corpus.words_of(corpus.load_text("gettysburg"))
+    vocab = sorted(set(words))
+    index = {w: i for i, w in enumerate(vocab)}
+    return tuple(vocab), index, torch.tensor([index[w] for w in words])
+
+
+def vocabulary() -> list:
+    """The model's vocabulary: the distinct words and punctuation marks of the Gettysburg
+    Address (:func:`attnlib.corpus.words_of`), sorted; a word's id is its position here."""
+    return list(_speech()[0])
+
+
+def encode(words) -> torch.Tensor:
+    """Words -> ids ``(T,)`` int64.
+
+    Raises:
+        TypeError: ``words`` is a single str (pass a list of words).
+        ValueError: a word is not in :func:`vocabulary`.
+    """
+    if isinstance(words, (str, bytes)) or not hasattr(words, "__iter__"):
+        raise TypeError(f"words must be a list of words, got {type(words).__name__}")
+    index = _speech()[1]
+    missing = [w for w in words if w not in index]
+    if missing:
+        raise ValueError(f"not in the speech's vocabulary: {missing[:5]}")
+    return torch.tensor([index[w] for w in words], dtype=torch.long)
+
+
+def decode(ids) -> list:
+    """Ids -> words."""
+    vocab = _speech()[0]
+    return [vocab[int(i)] for i in ids]
+
+
+def _generator(seed, offset: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(_validate.non_negative_int(seed, "seed") + offset)
+
+
+def training_batch(batch_size: int, generator: torch.Generator) -> torch.Tensor:
+    """One training batch (see the module docstring): stretches of ``CHUNK`` consecutive
+    words from random places of the speech, with one span copied to a random later place.
+
+    Shapes:
+        returns ``(B, SEQ_LEN)`` int64 with ``B = batch_size``.
+
+    Raises:
+        TypeError: ``batch_size`` not an int, ``generator`` not a ``torch.Generator``.
+        ValueError: ``batch_size < 1``.
+    """
+    batch_size = _validate.positive_int(batch_size, "batch_size")
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    return _chunked(batch_size, generator, repeat=True)
+
+
+def _chunked(n: int, generator: torch.Generator, *, repeat: bool) -> torch.Tensor:
+    ids = _speech()[2]
+    T, n_chunks = SEQ_LEN, -(-SEQ_LEN // CHUNK)                                 # enough stretches to fill T
+    starts = torch.randint(0, len(ids) - CHUNK + 1, (n, n_chunks), generator=generator)
+    x = ids[(starts[:, :, None] + torch.arange(CHUNK)).reshape(n, -1)[:, :T]]  # (B, T)
+    if not repeat:
+        return x
+    span = torch.randint(SPAN_MIN, T // 2 + 1, (n, 1), generator=generator)   # (B, 1) span lengths
+    u = torch.rand(n, 2, generator=generator)
+    src = (u[:, :1] * (T - 2 * span + 1)).long()                               # 0 .. T - 2 span
+    dst = src + span + (u[:, 1:] * (T - span - (src + span) + 1)).long()      # src + span .. T - span
+    pos = torch.arange(T).expand(n, T)
+    inside = (pos >= dst) & (pos < dst + span)
+    source = torch.where(inside, pos - (dst - src), pos)                       # the second copy reads the first
+    return x.gather(1, source)
+    return x
+
+
+def repeated_sequences(n: int = N_HELD_OUT, seed: int = 0) -> torch.Tensor:
+    """Held-out test sequences: ``SEQ_LEN / 2`` distinct words of the vocabulary in random
+    order, then the same words again.  Token ``i`` of the second copy (position
+    ``SEQ_LEN / 2 + i``) was followed, in the first copy, by the token at position ``i + 1``.
+
+    Shapes:
+        returns ``(n, SEQ_LEN)`` int64.
+    """
+    n = _validate.positive_int(n, "n")
+    g = _generator(seed, _HELD_OUT_REPEATED)
+    half = torch.stack([torch.randperm(len(_speech()[0]), generator=g)[:SEQ_LEN // 2] for _ in range(n)])
+    return torch.cat([half, half], dim=1)
+
+
+def _plain_sequences(n: int, seed: int) -> torch.Tensor:
+    """Distinct random words, no repeat: the positional baseline's sequences ``(n, SEQ_LEN)``."""
+    g = _generator(seed, _HELD_OUT_PLAIN)
+    return torch.stack([torch.randperm(len(_speech()[0]), generator=g)[:SEQ_LEN] for _ in range(n)])
+
+
+def text_sequences(n: int = N_HELD_OUT, seed: int = 0) -> torch.Tensor:
+    """Held-out real text: windows of ``SEQ_LEN`` consecutive words of the speech, in their
+    real order (training only ever sees stretches of ``CHUNK`` words).
+
+    Shapes:
+        returns ``(n, SEQ_LEN)`` int64.
+    """
+    n = _validate.positive_int(n, "n")
+    ids = _speech()[2]
+    starts = torch.randint(0, len(ids) - SEQ_LEN + 1, (n,), generator=_generator(seed, _HELD_OUT_TEXT))
+    return ids[starts[:, None] + torch.arange(SEQ_LEN)]
+
+
+def build_model(n_layers: int = 2, seed: int = 0) -> TinyTransformer:
+    """The untrained model of :func:`train`, on :func:`attnlib.default_device`."""
+    return TinyTransformer(len(_speech()[0]), d_model=D_MODEL, n_heads=N_HEADS, n_layers=n_layers,
+                           max_len=SEQ_LEN, seed=seed).to(default_device())
+
+
+def _model(model) -> TinyTransformer:
+    if not isinstance(model, TinyTransformer):
+        raise TypeError(f"model must be an attnlib.TinyTransformer (e.g. from attnlib.induction.train), "
+                        f"got {type(model).__name__}")
+    if model.max_len < SEQ_LEN:
+        raise ValueError(f"model.max_len = {model.max_len} is shorter than the test sequences ({SEQ_LEN})")
+    return model
+
+
+def _device(model):
+    return next(model.parameters()).device
+
+
+def _next_token_loss(logits, tokens) -> torch.Tensor:
+    """``(B, T-1)`` nats: position ``i`` predicts token ``i + 1``."""
+    B, T, V = logits.shape
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), tokens[:, 1:].reshape(-1),
+                           reduction="none").view(B, T - 1)
+
+
+def _induction_from_weights(weights: list, shift: int = 1) -> torch.Tensor:
+    """``(n_layers, H)``: on repeated sequences of length ``T = 2 n``, the mean of
+    ``A[i, i - n + shift]`` over the queries ``i = n .. T-1`` of the second copy and the
+    batch (``shift=1``: the token after the earlier occurrence; ``0``: the occurrence)."""
+    out = []
+    for w in weights:                                              # (B, H, T, T)
+        n = w.shape[-1] // 2
+        diag = torch.diagonal(w, offset=-(n - shift), dim1=-2, dim2=-1)  # A[i, i-n+shift], i = n-shift..T-1
+        out.append(diag[..., shift:].mean(dim=(0, 2)))                   # queries of the second copy only
+    return torch.stack(out).float().cpu()
+
+
+@torch.no_grad()
+def _probe(model, repeated, text) -> dict:
+    model.eval()
+    logits, weights = model(repeated)
+    loss = _next_token_loss(logits, repeated)                           # (B, T-1)
+    n = repeated.shape[1] // 2
+    _, text_weights = model(text)
+    return {"induction": _induction_from_weights(weights),
+            "previous": torch.stack([offset_share(w, -1).mean(0) for w in text_weights]).float().cpu(),
+            "first_half": loss[:, :n - 1].mean().item(), "second_half": loss[:, n:].mean().item()}
+
+
+def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: bool = True):
+    """Train the chapter's model: :func:`build_model` (seeded by ``seed``) on
+    :func:`training_batch` batches (drawn from a generator seeded by ``seed``) with Adam and
+    the next-token cross-entropy, nothing else.  The same arguments repeat the same run on
+    the same machine.
+
+    With ``progress=True`` a ``tqdm`` bar shows the run (a widget in a notebook); while the
+    static book is built (environment variable :data:`attnlib.transformer.STATIC_BOOK_ENV`
+    set) one line per run is printed instead.  Every ``PROBE_EVERY`` steps the heads are
+    read on a small held-out set (64 repeated sequences and 64 windows of the speech).
+
+    Training runs on one CPU thread (restored afterwards): a model this small trains fastest
+    on one, since splitting 64-wide matrix products across cores costs more in
+    synchronisation than it saves.  A GPU is used when present.
+
+    Args:
+        n_layers: 2 for the chapter's model, 1 for the control.
+        seed: initial weights and batches.
+        steps: training steps (default ``STEPS``).
+        progress: show progress.
+
+    Returns:
+        ``(model, history)``: the trained model (in eval mode) and a dict with ``loss`` (one
+        float per step, nats), ``probe_step`` (steps read), ``induction`` and ``previous``
+        (one ``(n_layers, H)`` tensor per probe step), ``first_half`` and ``second_half``
+        (repeated sequences' loss per probe step, nats), ``seconds`` (wall time) and
+        ``config``.
+
+    Raises:
+        TypeError: ``n_layers``, ``seed`` or ``steps`` not an int, ``progress`` not a bool.
+        ValueError: ``n_layers`` or ``steps`` below 1, ``seed`` negative.
+
+    Source: small attention-only models trained on next-token prediction, as in Elhage et
+    al. (2021) and Olsson et al. (2022), in miniature.
+    """
+    n_layers = _validate.positive_int(n_layers, "n_layers")
+    seed = _validate.non_negative_int(seed, "seed")
+    steps = STEPS if steps is None else _validate.positive_int(steps, "steps")
+    progress = _validate.flag(progress, "progress")
+    model = build_model(n_layers, seed)
+    device = _device(model)
+    generator = _generator(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
+    schedule = torch.optim.lr_scheduler.LambdaLR(            # cosine decay to 0 over the run
+        optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step, steps) / steps)))
+    probe_repeated = repeated_sequences(64, seed + _PROBE).to(device)
+    probe_text = text_sequences(64, seed + _PROBE).to(device)
+    history = {"loss": [], "probe_step": [], "induction": [], "previous": [], "first_half": [],
+               "second_half": [],
+               "config": {"n_layers": n_layers, "seed": seed, "steps": steps, "seq_len": SEQ_LEN,
+                          "d_model": D_MODEL, "n_heads": N_HEADS, "batch_size": BATCH_SIZE, "lr": LR,
+                          "vocab_size": len(_speech()[0]), "device": str(device)}}
+
+    def record(step):
+        reading = _probe(model, probe_repeated, probe_text)
+        history["probe_step"].append(step)
+        for key, value in reading.items():
+            history[key].append(value)
+        model.train()
+
+    summary = progress and bool(os.environ.get(STATIC_BOOK_ENV))
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    try:
+        record(0)
+        model.train()
+        bar = None
+        if progress and not summary:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=steps, desc=f"{n_layers}-layer model, seed {seed}", leave=True)
+        for step in range(1, steps + 1):
+            tokens = training_batch(BATCH_SIZE, generator).to(device)
+            logits, _ = model(tokens)                               # (B, T, V)
+            loss = _next_token_loss(logits, tokens).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            history["loss"].append(loss.item())
+            if step % PROBE_EVERY == 0 or step == steps:
+                record(step)
+                if bar is not None:
+                    bar.set_postfix(loss=f"{history['loss'][-1]:.3f}")
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+    finally:
+        torch.set_num_threads(previous_threads)
+        model.eval()
+    history["seconds"] = time.perf_counter() - start
+    _RUNS[(n_layers, seed, steps)] = (model, history)
+    if summary:
+        print(f"{n_layers}-layer model, seed {seed}: {steps} steps in {history['seconds']:.1f} s, "
+              f"final loss {history['loss'][-1]:.3f}", file=sys.stdout)
+    return model, history
+
+
+_RUNS: dict = {}
+
+
+def trained(n_layers: int = 2, seed: int = 0):
+    """``(model, history)`` of the last :func:`train` run with these arguments and the
+    default steps in this process, trained (without progress output) if there was none:
+    exercises and later cells reuse the chapter's run instead of training again."""
+    key = (_validate.positive_int(n_layers, "n_layers"), _validate.non_negative_int(seed, "seed"), STEPS)
+    if key not in _RUNS:
+        train(n_layers, seed, progress=False)
+    return _RUNS[key]
+
+
+@torch.no_grad()
+def head_patterns(model, tokens, ablate=()) -> list:
+    """The model's attention weights on ``tokens`` (one ``(B, H, T, T)`` tensor per layer, on
+    the CPU), with the heads in ``ablate`` zero-ablated."""
+    model = _model(model)
+    model.eval()
+    return [w.cpu() for w in model(tokens.to(_device(model)), ablate=ablate)[1]]
+
+
+def induction_scores(model, seed: int = 0, *, ablate=()) -> torch.Tensor:
+    """Induction score of every head: on :func:`repeated_sequences` (held out, ``seed``), the
+    mean weight from each token of the second copy to the token that followed its earlier
+    occurrence, ``mean A[i, i - T/2 + 1]`` over ``i = T/2 .. T-1`` and the sequences
+    (Olsson et al. 2022, section 2).  1 for a perfect induction head.  With ``ablate``, the
+    scores of the model with those ``(layer, head)`` pairs zero-ablated (a head's score can
+    depend on an earlier head that prepares its keys).
+
+    Shapes:
+        returns ``(n_layers, H)`` float32, weights in [0, 1].
+
+    Raises:
+        TypeError: ``model`` is not a :class:`attnlib.TinyTransformer`, ``seed`` not an int.
+        ValueError: ``seed`` negative; the model is shorter than ``SEQ_LEN``.
+    """
+    model = _model(model)
+    return _induction_from_weights(head_patterns(model, repeated_sequences(N_HELD_OUT, seed), ablate))
+
+
+def duplicate_token_scores(model, seed: int = 0) -> torch.Tensor:
+    """Duplicate-token score of every head: on :func:`repeated_sequences` (held out,
+    ``seed``), the mean weight from each token of the second copy on the earlier occurrence
+    of the same token, ``mean A[i, i - T/2]`` over ``i = T/2 .. T-1`` and the sequences.
+    (Duplicate-token heads: Wang et al. 2023, "Interpretability in the Wild".)
+
+    Shapes:
+        returns ``(n_layers, H)`` float32, weights in [0, 1].
+
+    Raises:
+        as :func:`induction_scores`.
+    """
+    model = _model(model)
+    return _induction_from_weights(head_patterns(model, repeated_sequences(N_HELD_OUT, seed)), shift=0)
+
+
+def previous_token_scores(model, seed: int = 0) -> torch.Tensor:
+    """Previous-token score of every head: on :func:`text_sequences` (held-out windows of the
+    speech, ``seed``), the mean weight on the immediately preceding token,
+    ``mean A[i, i-1]`` over ``i = 1 .. T-1`` and the windows
+    (:func:`attnlib.measures.offset_share` at offset -1).
+
+    Shapes:
+        returns ``(n_layers, H)`` float32, weights in [0, 1].
+
+    Raises:
+        as :func:`induction_scores`.
+    """
+    model = _model(model)
+    weights = head_patterns(model, text_sequences(N_HELD_OUT, seed))
+    return torch.stack([offset_share(w, -1).mean(0) for w in weights]).float()
+
+
+def uniform_induction_score(T: int = SEQ_LEN) -> float:
+    """The induction score of a head that spreads each query's weight evenly over the
+    ``i + 1`` keys it may see: ``mean 1 / (i + 1)`` over the queries ``i = T/2 .. T-1``
+    (:func:`attnlib.evidence.uniform_weight` of each row).
+
+    Raises:
+        TypeError: ``T`` not an int.  ValueError: ``T`` below 2 or odd.
+    """
+    from .evidence import uniform_weight
+    T = _validate.positive_int(T, "T")
+    if T < 2 or T % 2:
+        raise ValueError(f"T must be an even int >= 2 (two copies of T/2 tokens), got {T}")
+    return sum(uniform_weight(i + 1) for i in range(T // 2, T)) / (T // 2)
+
+
+def uniform_previous_score(T: int = SEQ_LEN) -> float:
+    """The previous-token score of a head that spreads each query's weight evenly over the
+    ``i + 1`` keys it may see: ``mean 1 / (i + 1)`` over ``i = 1 .. T-1``.
+
+    Raises:
+        TypeError: ``T`` not an int.  ValueError: ``T`` below 2.
+    """
+    from .evidence import uniform_weight
+    T = _validate.positive_int(T, "T")
+    if T < 2:
+        raise ValueError(f"T must be an int >= 2 (a query needs a previous token), got {T}")
+    return sum(uniform_weight(i + 1) for i in range(1, T)) / (T - 1)
+
+
+def offset_baseline(model, seed: int = 0) -> torch.Tensor:
+    """The positional baseline of the induction score: each head's mean weight at the same
+    distance back, ``A[i, i - T/2 + 1]`` over ``i = T/2 .. T-1``, on held-out sequences of
+    ``T`` distinct random words *without* any repeat.  A head that merely looks a fixed
+    distance back scores as high here as on the repeated sequences; an induction head scores
+    near the uniform weight here.
+
+    Shapes:
+        returns ``(n_layers, H)`` float32.
+
+    Raises:
+        as :func:`induction_scores`.
+    """
+    model = _model(model)
+    return _induction_from_weights(head_patterns(model, _plain_sequences(N_HELD_OUT, seed)))
+
+
+_HALVES = ("second", "first")
+
+
+@torch.no_grad()
+def repeated_loss(model, ablate=(), seed: int = 0, *, half: str = "second", mode: str = "zero") -> float:
+    """Mean next-token loss, in nats, on one half of the held-out :func:`repeated_sequences`
+    (``seed``), with the ``(layer, head)`` pairs in ``ablate`` removed.
+
+    ``half="second"`` scores the predictions of the tokens of the second copy that copying
+    can predict (positions ``T/2 + 1 .. T-1``: the token before each of them occurred earlier,
+    followed by it); ``half="first"`` those of the first copy (positions ``1 .. T/2 - 1``,
+    random words nothing in the sequence predicts).  Both halves count ``T/2 - 1`` tokens.
+    ``mode="zero"`` replaces each ablated head's output by zeros; ``mode="mean"`` by its mean
+    output over the same sequences (:meth:`attnlib.TinyTransformer.head_means`).
+
+    Raises:
+        TypeError: as :func:`induction_scores`; ``ablate`` not a list of pairs.
+        ValueError: ``half`` or ``mode`` not one of the options.
+        IndexError: an ablated layer or head outside the model.
+    """
+    model = _model(model)
+    half = _validate.choice(half, _HALVES, "half")
+    mode = _validate.choice(mode, ("zero", "mean"), "mode")
+    tokens = repeated_sequences(N_HELD_OUT, seed).to(_device(model))
+    model.eval()
+    means = model.head_means(tokens) if mode == "mean" else None
+    logits, _ = model(tokens, ablate=ablate, means=means)
+    loss = _next_token_loss(logits, tokens)                       # (B, T-1): entry i predicts token i + 1
+    n = tokens.shape[1] // 2
+    part = loss[:, n:] if half == "second" else loss[:, :n - 1]
+    return part.mean().item()

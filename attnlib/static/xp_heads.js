@@ -1,0 +1,100 @@
+/* Chapter 6: pick one head of a trained model, then hover (or focus) a token to see its row.
+ * data: {tokens (T), heads: [{label, weights: T rows of T numbers}], head: initial head, query: initial row} */
+function view(root, data, uid) {
+  var T = data.tokens.length, i, j, k;
+  var controls = el("div", {"class": "xp-controls"});
+  var wrap = el("div", {"class": "xp-control"});
+  wrap.appendChild(el("label", {"for": uid + "-head"}, "head "));
+  var picker = el("select", {id: uid + "-head", "data-role": "head"});
+  data.heads.forEach(function (h, n) {
+    var opt = el("option", {value: String(n)}, h.label);
+    if (n === data.head) opt.selected = true;
+    picker.appendChild(opt);
+  });
+  wrap.appendChild(picker);
+  controls.appendChild(wrap);
+  root.appendChild(controls);
+
+  var sentence = el("div", {"class": "xp-tokens", "data-role": "tokens"});
+  var chips = [];
+  for (j = 0; j < T; j++) {
+    var chip = el("span", {"class": "xp-chip", tabindex: "0", "data-j": String(j), role: "button",
+                           "aria-label": "show where token " + j + " looks"});
+    chip.appendChild(el("span", {"class": "xp-chip-tok"}, data.tokens[j]));
+    var num = el("span", {"class": "xp-chip-num"});
+    chip.appendChild(num);
+    chips.push({node: chip, num: num});
+    sentence.appendChild(chip);
+  }
+  root.appendChild(el("p", {"class": "xp-hint"}, "Pick a head, then hover over a token (or focus it with Tab) to colour every token by the weight it receives from it."));
+  root.appendChild(sentence);
+
+  var room = labelRoom(data.tokens, 10), left = Math.max(50, room), top = Math.round(0.82 * room) + 10;
+  var cell = Math.max(5, Math.min(22, Math.floor((Math.min(460, columnWidth(root)) - left - 20) / T)));
+  var W = left + T * cell + 20, H = top + T * cell + 40;
+  var svg = fluidSvg(W, H, {role: "img", "aria-label": "the picked head's full weight matrix; the hovered query's row is outlined"});
+  var rects = [];
+  for (i = 0; i < T; i++) {
+    rects.push([]);
+    for (j = 0; j < T; j++) {
+      var r = sv("rect", {x: left + j * cell, y: top + i * cell, width: cell, height: cell, "data-role": "cell"});
+      rects[i].push(r);
+      svg.appendChild(r);
+    }
+  }
+  tokenLabels(svg, data.tokens, function (n) { return left + n * cell + cell / 2; }, top - 6, "top", "ax-small");
+  tokenLabels(svg, data.tokens, function (n) { return top + n * cell + cell / 2; }, left - 6, "left", "ax-small");
+  var outline = sv("rect", {x: left - 2, width: T * cell + 4, height: cell, "class": "xp-outline", "data-role": "row"});
+  svg.appendChild(outline);
+  colourBar(svg, uid, left, top + T * cell + 10, Math.min(180, T * cell), 1, "weight");
+  root.appendChild(svg);
+  var readout = el("p", {"class": "xp-readout", "data-role": "readout", "aria-live": "polite"});
+  root.appendChild(readout);
+
+  var DARK = [17, 17, 17, 1], head = data.head, current = data.query;
+  function paint() {  /* weights are probabilities: one fixed scale 0..1 for every head */
+    var w = data.heads[head].weights;
+    for (i = 0; i < T; i++) for (j = 0; j < T; j++) rects[i][j].setAttribute("fill", viridis(w[i][j]));
+    root.setAttribute("data-head", String(head));
+  }
+  function select(q) {
+    var w = data.heads[head].weights[q], best = [];
+    var behind = opaqueBackground(root), ink = parseRGB(window.getComputedStyle(root).color) || [0, 0, 0, 1];
+    current = q;
+    var rowMax = Math.max.apply(null, w) || 1;
+    for (k = 0; k < T; k++) {
+      var c = chips[k];
+      var alpha = 0.9 * w[k] / rowMax, fill = blend([255, 140, 0, alpha], behind);
+      /* where neither ink reaches 4.5:1 (mid orange on a dark page), deepen the orange a little
+         until near-black text does: the number under the token carries the exact weight */
+      while (Math.max(contrast(ink, fill), contrast(DARK, fill)) < 4.5 && alpha < 1) {
+        alpha = Math.min(1, alpha + 0.05);
+        fill = blend([255, 140, 0, alpha], behind);
+      }
+      c.node.style.backgroundColor = "rgba(255, 140, 0, " + alpha.toFixed(3) + ")";
+      c.node.style.color = contrast(ink, fill) >= contrast(DARK, fill) ? "" : "rgb(17,17,17)";
+      c.node.setAttribute("data-weight", String(w[k]));
+      c.node.classList.toggle("xp-query", k === q);
+      c.num.textContent = fmt(w[k], 2);
+      best.push(k);
+    }
+    best.sort(function (a, b) { return w[b] - w[a]; });
+    outline.setAttribute("y", top + q * cell);
+    root.setAttribute("data-query", String(q));
+    readout.textContent = data.heads[head].label + ": query \u201c" + data.tokens[q] + "\u201d (" + q + ") looks most at: " +
+      best.slice(0, 3).map(function (n) { return "\u201c" + data.tokens[n] + "\u201d (" + n + ") " + fmt(w[n], 3); }).join(", ");
+  }
+  picker.addEventListener("change", function () { head = parseInt(picker.value, 10); paint(); select(current); });
+  sentence.addEventListener("mouseover", pick);
+  sentence.addEventListener("focusin", pick);
+  function pick(ev) {
+    var t = ev.target.closest ? ev.target.closest(".xp-chip") : null;
+    if (t && sentence.contains(t)) select(+t.getAttribute("data-j"));
+  }
+  paint();
+  select(data.query);
+  if (window.MutationObserver) {
+    new MutationObserver(function () { select(current); })
+      .observe(document.documentElement, {attributes: true, attributeFilter: ["data-theme", "class"]});
+  }
+}

