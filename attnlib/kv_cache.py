@@ -178,9 +178,6 @@ def _check_model(model):
 
     if not isinstance(model, TinyTransformer):
         raise TypeError(f"model must be an attnlib.TinyTransformer, got {type(model).__name__}")
-    if not model.causal:
-        raise ValueError("model must be causal (TinyTransformer(..., causal=True)): a KV cache "
-                         "only holds when a token never sees later tokens")
     return model
 
 
@@ -188,13 +185,13 @@ def _check_model(model):
 def cached_step_logits(model, tokens, caches: list, start: int) -> torch.Tensor:
     """Run ``tokens`` (``B, t``), at positions ``start .. start + t - 1``, through
     :class:`attnlib.TinyTransformer` ``model`` using and extending its per-layer caches;
-    return their logits ``(B, t, n_targets, V)``.  Equal to the last ``t`` rows of
-    ``model(all_tokens)`` (tested): the same modules, in the order of ``TinyTransformer.forward``
-    and ``Block.forward``, with each layer's keys and values projected once.
+    return their logits ``(B, t, V)``.  Equal to the last ``t`` rows of ``model(all_tokens)``
+    (tested): the same modules, in the order of ``TinyTransformer.forward`` and
+    ``Block.forward`` (attention-only blocks ``x + attn(LN(x))``), with each layer's keys and
+    values projected once.
 
     Raises:
-        TypeError: ``model`` is not a TinyTransformer.  ValueError: a non-causal model;
-            ``len(caches) != n_layers``; ``start`` differs from the cached length; positions
+        TypeError: ``model`` is not a TinyTransformer.  ValueError: ``len(caches) != n_layers``; ``start`` differs from the cached length; positions
             past ``model.max_len``.
     """
     from .multihead import merge_heads, split_heads
@@ -216,16 +213,13 @@ def cached_step_logits(model, tokens, caches: list, start: int) -> torch.Tensor:
         cache.append(split_heads(attn.k_proj(h), attn.n_heads),         # only the new tokens
                      split_heads(attn.v_proj(h), attn.n_heads))
         x = x + attn.out_proj(merge_heads(cache.attend(q)))            # (B, t, d_model)
-        if block.mlp is not None:
-            x = x + block.mlp(x)
-    logits = model.unembed(model.ln_out(x))
-    return logits.view(B, t, model.n_targets, model.vocab_size)
+    return model.unembed(model.ln_out(x))                               # (B, t, V)
 
 
 @torch.no_grad()
 def generate(model, prompt, n_new: int, *, use_cache: bool = True, return_caches: bool = False):
     """Greedy decoding with :class:`attnlib.TinyTransformer` ``model``: append the most
-    likely next token (answer 0 of the last position) ``n_new`` times.
+    likely next token (the argmax of the last position's logits) ``n_new`` times.
 
     With ``use_cache=True`` the prompt is run once and then only the newest token, reading
     the earlier keys and values from one :class:`KVCache` per layer
@@ -238,7 +232,7 @@ def generate(model, prompt, n_new: int, *, use_cache: bool = True, return_caches
 
     Raises:
         TypeError: ``model`` is not a TinyTransformer, ``n_new`` not an int, ``use_cache`` not
-            a bool.  ValueError: a non-causal model, ``T_0 + n_new`` beyond ``model.max_len``,
+            a bool.  ValueError: ``T_0 + n_new`` beyond ``model.max_len``,
             ``prompt`` not ``(B, T_0)`` with ``T_0 >= 1``.
     """
     model = _check_model(model)
@@ -253,13 +247,13 @@ def generate(model, prompt, n_new: int, *, use_cache: bool = True, return_caches
     tokens = prompt
     if not use_cache:
         for _ in range(n_new):
-            logits, _ = model(tokens)                                   # (B, T, n_targets, V)
-            tokens = torch.cat([tokens, logits[:, -1, 0].argmax(-1, keepdim=True)], dim=1)
+            logits, _ = model(tokens)                                   # (B, T, V)
+            tokens = torch.cat([tokens, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
         return tokens
     caches = [KVCache() for _ in model.blocks]
     logits = cached_step_logits(model, tokens, caches, 0)               # the prompt, once
     for _ in range(n_new):
-        nxt = logits[:, -1, 0].argmax(-1, keepdim=True)                 # (B, 1)
+        nxt = logits[:, -1].argmax(-1, keepdim=True)                    # (B, 1)
         tokens = torch.cat([tokens, nxt], dim=1)
         if tokens.shape[1] < prompt.shape[1] + n_new:
             logits = cached_step_logits(model, nxt, caches, tokens.shape[1] - 1)

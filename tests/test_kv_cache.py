@@ -63,7 +63,7 @@ def test_kv_cache_bytes_formula():
 
 
 def _model(**kw):
-    args = dict(d_model=32, n_heads=4, n_layers=2, max_len=40, d_mlp=48, seed=3)
+    args = dict(d_model=32, n_heads=4, n_layers=2, max_len=40, seed=3)
     args.update(kw)
     return attnlib.TinyTransformer(23, **args)
 
@@ -72,7 +72,7 @@ def test_cached_step_logits_equal_the_model_rows():
     model = _model().eval()
     tokens = torch.randint(0, 23, (2, 17), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        full, _ = model(tokens)                                          # (B, T, n_targets, V)
+        full, _ = model(tokens)                                          # (B, T, V)
     caches = [KVCache() for _ in model.blocks]
     rows = [cached_step_logits(model, tokens[:, :6], caches, 0)]
     for t in range(6, 17):
@@ -81,7 +81,7 @@ def test_cached_step_logits_equal_the_model_rows():
 
 
 def test_generate_with_and_without_cache_agree():
-    model = _model(n_layers=1, d_mlp=0)
+    model = _model(n_layers=1)
     prompt = torch.randint(0, 23, (3, 4), generator=torch.Generator().manual_seed(1))
     with_cache, caches = generate(model, prompt, 25, return_caches=True)
     without = generate(model, prompt, 25, use_cache=False)
@@ -93,8 +93,6 @@ def test_generate_with_and_without_cache_agree():
 def test_generate_and_cache_errors():
     with pytest.raises(TypeError, match="TinyTransformer"):
         generate(torch.nn.Linear(2, 2), torch.zeros(1, 2, dtype=torch.long), 3)
-    with pytest.raises(ValueError, match="causal"):
-        generate(_model(causal=False), torch.zeros(1, 2, dtype=torch.long), 3)
     with pytest.raises(ValueError, match="max_len"):
         generate(_model(), torch.zeros(1, 2, dtype=torch.long), 39)
     cache = KVCache()
