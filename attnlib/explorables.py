@@ -1,4 +1,4 @@
-"""Interactive figures that work without a kernel: chapters 1, 4, 5, 7 and 8.
+"""Interactive figures that work without a kernel: chapters 1, 4, 5, 6, 7, 8 and 10.
 
 Each function takes real tensors and the matching token strings, checks them, and returns
 an :class:`~attnlib._xp_html.Explorable`: a self-contained HTML + JavaScript figure with
