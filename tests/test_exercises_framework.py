@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnlib.exercises import REGISTRY, Feedback, checker, exercise, exercise_names, right, wrong
-from attnlib.exercises.core import parse_choice, parse_matrix, parse_number, parse_token
+from attnlib.exercises.core import grade_number, parse_choice, parse_matrix, parse_number, parse_token
 from attnlib.exercises.widgets import ChoiceExercise, MatrixToggleExercise, NumberExercise, TokenExercise
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,6 +56,96 @@ def test_parse_choice_and_token():
     assert "outside the sentence" in parse_token(9, tokens)[1].message
     assert "not a token" in parse_token("dog", tokens)[1].message
     assert "Please pick" in parse_token(None, tokens)[1].message
+
+
+# ------------------------------------------------ grade_number: the body of every number checker
+def test_grade_number_tolerance_is_inclusive_and_scales_with_the_target():
+    """|value - target| <= abs_tol + rel_tol * |target| (numpy.isclose's rule): the boundary
+    counts, the next float beyond it does not; binary fractions keep the boundary exact."""
+    at = lambda v: grade_number(v, 4.0, "yes", abs_tol=0.25, rel_tol=0.125)  # noqa: E731  band 0.75
+    assert at(4.75).correct and at(3.25).correct and at("4,75").correct
+    assert not at(math.nextafter(4.75, 9)).correct and not at(math.nextafter(3.25, 0)).correct
+    assert grade_number(4.0, 4.0, "yes").correct                      # no tolerance: the exact value only
+    assert not grade_number(math.nextafter(4.0, 9), 4.0, "yes").correct
+    assert grade_number(-1030.0, -1000.0, "yes", rel_tol=0.03).correct  # relative to |target|
+    assert not grade_number(-1031.0, -1000.0, "yes", rel_tol=0.03).correct
+
+
+@pytest.mark.parametrize("raw,fragment", [(None, "Please enter a loss in nats; the answer is empty."),
+                                          ("", "empty"), ("abc", "Expected a loss in nats, got the text 'abc'."),
+                                          (math.nan, "finite"), ("nan", "finite"), (-math.inf, "finite"),
+                                          (True, "yes/no"), ([1.0], "list"), (torch.ones(3), "shape (3,)"),
+                                          ({"a": 1}, "got a dict")])
+def test_grade_number_reads_bad_answers_like_parse_number(raw, fragment):
+    fb = grade_number(raw, 1.0, "yes", what="a loss in nats", abs_tol=10.0)
+    assert not fb.correct and fragment in fb.message and fb.message == parse_number(raw, "a loss in nats")[1].message
+
+
+@pytest.mark.parametrize("raw", [" 2,5 ", "2.5", 2.5, np.float32(2.5), torch.tensor([2.5]), np.array([[2.5]])])
+def test_grade_number_accepts_text_comma_and_one_element_arrays(raw):
+    assert grade_number(raw, 2.5, "yes").correct
+
+
+def test_grade_number_whole_refuses_fractions_and_hands_messages_an_int():
+    seen = []
+    kw = dict(whole="count the keys.", otherwise=lambda v: seen.append(v) or f"{v} is not it.")
+    assert grade_number("2.5", 3, "yes", **kw).message == "2.5 is not a whole number: count the keys."
+    assert grade_number("3,0", 3, "yes", **kw).correct
+    fb = grade_number("4.0", 3, "yes", **kw)
+    assert fb.message == "4 is not it." and seen == [4] and type(seen[0]) is int
+
+
+def test_grade_number_names_mistakes_with_their_own_tolerance_and_hint():
+    mistakes = [((10.0, 20.0), "you multiplied"), (0.5, lambda v: f"{v:g} is a half", "halve less")]
+    kw = dict(abs_tol=0.25, mistakes=mistakes, mistake_tol=(1.0, 0.0), hint="fallback hint")
+    assert grade_number(20.9, 2.0, "yes", **kw).message == "you multiplied"       # second value, own tolerance
+    assert grade_number(9.0, 2.0, "yes", **kw).message == "you multiplied"        # boundary of mistake_tol
+    fb = grade_number(1.0, 2.0, "yes", **kw)                                   # within 1.0 of 0.5 ...
+    assert (fb.message, fb.hint) == ("1 is a half", "halve less")              # ... and not of 2.0 (0.25)
+    assert grade_number(1.75, 2.0, "yes", **kw).correct                       # the truth wins over a mistake
+    fb = grade_number(8.9, 2.0, "yes", **kw)
+    assert (fb.message, fb.hint) == ("8.9 is too high.", "fallback hint")
+    # without mistake_tol the right answer's tolerance is used
+    assert grade_number(10.3, 2.0, "yes", abs_tol=0.25, mistakes=mistakes).message == "10.3 is too high."
+
+
+def test_grade_number_skips_a_mistake_that_equals_the_truth():
+    """A 'mistake' within the right answer's tolerance of the target cannot be told apart from
+    it: an answer near it is not called that mistake."""
+    kw = dict(abs_tol=0.1, mistakes=[(2.05, "that is the mistake")], mistake_tol=(0.5, 0.0))
+    assert grade_number(2.5, 2.0, "yes", **kw).message == "2.5 is too high."
+    assert grade_number(2.5, 1.0, "yes", **kw).message == "that is the mistake"
+
+
+def test_grade_number_order_right_mistakes_impossible_otherwise():
+    kw = dict(abs_tol=0.01, mistakes=[(-8.0, "raw scores as weights")],
+              impossible=[(lambda v: v < 2, lambda v: f"{v:g} is below every value"), (lambda v: v > 10, "above")],
+              otherwise=lambda v: f"{v:g} is inside, but not it")
+    assert grade_number(-8.0, 3.0, "yes", **kw).message == "raw scores as weights"  # a mistake outside the range
+    assert grade_number(-7.0, 3.0, "yes", **kw).message == "-7 is below every value"
+    assert grade_number(11, 3.0, "yes", **kw).message == "above"
+    fb = grade_number(4.0, 3.0, "yes", **kw)
+    assert not fb.correct and fb.message == "4 is inside, but not it" and fb.hint is None
+
+
+def test_grade_number_default_feedback_says_too_high_or_too_low():
+    assert grade_number(3.5, 3.0, "yes").text == "Not yet. 3.5 is too high."
+    assert grade_number("2,5", 3.0, "yes", hint="h").text == "Not yet. 2.5 is too low. Hint: h"
+    fb = grade_number(3.0, 3.0, lambda v: f"{v:g} it is")
+    assert fb.correct and fb.message == "3 it is"
+
+
+@pytest.mark.parametrize("target,kw,error,fragment", [
+    (math.nan, {}, ValueError, "finite"), (math.inf, {}, ValueError, "finite"),
+    ("3", {}, TypeError, "got str"), (True, {}, TypeError, "got bool"), (None, {}, TypeError, "got NoneType"),
+    (1.0, {"abs_tol": -0.1}, ValueError, ">= 0"), (1.0, {"mistake_tol": (0.0, -1e-3)}, ValueError, ">= 0"),
+])
+def test_grade_number_refuses_a_broken_exercise(target, kw, error, fragment):
+    with pytest.raises(error, match=re.escape(fragment)):
+        grade_number(1.0, target, "yes", **kw)
+    # inside a checker the bug becomes feedback, never a traceback for the learner
+    fb = checker(lambda answer: grade_number(answer, target, "yes", **kw))(1.0)
+    assert not fb.correct and error.__name__ in fb.message
 
 
 def test_checker_decorator_turns_exceptions_into_feedback():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from .core import checker, grade_choice, parse_number, right, wrong
+from .core import checker, grade_choice, grade_number
 from .registry import define
 
 __all__ = [
@@ -75,33 +75,28 @@ def _typical_mistakes() -> dict[str, float]:
 @checker
 def check_output(answer, tol: float = 0.01):
     """Grade the output question (tolerance ``tol``, default 0.01)."""
-    value, problem = parse_number(answer, "the output, a number such as 3.14")
-    if problem:
-        return problem
-    truth = output_answer()
-    if abs(value - truth) <= tol:
-        return right(f"softmax(1, 0, -1) = (0.665, 0.245, 0.090), and "
-                     f"0.665*2 + 0.245*4 + 0.090*10 = {truth:.3f}.")
-    m = _typical_mistakes()
-    if abs(value - m["mean"]) <= tol:
-        return wrong("That is the plain mean of the values: it treats every token alike. "
-                     "Attention weights each value by softmax(s)_j.")
-    if abs(value - m["scores_as_weights"]) <= tol:
-        return wrong("You used the raw scores as weights. Scores can be negative and do not sum "
-                     "to 1; softmax turns them into weights first.")
-    if abs(value - m["unnormalised"]) <= tol:
-        return wrong("You used exp(s_j) without dividing by their sum, so the weights add up to "
-                     "more than 1 and the result leaves the interval [2, 10].")
-    if abs(value - m["argmax"]) <= tol:
-        return wrong("That is the value of the highest score alone (a hard argmax). Softmax keeps "
-                     "every token with a positive weight.")
-    if abs(value - m["reversed"]) <= tol:
-        return wrong("The weights are paired with the wrong values: score s_j goes with value v_j.")
-    if not min(OUTPUT_VALUES) <= value <= max(OUTPUT_VALUES):
-        return wrong(f"{value:g} lies outside [2, 10]. A weighted average with non-negative "
-                     "weights summing to 1 always lies between the smallest and largest value.")
-    return wrong(f"{value:g} is inside [2, 10], as an average must be, but not the right one.",
-                 hint="Compute a = softmax(s) first, then sum a_j * v_j.")
+    truth, m = output_answer(), _typical_mistakes()
+    low, high = min(OUTPUT_VALUES), max(OUTPUT_VALUES)
+    return grade_number(
+        answer, truth,
+        f"softmax(1, 0, -1) = (0.665, 0.245, 0.090), and 0.665*2 + 0.245*4 + 0.090*10 = {truth:.3f}.",
+        what="the output, a number such as 3.14", abs_tol=tol,
+        mistakes=[
+            (m["mean"], "That is the plain mean of the values: it treats every token alike. "
+                        "Attention weights each value by softmax(s)_j."),
+            (m["scores_as_weights"], "You used the raw scores as weights. Scores can be negative and do not "
+                                     "sum to 1; softmax turns them into weights first."),
+            (m["unnormalised"], "You used exp(s_j) without dividing by their sum, so the weights add up to "
+                                "more than 1 and the result leaves the interval [2, 10]."),
+            (m["argmax"], "That is the value of the highest score alone (a hard argmax). Softmax keeps "
+                          "every token with a positive weight."),
+            (m["reversed"], "The weights are paired with the wrong values: score s_j goes with value v_j."),
+        ],
+        impossible=[(lambda v: not low <= v <= high,
+                     lambda v: f"{v:g} lies outside [2, 10]. A weighted average with non-negative "
+                               "weights summing to 1 always lies between the smallest and largest value.")],
+        otherwise=lambda v: f"{v:g} is inside [2, 10], as an average must be, but not the right one.",
+        hint="Compute a = softmax(s) first, then sum a_j * v_j.")
 
 
 define(1, "output", kind="number", title="Compute one output",

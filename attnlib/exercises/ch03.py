@@ -10,7 +10,7 @@ import functools
 import html
 import math
 
-from .core import checker, grade_choice, parse_choice, parse_number, parse_token, right, wrong
+from .core import checker, grade_choice, grade_number, parse_choice, parse_token, right, wrong
 from .registry import define
 
 __all__ = [
@@ -55,24 +55,14 @@ def row_entry_expected(data: dict | None = None) -> float:
     return sum(a * x for a, x in zip(data["weights"][i], data["values"]))
 
 
-def _close(a: float, b: float, tol: float = 0.01) -> bool:
-    return abs(a - b) <= tol + tol * abs(b)
-
-
 @checker
 def check_row_entry(answer, data: dict | None = None):
     """Grade ``out[query, c]`` computed by the row view."""
-    value, bad = parse_number(answer, "a number (the entry of A V)")
-    if bad:
-        return bad
     data = data or example()
     tokens, A, vals, i = data["tokens"], data["weights"], data["values"], data["query"]
     expected = row_entry_expected(data)
     tok = tokens[i]
-    if _close(value, expected):
-        terms = " + ".join(f"{a:.2f}*({x:.2f})" for a, x in zip(A[i], vals))
-        return right(f"out[{tok!r}, c] = {terms} = {expected:.3f}: a weighted average of the "
-                     "feature's values, weighted by where the query looks.")
+    terms = " + ".join(f"{a:.2f}*({x:.2f})" for a, x in zip(A[i], vals))
     column = sum(A[j][i] * vals[j] for j in range(len(tokens)))
     biggest = max(range(len(tokens)), key=lambda j: A[i][j])
     traps = [
@@ -89,13 +79,14 @@ def check_row_entry(answer, data: dict | None = None):
         (A[i][biggest] * vals[biggest], f"You kept only the largest term (key {tokens[biggest]!r}). "
                                         "Add the other keys' contributions too."),
     ]
-    for trap, message in traps:
-        if _close(value, trap, 0.004) and not _close(trap, expected):
-            return wrong(message)
-    side = "large" if value > expected else "small"
-    return wrong(f"{value:g} is too {side} to be the row-view sum.",
-                 hint=f"Multiply each number in row {tok!r} of A by the value of the same key "
-                      "and add the T products.")
+    return grade_number(
+        answer, expected,
+        f"out[{tok!r}, c] = {terms} = {expected:.3f}: a weighted average of the "
+        "feature's values, weighted by where the query looks.",
+        what="a number (the entry of A V)", abs_tol=0.01, rel_tol=0.01,
+        mistakes=traps, mistake_tol=(0.004, 0.004),
+        otherwise=lambda v: f"{v:g} is too {'large' if v > expected else 'small'} to be the row-view sum.",
+        hint=f"Multiply each number in row {tok!r} of A by the value of the same key and add the T products.")
 
 
 @checker

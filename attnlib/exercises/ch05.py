@@ -9,7 +9,7 @@ check them against the tokenizer), written out so that importing this module sta
 """
 from __future__ import annotations
 
-from .core import checker, grade_choice, parse_matrix, parse_number, right, wrong
+from .core import checker, grade_choice, grade_number, parse_matrix, right, wrong
 from .registry import define
 
 __all__ = [
@@ -86,34 +86,29 @@ PADDED_TOKENS = ("[CLS]", "hello", "there", "!", "[SEP]") + ("[PAD]",) * 7
 def check_padding_zero_keys(answer, tokens=PADDED_TOKENS):
     """Grade the number of keys that get weight exactly 0 in every query row of the padded
     sentence ``tokens`` under its padding mask (the number of ``[PAD]`` tokens)."""
-    value, problem = parse_number(answer, "a count of keys, a whole number")
-    if problem:
-        return problem
     T = len(tokens)
     n_pad = sum(t == "[PAD]" for t in tokens)
     n_real = T - n_pad
-    if value != int(value):
-        return wrong(f"{value:g} is not a whole number: count the keys whose weight is exactly 0.")
-    value = int(value)
-    if value == n_pad:
-        return right(f"The {n_pad} [PAD] keys: the attention_mask is 0 there, their scores become "
-                     f"-inf and their weights exactly 0; the {n_real} real tokens share the weight.")
-    if not 0 <= value <= T:
-        return wrong(f"The padded sentence has {T} keys, so the count lies between 0 and {T}.")
-    if value == n_real:
-        return wrong(f"{n_real} is the number of keys that are kept: {' '.join(tokens[:n_real])}. "
-                     "The question asks for the keys that get weight zero.")
-    if value == T:
-        return wrong(f"{T} is every key. Then the weights could not sum to 1; the real tokens "
-                     "(attention_mask 1) keep positive weight.")
-    if value == 0:
-        return wrong("Softmax of finite scores is never 0, but the padding mask sets the scores "
-                     "of the [PAD] keys to -inf, and exp(-inf) = 0 exactly.")
-    if value == n_pad + 2:
-        return wrong("[CLS] and [SEP] are real tokens of the sentence (attention_mask 1 there): "
-                     "the padding mask keeps them. Only [PAD] keys are removed.")
-    return wrong(f"{value} is not it. Count the positions where the attention_mask of "
-                 f"'{PADDED_SENTENCE}' is 0.", hint="Tokens: " + " ".join(tokens))
+    return grade_number(
+        answer, n_pad,
+        f"The {n_pad} [PAD] keys: the attention_mask is 0 there, their scores become "
+        f"-inf and their weights exactly 0; the {n_real} real tokens share the weight.",
+        what="a count of keys, a whole number", whole="count the keys whose weight is exactly 0.",
+        mistakes=[
+            (n_real, f"{n_real} is the number of keys that are kept: {' '.join(tokens[:n_real])}. "
+                     "The question asks for the keys that get weight zero."),
+            (T, f"{T} is every key. Then the weights could not sum to 1; the real tokens "
+                "(attention_mask 1) keep positive weight."),
+            (0, "Softmax of finite scores is never 0, but the padding mask sets the scores "
+                "of the [PAD] keys to -inf, and exp(-inf) = 0 exactly."),
+            (n_pad + 2, "[CLS] and [SEP] are real tokens of the sentence (attention_mask 1 there): "
+                        "the padding mask keeps them. Only [PAD] keys are removed."),
+        ],
+        impossible=[(lambda v: not 0 <= v <= T,
+                     f"The padded sentence has {T} keys, so the count lies between 0 and {T}.")],
+        otherwise=lambda v: f"{v} is not it. Count the positions where the attention_mask of "
+                            f"'{PADDED_SENTENCE}' is 0.",
+        hint="Tokens: " + " ".join(tokens))
 
 
 define(5, "padding_zero_keys", kind="number", title="Which keys does padding remove?",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 
-from .core import checker, grade_choice, parse_number, parse_token, right, wrong
+from .core import checker, grade_choice, grade_number, parse_token, right, wrong
 from .registry import define
 
 __all__ = [
@@ -122,30 +122,26 @@ _TOLERANCE = 0.1   # nats: the value is read from the model and shown with two d
 def check_circuit_loss(answer, data: dict | None = None):
     """``answer``: the loss (nats) on the second copy with both circuit heads removed."""
     data = data or induction_data()
-    value, problem = parse_number(answer, "a loss in nats, e.g. 3.5")
-    if problem:
-        return problem
     target = data["without_both"]
     explain = (f"With both heads gone the loss on the second copy is {target:.2f} nats, against "
                f"{data['intact']:.2f} intact, {data['without_ind']:.2f} without the induction head alone and "
                f"{data['without_dup']:.2f} without the duplicate-token head alone; the first copy costs "
                f"{data['first']:.2f}.")
-    if abs(value - target) <= _TOLERANCE:
-        return right(explain + " Removing the second head of a circuit whose first step is already broken "
-                     "adds little: the two heads do one job together.")
-    if value < 0:
-        return wrong("A cross-entropy loss is never negative: it is minus the log of a probability.")
     named = {"intact": "the intact model's loss", "without_ind": "the loss without the induction head alone",
              "without_dup": "the loss without the duplicate-token head alone", "first": "the first copy's loss"}
-    for key, what in named.items():
-        if abs(value - data[key]) <= _TOLERANCE and abs(data[key] - target) > _TOLERANCE:
-            return wrong(f"{value:g} is {what}, which the chapter shows. Removing both heads is a new "
-                         "measurement: predict it, then run it.",
-                         hint="induction.repeated_loss(model, ablate=[(0, dup_head), (1, ind_head)])")
-    direction = "lower" if value < target else "higher"
-    return wrong(f"{value:g} nats is {direction} than what the model gives.",
-                 hint="Run induction.repeated_loss(model, ablate=[(0, dup_head), (1, ind_head)]) and "
-                      "type its value with two decimals.")
+    return grade_number(
+        answer, target,
+        explain + " Removing the second head of a circuit whose first step is already broken "
+                  "adds little: the two heads do one job together.",
+        what="a loss in nats, e.g. 3.5", abs_tol=_TOLERANCE,
+        mistakes=[(data[key], lambda v, what=what: f"{v:g} is {what}, which the chapter shows. Removing both "
+                                                  "heads is a new measurement: predict it, then run it.",
+                   "induction.repeated_loss(model, ablate=[(0, dup_head), (1, ind_head)])")
+                  for key, what in named.items()],
+        impossible=[(lambda v: v < 0, "A cross-entropy loss is never negative: it is minus the log of a probability.")],
+        otherwise=lambda v: f"{v:g} nats is {'lower' if v < target else 'higher'} than what the model gives.",
+        hint="Run induction.repeated_loss(model, ablate=[(0, dup_head), (1, ind_head)]) and "
+             "type its value with two decimals.")
 
 
 define(6, "circuit_loss", kind="number", title="Remove the whole circuit",

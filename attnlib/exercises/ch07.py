@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import html
 
-from .core import checker, parse_matrix, parse_number, parse_token, right, wrong
+from .core import checker, grade_number, parse_matrix, parse_token, right, wrong
 from .registry import define
 
 __all__ = [
@@ -222,37 +222,25 @@ def rollout(layers, residual: float = ROLLOUT_RESIDUAL):
 @checker
 def check_rollout(answer):
     """``answer``: rollout entry ``R[1, 0]`` for :data:`ROLLOUT_LAYERS` with residual 0.5."""
-    value, problem = parse_number(answer, "a share between 0 and 1")
-    if problem:
-        return problem
     layers = [list(map(list, layer)) for layer in ROLLOUT_LAYERS]
     expected = rollout(layers)[1][0]
-    if abs(value - expected) <= 5e-3:
-        return right(
-            f"R = Â1 Â0 with Â = 0.5 A + 0.5 I, and R[1, 0] = {expected:.3f}: the sum over the two "
-            "paths rain -> [CLS] -> [CLS] and rain -> rain -> [CLS] of the products of their weights."
-        )
-    wrong_answers = {
-        "no_residual": _matmul(layers[1], layers[0])[1][0],
-        "order": rollout(layers[::-1])[1][0],
-        "last": rollout(layers[1:])[1][0],
-        "entry": rollout(layers)[1][1],
-    }
-    messages = {
-        "no_residual": "That is A1 A0 without the residual term: add 0.5 I to each layer first.",
-        "order": "That is Â0 Â1: the later layer (layer 1) multiplies on the left (row-vector convention).",
-        "last": "That is layer 1 alone: roll both layers out.",
-        "entry": "That is R[1, 1], how much of 'rain' itself reaches 'rain'; the question asks for [CLS].",
-    }
-    for key, wrong_value in wrong_answers.items():
-        if abs(value - wrong_value) <= 5e-3:
-            return wrong(messages[key])
-    if not 0.0 <= value <= 1.0:
-        return wrong(f"{value:g} is not a share: rollout rows are probability vectors, so entries lie in [0, 1].")
-    return wrong(
-        f"{value:g} is not R[1, 0].",
-        hint="Â0 = 0.5 A0 + 0.5 I, Â1 = 0.5 A1 + 0.5 I, then R = Â1 Â0; read row 'rain', column '[CLS]'.",
-    )
+    return grade_number(
+        answer, expected,
+        f"R = Â1 Â0 with Â = 0.5 A + 0.5 I, and R[1, 0] = {expected:.3f}: the sum over the two "
+        "paths rain -> [CLS] -> [CLS] and rain -> rain -> [CLS] of the products of their weights.",
+        what="a share between 0 and 1", abs_tol=5e-3,
+        mistakes=[
+            (_matmul(layers[1], layers[0])[1][0], "That is A1 A0 without the residual term: add 0.5 I to each layer first."),
+            (rollout(layers[::-1])[1][0], "That is Â0 Â1: the later layer (layer 1) multiplies on the left "
+                                          "(row-vector convention)."),
+            (rollout(layers[1:])[1][0], "That is layer 1 alone: roll both layers out."),
+            (rollout(layers)[1][1], "That is R[1, 1], how much of 'rain' itself reaches 'rain'; the question "
+                                    "asks for [CLS]."),
+        ],
+        impossible=[(lambda v: not 0.0 <= v <= 1.0,
+                     lambda v: f"{v:g} is not a share: rollout rows are probability vectors, so entries lie in [0, 1].")],
+        otherwise=lambda v: f"{v:g} is not R[1, 0].",
+        hint="Â0 = 0.5 A0 + 0.5 I, Â1 = 0.5 A1 + 0.5 I, then R = Â1 Â0; read row 'rain', column '[CLS]'.")
 
 
 define(7, "sink", kind="token", title="Find the sink in the graph",

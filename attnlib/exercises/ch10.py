@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .core import checker, parse_number, right, wrong
+from .core import checker, grade_number
 from .registry import define
 
 __all__ = [
@@ -45,33 +45,28 @@ def shifted_score_data() -> dict:
             "query_only": score(i + SHIFT["shift"], j), "unrotated": (qi @ kj.T).item() / scale}
 
 
-def _near(value: float, target: float) -> bool:
-    return abs(value - target) <= 5e-4 + 1e-3 * abs(target)
-
-
 @checker
 def check_shifted_score(answer, data):
     """Grade the score after shifting both positions: the same score (RoPE depends on i - j)."""
-    value, problem = parse_number(answer, "a score (a number)")
-    if problem:
-        return problem
     s, shift = data["score"], data["shift"]
-    if _near(value, data["shifted"]):
-        return right(f"{data['shifted']:.4f}: the same score. Both vectors turn by {shift} times "
-                     "theta_m more in every pair m, and a dot product of two rotated vectors only "
-                     "sees the difference of their angles, (i - j) theta_m, which the shift leaves alone.")
-    if _near(value, data["query_only"]):
-        return wrong(f"{value:g} is the score with only the query moved (offset i - j grows by {shift}). "
-                     "Here both tokens move, so the offset i - j stays the same.")
-    if _near(value, data["unrotated"]):
-        return wrong(f"{value:g} is the score without any rotation, q . k / sqrt(d_k). The rotations do "
-                     "not cancel: what remains is a rotation by (i - j) theta_m, the same before and "
-                     "after the shift.")
-    if _near(value, s * math.cos(shift)) or _near(value, 0.0):
-        return wrong("The shift does not act on the score through a factor: both vectors turn by the "
-                     "same extra angle, which cancels in their dot product.")
-    return wrong(f"{value:g} is not it. Write the score as q^T R(i theta)^T R(j theta) k and use "
-                 "R(a)^T R(b) = R(b - a).", hint="What happens to i - j when both positions grow by the same amount?")
+    return grade_number(
+        answer, data["shifted"],
+        f"{data['shifted']:.4f}: the same score. Both vectors turn by {shift} times "
+        "theta_m more in every pair m, and a dot product of two rotated vectors only "
+        "sees the difference of their angles, (i - j) theta_m, which the shift leaves alone.",
+        what="a score (a number)", abs_tol=5e-4, rel_tol=1e-3,
+        mistakes=[
+            (data["query_only"], lambda v: f"{v:g} is the score with only the query moved (offset i - j grows "
+                                           f"by {shift}). Here both tokens move, so the offset i - j stays the same."),
+            (data["unrotated"], lambda v: f"{v:g} is the score without any rotation, q . k / sqrt(d_k). The "
+                                          "rotations do not cancel: what remains is a rotation by (i - j) theta_m, "
+                                          "the same before and after the shift."),
+            ((s * math.cos(shift), 0.0), "The shift does not act on the score through a factor: both vectors "
+                                         "turn by the same extra angle, which cancels in their dot product."),
+        ],
+        otherwise=lambda v: f"{v:g} is not it. Write the score as q^T R(i theta)^T R(j theta) k and use "
+                            "R(a)^T R(b) = R(b - a).",
+        hint="What happens to i - j when both positions grow by the same amount?")
 
 
 define(10, "shifted_score", kind="number", title="The score after a shift",
@@ -95,38 +90,31 @@ def cache_gib(n_layers, n_kv_heads, d_head, T, batch, bytes_per_number) -> float
 @checker
 def check_cache_bytes(answer, model: dict = CACHE_MODEL):
     """Grade the KV-cache size in GiB of ``model`` (see :data:`CACHE_MODEL`)."""
-    value, problem = parse_number(answer, "a size in GiB")
-    if problem:
-        return problem
     m = model
-    args = (m["n_layers"], m["n_kv_heads"], m["d_head"], m["T"], m["batch"], m["bytes"])
-    target = cache_gib(*args)
-    close = lambda a, b: math.isclose(a, b, rel_tol=5e-3)  # noqa: E731
-    if close(value, target):
-        return right(f"2 (keys and values) x {m['n_layers']} layers x {m['batch']} sequences x "
-                     f"{m['n_kv_heads']} key/value heads x {m['T']} tokens x {m['d_head']} x {m['bytes']} bytes "
-                     f"= {target * GIB:,.0f} bytes = {target:g} GiB.")
-    if value <= 0:
-        return wrong("A cache holding tokens takes a positive amount of memory.")
+    target = cache_gib(m["n_layers"], m["n_kv_heads"], m["d_head"], m["T"], m["batch"], m["bytes"])
     n_bytes = target * GIB
-    mistakes = [
-        (target * m["n_heads"] / m["n_kv_heads"], f"That counts {m['n_heads']} heads: only the "
-         f"{m['n_kv_heads']} key/value heads are cached; the query heads share them."),
-        (target / 2, "That counts only keys or only values; the cache holds both (the factor 2)."),
-        (target * 2, "That is twice too much: bfloat16 takes 2 bytes, not 4 (or keys and values were counted twice)."),
-        (target / m["batch"], f"That is one sequence; the batch has {m['batch']}, each with its own cache."),
-        (target / m["n_layers"], f"That is one layer; each of the {m['n_layers']} layers keeps its own keys and values."),
-        (n_bytes, "That is the size in bytes; divide by 2**30 for GiB."),
-        (n_bytes / 1e9, "That is gigabytes (10**9 bytes); a GiB is 2**30 = 1,073,741,824 bytes."),
-        (n_bytes / 2 ** 20, "That is MiB (2**20 bytes); divide by 1024 once more for GiB."),
-        (target / m["bytes"], "That counts numbers, not bytes: each bfloat16 takes 2 bytes."),
-    ]
-    for wrong_value, message in mistakes:
-        if close(value, wrong_value):
-            return wrong(message)
-    return wrong(f"{value:g} GiB is not it. Multiply: 2 (keys and values) x layers x batch x key/value "
-                 "heads x tokens x head width x bytes per number, then divide by 2**30.",
-                 hint="Which of the model's numbers does a cache of keys and values depend on?")
+    return grade_number(
+        answer, target,
+        f"2 (keys and values) x {m['n_layers']} layers x {m['batch']} sequences x "
+        f"{m['n_kv_heads']} key/value heads x {m['T']} tokens x {m['d_head']} x {m['bytes']} bytes "
+        f"= {n_bytes:,.0f} bytes = {target:g} GiB.",
+        what="a size in GiB", rel_tol=5e-3,
+        mistakes=[
+            (target * m["n_heads"] / m["n_kv_heads"], f"That counts {m['n_heads']} heads: only the "
+             f"{m['n_kv_heads']} key/value heads are cached; the query heads share them."),
+            (target / 2, "That counts only keys or only values; the cache holds both (the factor 2)."),
+            (target * 2, "That is twice too much: bfloat16 takes 2 bytes, not 4 (or keys and values were counted twice)."),
+            (target / m["batch"], f"That is one sequence; the batch has {m['batch']}, each with its own cache."),
+            (target / m["n_layers"], f"That is one layer; each of the {m['n_layers']} layers keeps its own keys and values."),
+            (n_bytes, "That is the size in bytes; divide by 2**30 for GiB."),
+            (n_bytes / 1e9, "That is gigabytes (10**9 bytes); a GiB is 2**30 = 1,073,741,824 bytes."),
+            (n_bytes / 2 ** 20, "That is MiB (2**20 bytes); divide by 1024 once more for GiB."),
+            (target / m["bytes"], "That counts numbers, not bytes: each bfloat16 takes 2 bytes."),
+        ],
+        impossible=[(lambda v: v <= 0, "A cache holding tokens takes a positive amount of memory.")],
+        otherwise=lambda v: f"{v:g} GiB is not it. Multiply: 2 (keys and values) x layers x batch x key/value "
+                            "heads x tokens x head width x bytes per number, then divide by 2**30.",
+        hint="Which of the model's numbers does a cache of keys and values depend on?")
 
 
 define(10, "cache_bytes", kind="number", title="The size of a KV cache",
@@ -146,30 +134,25 @@ GQA = {"H": 32, "H_kv": 8, "head": 13}
 def check_gqa_head(answer, H: int = GQA["H"], H_kv: int = GQA["H_kv"], head: int = GQA["head"]):
     """Grade the key/value head that query ``head`` reads: ``head // (H // H_kv)``
     (``attnlib.kv_head_of``, PyTorch's ``enable_gqa`` layout)."""
-    value, problem = parse_number(answer, "a head number")
-    if problem:
-        return problem
-    if value != int(value):
-        return wrong(f"{value:g} is not a whole number: heads are numbered 0, 1, 2, ...")
-    value = int(value)
     group = H // H_kv
     target = head // group
-    if value == target:
-        return right(f"Groups of H / H_kv = {group} consecutive query heads share one key/value head: "
-                     f"query heads {target * group}..{target * group + group - 1} read head {target} "
-                     f"({head} // {group} = {target}).")
-    if not 0 <= value < H_kv:
-        return wrong(f"There are only {H_kv} key/value heads, numbered 0 to {H_kv - 1}.")
-    if value == head % H_kv:
-        return wrong(f"{head} mod {H_kv} = {value} would deal the query heads out in turn (0, 1, ..., "
-                     f"{H_kv - 1}, 0, 1, ...). PyTorch and Hugging Face repeat each key/value head "
-                     f"{group} times in a row (repeat_interleave): consecutive query heads share one.")
-    if value == head // H_kv:
-        return wrong(f"That divides by H_kv = {H_kv}; divide by the group size H / H_kv = {group} instead.")
-    if value == target + 1 or value == target - 1:
-        return wrong("Off by one: heads and groups are both numbered from 0.")
-    return wrong(f"Head {value} is read by other query heads. Find the group of {group} consecutive query "
-                 f"heads that contains head {head}.", hint="Group g holds query heads g*(H/H_kv) .. (g+1)*(H/H_kv) - 1.")
+    return grade_number(
+        answer, target,
+        f"Groups of H / H_kv = {group} consecutive query heads share one key/value head: "
+        f"query heads {target * group}..{target * group + group - 1} read head {target} "
+        f"({head} // {group} = {target}).",
+        what="a head number", whole="heads are numbered 0, 1, 2, ...",
+        mistakes=[
+            (head % H_kv, f"{head} mod {H_kv} = {head % H_kv} would deal the query heads out in turn (0, 1, ..., "
+                          f"{H_kv - 1}, 0, 1, ...). PyTorch and Hugging Face repeat each key/value head "
+                          f"{group} times in a row (repeat_interleave): consecutive query heads share one."),
+            (head // H_kv, f"That divides by H_kv = {H_kv}; divide by the group size H / H_kv = {group} instead."),
+            ((target + 1, target - 1), "Off by one: heads and groups are both numbered from 0."),
+        ],
+        impossible=[(lambda v: not 0 <= v < H_kv, f"There are only {H_kv} key/value heads, numbered 0 to {H_kv - 1}.")],
+        otherwise=lambda v: f"Head {v} is read by other query heads. Find the group of {group} consecutive "
+                            f"query heads that contains head {head}.",
+        hint="Group g holds query heads g*(H/H_kv) .. (g+1)*(H/H_kv) - 1.")
 
 
 define(10, "gqa_head", kind="number", title="Which key/value head?",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "Feedback", "right", "wrong", "checker", "parse_number", "parse_matrix",
-    "parse_choice", "parse_token", "grade_choice", "as_plain",
+    "parse_choice", "parse_token", "grade_choice", "grade_number", "as_plain",
 ]
 
 
@@ -225,3 +225,81 @@ def grade_choice(answer, options, correct, right_message: str, feedback: dict, h
     if choice == correct:
         return right(right_message)
     return wrong(feedback[choice], hint=hint)
+
+
+def _say(message, value) -> str:
+    """A feedback message: ``message`` itself, or ``message(value)`` when it is callable."""
+    return message(value) if callable(message) else message
+
+
+def _within(value: float, target: float, abs_tol: float, rel_tol: float) -> bool:
+    """numpy.isclose's rule (not symmetric): ``|value - target| <= abs_tol + rel_tol * |target|``."""
+    return abs(value - target) <= abs_tol + rel_tol * abs(target)
+
+
+def grade_number(answer, target, right_message, *, what: str = "a number", abs_tol: float = 0.0,
+                 rel_tol: float = 0.0, mistakes=(), mistake_tol=None, impossible=(),
+                 whole: str | None = None, otherwise=None, hint: str | None = None) -> Feedback:
+    """Grade a typed number against the measured ``target``: the one body of every checker of
+    kind ``number`` (predict, then check a value read from the exercise's data).
+
+    The answer is read by :func:`parse_number` (text with a decimal point or comma, a number,
+    a one-element array or tensor); ``None``, text, NaN or infinity get its message, which
+    names ``what`` was expected.  Then, in this order, the first rule that applies answers:
+
+    1. ``whole``: when given, a number that is not whole is refused with
+       ``"<value> is not a whole number: <whole>"``; from here on the value is an ``int``.
+    2. Right: ``|value - target| <= abs_tol + rel_tol * |target|`` (numpy.isclose's rule; with
+       both tolerances 0 only the exact value counts), feedback ``right_message``.
+    3. ``mistakes``: ``(values, message)`` or ``(values, message, hint)`` pairs, ``values`` one
+       number or a tuple of numbers, each the result of one typical mistake; an answer within
+       ``mistake_tol`` (``(abs_tol, rel_tol)``, default the right answer's tolerances) of one
+       of them gets that mistake's message.  A mistake whose value lies within the right
+       answer's tolerance of ``target`` is skipped: it cannot be told apart from the truth.
+    4. ``impossible``: ``(predicate, message)`` pairs for values no answer can take (a negative
+       loss, a share above 1); the first predicate that is true for the value answers.
+    5. ``otherwise`` (with ``hint``): by default ``"<value> is too high."`` or ``"... too low."``.
+
+    Every message may be a str or a function of the (parsed) value returning one, so that it
+    can quote the learner's number.  Units: ``target``, the tolerances and the mistakes' values
+    are in the unit of the question.
+
+    Raises:
+        TypeError: ``target`` is not a real number (a bug of the exercise, not of the learner;
+            :func:`checker` turns it into feedback).
+        ValueError: ``target`` is NaN or infinite, or a tolerance is negative.
+
+    >>> grade_number("0,5", 0.5, "Yes.", abs_tol=0.01).text
+    'Correct. Yes.'
+    >>> grade_number(2, 0.5, "Yes.", mistakes=[(2.0, "That is 1/0.5.")]).text
+    'Not yet. That is 1/0.5.'
+    >>> grade_number("0.7", 0.5, "Yes.", abs_tol=0.01, hint="Divide 1 by 2.").text
+    'Not yet. 0.7 is too high. Hint: Divide 1 by 2.'
+    """
+    if isinstance(target, bool) or not isinstance(target, numbers.Real):
+        raise TypeError(f"target must be a real number, got {type(target).__name__}")
+    if not math.isfinite(target):
+        raise ValueError(f"target must be finite, got {target}")
+    m_abs, m_rel = (abs_tol, rel_tol) if mistake_tol is None else mistake_tol
+    if min(abs_tol, rel_tol, m_abs, m_rel) < 0:
+        raise ValueError(f"tolerances must be >= 0, got abs_tol={abs_tol}, rel_tol={rel_tol}, "
+                         f"mistake_tol={mistake_tol}")
+    value, problem = parse_number(answer, what)
+    if problem:
+        return problem
+    if whole is not None:
+        if value != int(value):
+            return wrong(f"{value:g} is not a whole number: {whole}")
+        value = int(value)
+    if _within(value, target, abs_tol, rel_tol):
+        return right(_say(right_message, value))
+    for values, message, *extra in mistakes:
+        for v in values if isinstance(values, (tuple, list)) else (values,):
+            if _within(value, v, m_abs, m_rel) and not _within(v, target, abs_tol, rel_tol):
+                return wrong(_say(message, value), hint=extra[0] if extra else None)
+    for is_impossible, message in impossible:
+        if is_impossible(value):
+            return wrong(_say(message, value))
+    if otherwise is None:
+        otherwise = f"{value:g} is too {'high' if value > target else 'low'}."
+    return wrong(_say(otherwise, value), hint=hint)
