@@ -269,7 +269,9 @@ def head_hover(weights, tokens, *, query: int = 0, title: str | None = None) -> 
 
     The tokens are shown as a sentence; the hovered token is the query ``i`` and every
     token ``j`` is shaded by ``weights[i, j]`` with the number underneath, next to the
-    head's full heatmap with row ``i`` outlined and the three keys it weights most.
+    head's full heatmap (colour scale from 0 to the head's largest weight) with row ``i``
+    outlined and the three keys it weights most.  :func:`induction_heads` shows several heads
+    in the same view, with a menu.
 
     Shapes:
         weights: ``(T_q, T_k)`` with ``T_q = T_k``, rows summing to 1, e.g.
@@ -285,7 +287,9 @@ def head_hover(weights, tokens, *, query: int = 0, title: str | None = None) -> 
     """
     w = _stochastic(weights)
     toks = _tokens(tokens, w.shape[1], "key")
-    data = {"tokens": toks, "weights": _numbers(w), "query": _index(query, w.shape[0], "query")}
+    rows = _numbers(w)
+    data = {"tokens": toks, "weights": rows, "query": _index(query, w.shape[0], "query"),
+            "vmax": max(max(row) for row in rows)}  # one head: the colour scale ends at its largest weight
     return render("hover", data, _title(title, "Where each token looks"), len(toks))
 
 
@@ -325,7 +329,8 @@ def round_attentions(attentions, decimals: int = 3) -> tuple[torch.Tensor, ...]:
 def induction_heads(layer_weights, tokens, *, head: int | None = None, query: int = 0,
                     title: str | None = None) -> Explorable:
     """Chapter 6: every head of a small model on one sequence; pick a head from a menu, then
-    hover (or focus) a token to highlight its row, as :func:`head_hover` does for one head.
+    hover (or focus) a token to highlight its row: the view of :func:`head_hover` (the same
+    ``'hover'`` explorable, ``static/xp_hover.js``), with a head menu when there are several.
 
     The menu lists the heads as ``"layer l, head h"``; the heatmap uses one fixed colour scale
     from 0 to 1 for every head, so that heads can be compared colour for colour.
@@ -344,7 +349,7 @@ def induction_heads(layer_weights, tokens, *, head: int | None = None, query: in
 
     >>> w = [torch.eye(3)[None, None].repeat(1, 2, 1, 1)] * 2
     >>> induction_heads(w, ["a", "b", "c"]).kind
-    'heads'
+    'hover'
     """
     if not isinstance(layer_weights, (list, tuple)) or not layer_weights:
         raise TypeError(f"layer_weights must be a non-empty list of (1, H, T, T) tensors, one per layer, "
@@ -365,8 +370,9 @@ def induction_heads(layer_weights, tokens, *, head: int | None = None, query: in
     T = shape[-1]
     toks = _tokens(tokens, T, "key")
     start = len(heads) - 1 if head is None else _index(head, len(heads), "head")
-    data = {"tokens": toks, "heads": heads, "head": start, "query": _index(query, T, "query")}
-    return render("heads", data, _title(title, "Every head of the trained model: pick one, hover a token"), len(toks))
+    data = {"tokens": toks, "heads": heads, "head": start, "query": _index(query, T, "query"),
+            "vmax": 1.0}  # weights are probabilities: one scale for every head, compared colour for colour
+    return render("hover", data, _title(title, "Every head of the trained model: pick one, hover a token"), len(toks))
 __all__ += ["induction_heads"]
 
 

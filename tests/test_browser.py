@@ -149,11 +149,9 @@ def respond(page, uid: str, kind: str) -> bool:
     elif kind == "graph":
         value = float(page.eval_on_selector(f"#{uid}-threshold", "e => e.value"))
         page.evaluate(SET_RANGE, [f"#{uid}-threshold", 0 if value > 0 else 0.2])
-    elif kind == "hover":
+    elif kind == "hover":  # one head (chapter 8) or several with a head menu (chapter 6)
         q = page.get_attribute(f"#{uid}", "data-query")
         page.hover(f"#{uid} .xp-chip[data-j='{1 if q == '0' else 0}']")
-    elif kind == "heads":
-        page.select_option(f"#{uid}-head", "0" if page.get_attribute(f"#{uid}", "data-head") != "0" else "1")
     elif kind == "rope":
         page.evaluate(SET_RANGE, [f"#{uid}-offset", 5])
     else:
@@ -324,6 +322,49 @@ def test_heads_picker_shows_the_picked_heads_row(explorer_page, figures):
             page.hover(f"#{uid} .xp-chip[data-j='{j}']")
             assert page.evaluate(WEIGHTS, f"#{uid} .xp-chip") == heads[h]["weights"][j]
             assert heads[h]["label"] in page.inner_text(f"#{uid} [data-role=readout]")
+
+
+TOP_OF_VIRIDIS = "rgb(253,231,37)"  # xp_core.js's viridis(1): the top of a heatmap's colour scale
+
+
+def test_one_head_and_many_heads_share_the_view_and_its_scale(explorer_page, figures):
+    """The same view draws chapter 8's one head (no menu; the scale ends at the head's largest
+    weight) and chapter 6's heads (a menu; one scale 0..1 for every head)."""
+    page, one, many = explorer_page.page, figures["hover"], figures["heads"]
+    assert page.eval_on_selector_all(f"#{one.uid} select", "els => els.length") == 0
+    assert page.eval_on_selector_all(f"#{many.uid}-head option", "els => els.map(e => e.textContent)") == \
+        [h["label"] for h in data_of(many)["heads"]]
+    fills = lambda uid: page.eval_on_selector_all(f"#{uid} rect[data-role=cell]", "els => els.map(e => e.getAttribute('fill'))")  # noqa: E731
+    w = torch.tensor(data_of(one)["weights"]).flatten()
+    got = fills(one.uid)
+    assert len(got) == w.numel() and got[int(w.argmax())] == TOP_OF_VIRIDIS
+    assert sum(f == TOP_OF_VIRIDIS for f in got) == int((w == w.max()).sum())
+    for h, head in enumerate(data_of(many)["heads"]):
+        page.select_option(f"#{many.uid}-head", str(h))
+        w = torch.tensor(head["weights"]).flatten()
+        got = fills(many.uid)
+        assert [f == TOP_OF_VIRIDIS for f in got] == (w >= 0.999).tolist(), f"head {h}: the scale is not 0..1"
+    assert explorer_page.errors == []
+
+
+def test_hover_views_work_from_the_keyboard(explorer_page, figures):
+    """Tab onto a token to pick the query; arrow keys in the head menu pick the head."""
+    page = explorer_page.page
+    page.mouse.move(0, 0)  # off every figure: a focus that scrolls must not slide a chip under the pointer
+    for x in (figures["hover"], figures["heads"]):
+        uid = x.uid
+        page.focus(f"#{uid} .xp-chip[data-j='0']")
+        assert page.get_attribute(f"#{uid}", "data-query") == "0"
+        page.keyboard.press("Tab")
+        assert page.evaluate("() => document.activeElement.getAttribute('data-j')") == "1"
+        assert page.get_attribute(f"#{uid}", "data-query") == "1"
+    uid, heads = figures["heads"].uid, data_of(figures["heads"])["heads"]
+    page.select_option(f"#{uid}-head", "0")
+    page.focus(f"#{uid}-head")
+    page.keyboard.press("ArrowDown")
+    assert page.get_attribute(f"#{uid}", "data-head") == "1"
+    assert heads[1]["label"] in page.inner_text(f"#{uid} [data-role=readout]")
+    assert page.evaluate(WEIGHTS, f"#{uid} .xp-chip") == heads[1]["weights"][1]
 
 
 def test_convex_point_follows_the_sliders_and_stays_in_the_hull(explorer_page, figures):

@@ -151,3 +151,23 @@ def test_numpy_and_float32_float64_inputs_are_accepted():
     a = xp.head_hover(GOOD.numpy(), TOK)
     b = xp.head_hover(GOOD.double(), TOK)
     assert embedded_data(a)["weights"] == embedded_data(b)["weights"]
+
+
+def test_head_hover_and_induction_heads_are_one_view(head):
+    """Chapters 6 and 8 share one view (static/xp_hover.js): the same kind and the same script;
+    one head's colour scale ends at its largest weight, several heads share the scale 0..1."""
+    w = head["weights"]
+    one = xp.head_hover(w, head["tokens"], query=2)
+    many = xp.induction_heads([torch.stack([w, w.T.softmax(-1)])[None]], head["tokens"], head=1, query=2)
+    assert one.kind == many.kind == "hover"
+    script = lambda x: x.html.split("<script>")[1].split("var UID")[0]  # noqa: E731  the code before the data
+    assert script(one) == script(many), "the two figures must run the same code"
+    d1, d2 = embedded_data(one), embedded_data(many)
+    assert d1["vmax"] == max(max(r) for r in d1["weights"]) == pytest.approx(w.max().item(), rel=1e-6)
+    assert d2["vmax"] == 1.0 and d2["head"] == 1 and d2["query"] == 2
+    assert [h["label"] for h in d2["heads"]] == ["layer 0, head 0", "layer 0, head 1"]
+    np.testing.assert_allclose(np.array(d2["heads"][0]["weights"]), w.numpy(), atol=1e-7)
+    np.testing.assert_allclose(np.array(d2["heads"][1]["weights"]), w.T.softmax(-1).numpy(), atol=1e-7)
+    from attnlib._xp_html import STATIC_DIR
+    views = sorted(p.name for p in STATIC_DIR.glob("xp_*.js"))
+    assert "xp_heads.js" not in views and "xp_hover.js" in views

@@ -283,7 +283,7 @@ def test_induction_heads_explorable_embeds_every_head():
     tokens = induction.repeated_sequences(1, seed=0)[:, :12]
     weights = induction.head_patterns(model, tokens)
     x = explorables.induction_heads(weights, induction.decode(tokens[0]), query=5)
-    assert x.kind == "heads" and x.n_tokens == 12
+    assert x.kind == "hover" and x.n_tokens == 12
     assert x.html.count('"label":') == 4 and "layer 1, head 1" in x.html
     with pytest.raises(ValueError, match="one"):
         explorables.induction_heads([torch.ones(2, 2, 3, 3) / 3], ["a", "b", "c"])

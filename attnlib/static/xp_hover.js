@@ -1,7 +1,27 @@
-/* Chapter 8: hover (or focus) a token to see its row of one real head.
- * data: {tokens (T), weights: T rows of T numbers, query: initial row, title} */
+/* Hover (or focus) a token to see its row of a real head; with several heads, a menu picks the head.
+ * One view for explorables.head_hover (one head, chapter 8) and explorables.induction_heads
+ * (every head of a small model, chapter 6).
+ * data: {tokens (T), query: initial row, vmax: top of the heatmap's colour scale, and either
+ *        weights: T rows of T numbers (one head) or heads: [{label, weights}] with head: initial head} */
 function view(root, data, uid) {
-  var T = data.tokens.length, i, j;
+  var T = data.tokens.length, i, j, k;
+  var heads = data.heads || [{label: "", weights: data.weights}];
+  var head = data.heads ? data.head : 0, current = data.query;
+  var picker = null;
+  if (heads.length > 1) {
+    var controls = el("div", {"class": "xp-controls"}), wrap = el("div", {"class": "xp-control"});
+    wrap.appendChild(el("label", {"for": uid + "-head"}, "head "));
+    picker = el("select", {id: uid + "-head", "data-role": "head"});
+    heads.forEach(function (h, n) {
+      var opt = el("option", {value: String(n)}, h.label);
+      if (n === head) opt.selected = true;
+      picker.appendChild(opt);
+    });
+    wrap.appendChild(picker);
+    controls.appendChild(wrap);
+    root.appendChild(controls);
+  }
+
   var sentence = el("div", {"class": "xp-tokens", "data-role": "tokens"});
   var chips = [];
   for (j = 0; j < T; j++) {
@@ -13,39 +33,53 @@ function view(root, data, uid) {
     chips.push({node: chip, num: num});
     sentence.appendChild(chip);
   }
-  root.appendChild(el("p", {"class": "xp-hint"}, "Hover over a token (or focus it with Tab) to colour every token by the weight it receives from it."));
+  root.appendChild(el("p", {"class": "xp-hint"}, (picker ? "Pick a head, then hover" : "Hover") +
+    " over a token (or focus it with Tab) to colour every token by the weight it receives from it."));
   root.appendChild(sentence);
 
   var room = labelRoom(data.tokens, 10), left = Math.max(50, room), top = Math.round(0.82 * room) + 10;
   var cell = Math.max(5, Math.min(22, Math.floor((Math.min(460, columnWidth(root)) - left - 20) / T)));
   var W = left + T * cell + 20, H = top + T * cell + 40;
-  var svg = fluidSvg(W, H, {role: "img", "aria-label": "the head's full weight matrix; the hovered query's row is outlined"});
-  var vmax = 0;
-  for (i = 0; i < T; i++) for (j = 0; j < T; j++) vmax = Math.max(vmax, data.weights[i][j]);
+  var svg = fluidSvg(W, H, {role: "img", "aria-label": "the " + (picker ? "picked " : "") +
+                            "head's full weight matrix; the hovered query's row is outlined"});
+  var rects = [];
   for (i = 0; i < T; i++) {
+    rects.push([]);
     for (j = 0; j < T; j++) {
-      svg.appendChild(sv("rect", {x: left + j * cell, y: top + i * cell, width: cell, height: cell,
-                                  fill: viridis(data.weights[i][j] / (vmax || 1))}));
+      var r = sv("rect", {x: left + j * cell, y: top + i * cell, width: cell, height: cell, "data-role": "cell"});
+      rects[i].push(r);
+      svg.appendChild(r);
     }
   }
-  tokenLabels(svg, data.tokens, function (k) { return left + k * cell + cell / 2; }, top - 6, "top", "ax-small");
-  tokenLabels(svg, data.tokens, function (k) { return top + k * cell + cell / 2; }, left - 6, "left", "ax-small");
+  tokenLabels(svg, data.tokens, function (n) { return left + n * cell + cell / 2; }, top - 6, "top", "ax-small");
+  tokenLabels(svg, data.tokens, function (n) { return top + n * cell + cell / 2; }, left - 6, "left", "ax-small");
   var outline = sv("rect", {x: left - 2, width: T * cell + 4, height: cell, "class": "xp-outline", "data-role": "row"});
   svg.appendChild(outline);
-  colourBar(svg, uid, left, top + T * cell + 10, Math.min(180, T * cell), vmax, "weight");
+  colourBar(svg, uid, left, top + T * cell + 10, Math.min(180, T * cell), data.vmax, "weight");
   root.appendChild(svg);
   var readout = el("p", {"class": "xp-readout", "data-role": "readout", "aria-live": "polite"});
   root.appendChild(readout);
 
-  var DARK = [17, 17, 17, 1], current = data.query;
+  var DARK = [17, 17, 17, 1];
+  function paint() {  /* one colour scale, 0..vmax, whichever head is shown */
+    var w = heads[head].weights;
+    for (i = 0; i < T; i++) for (j = 0; j < T; j++) rects[i][j].setAttribute("fill", viridis(w[i][j] / (data.vmax || 1)));
+    root.setAttribute("data-head", String(head));
+  }
   function select(q) {
-    var w = data.weights[q], best = [], k;
+    var w = heads[head].weights[q], best = [];
     var behind = opaqueBackground(root), ink = parseRGB(window.getComputedStyle(root).color) || [0, 0, 0, 1];
     current = q;
     var rowMax = Math.max.apply(null, w) || 1;
     for (k = 0; k < T; k++) {
       var c = chips[k];
       var alpha = 0.9 * w[k] / rowMax, fill = blend([255, 140, 0, alpha], behind);
+      /* where neither ink reaches 4.5:1 (mid orange on a dark page), deepen the orange a little
+         until near-black text does: the number under the token carries the exact weight */
+      while (Math.max(contrast(ink, fill), contrast(DARK, fill)) < 4.5 && alpha < 1) {
+        alpha = Math.min(1, alpha + 0.05);
+        fill = blend([255, 140, 0, alpha], behind);
+      }
       c.node.style.backgroundColor = "rgba(255, 140, 0, " + alpha.toFixed(3) + ")";
       /* the page's ink, or near-black where that reads better on the orange (both themes) */
       c.node.style.color = contrast(ink, fill) >= contrast(DARK, fill) ? "" : "rgb(17,17,17)";
@@ -57,15 +91,18 @@ function view(root, data, uid) {
     best.sort(function (a, b) { return w[b] - w[a]; });
     outline.setAttribute("y", top + q * cell);
     root.setAttribute("data-query", String(q));
-    readout.textContent = "query \u201c" + data.tokens[q] + "\u201d (" + q + ") looks most at: " +
-      best.slice(0, 3).map(function (k) { return "\u201c" + data.tokens[k] + "\u201d " + fmt(w[k], 3); }).join(", ");
+    readout.textContent = (heads[head].label ? heads[head].label + ": " : "") + "query \u201c" + data.tokens[q] +
+      "\u201d (" + q + ") looks most at: " +
+      best.slice(0, 3).map(function (n) { return "\u201c" + data.tokens[n] + "\u201d (" + n + ") " + fmt(w[n], 3); }).join(", ");
   }
+  if (picker) picker.addEventListener("change", function () { head = parseInt(picker.value, 10); paint(); select(current); });
   sentence.addEventListener("mouseover", pick);
   sentence.addEventListener("focusin", pick);
   function pick(ev) {
     var t = ev.target.closest ? ev.target.closest(".xp-chip") : null;
     if (t && sentence.contains(t)) select(+t.getAttribute("data-j"));
   }
+  paint();
   select(data.query);
   /* the reader may switch the page between light and dark: re-pick the ink of the chips */
   if (window.MutationObserver) {
