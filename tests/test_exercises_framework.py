@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnlib.exercises import REGISTRY, Feedback, checker, exercise, exercise_names, right, wrong
-from attnlib.exercises.core import grade_number, parse_choice, parse_matrix, parse_number, parse_token
+from attnlib.exercises.core import grade_choice, grade_number, parse_choice, parse_matrix, parse_number, parse_token
 from attnlib.exercises.widgets import ChoiceExercise, MatrixToggleExercise, NumberExercise, TokenExercise
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,6 +146,15 @@ def test_grade_number_refuses_a_broken_exercise(target, kw, error, fragment):
     # inside a checker the bug becomes feedback, never a traceback for the learner
     fb = checker(lambda answer: grade_number(answer, target, "yes", **kw))(1.0)
     assert not fb.correct and error.__name__ in fb.message
+
+
+def test_grade_choice_appends_the_measurement_to_every_option_but_not_to_a_non_option():
+    opts, fb = ("a", "b"), {"b": "b is wrong."}
+    assert grade_choice("a", opts, "a", "a is right.", fb, measured="Measured: 3.").text == "Correct. a is right. Measured: 3."
+    got = grade_choice("b", opts, "a", "a is right.", fb, hint="h", measured="Measured: 3.")
+    assert (got.message, got.hint) == ("b is wrong. Measured: 3.", "h")
+    assert "Measured" not in grade_choice("z", opts, "a", "a is right.", fb, measured="Measured: 3.").message
+    assert grade_choice("b", opts, "a", "a is right.", fb).message == "b is wrong."
 
 
 def test_checker_decorator_turns_exceptions_into_feedback():

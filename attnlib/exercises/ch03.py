@@ -10,7 +10,7 @@ import functools
 import html
 import math
 
-from .core import checker, grade_choice, grade_number, parse_choice, parse_token, right, wrong
+from .core import checker, grade_choice, grade_number, parse_token, right, wrong
 from .registry import define
 
 __all__ = [
@@ -152,25 +152,20 @@ def bias_example() -> dict:
 def check_bias(answer, data=None):
     """Grade "what does b_V add to row i of A V?"  Right: exactly b_V for every query (row view:
     the row of A sums to 1).  ``data`` from :func:`bias_example`."""
-    choice, bad = parse_choice(answer, BIAS_OPTIONS)
-    if bad:
-        return bad
     data = data or bias_example()
-    measured = (f"Measured on layer {LAYER}, head {HEAD}: out(with b_V) - out(without) differs from b_V "
-                f"by at most {data['gap']:.1e}, for |b_V| = {data['norm_b']:.2f}.")
-    if choice == BIAS_OPTIONS[0]:
-        return right("Row view: row i of A V is sum_j A[i, j] (x_j W_V + b_V) = (row i of A X W_V) + "
-                     "(sum_j A[i, j]) b_V, and the weights sum to 1. " + measured)
-    if choice == BIAS_OPTIONS[1]:
-        return wrong("Each key does bring one b_V, but weighted by A[i, j], and those weights sum to "
-                     "1, not T. " + measured)
-    if choice == BIAS_OPTIONS[2]:
-        sums = ", ".join(f"{c:.2f}" for c in data["column_sums"])
-        return wrong("Column sums of A say how much attention a key receives (here " + sums +
-                     "); the bias of the values is averaged along a row, whose sum is 1. " + measured)
-    return wrong("The softmax acts on the scores, before the values are mixed; b_V is part of the "
-                 "values. (A bias of the keys is what the softmax removes: q_i . b_K is the same for every "
-                 "key of row i.) " + measured)
+    sums = ", ".join(f"{c:.2f}" for c in data["column_sums"])
+    return grade_choice(
+        answer, BIAS_OPTIONS, BIAS_OPTIONS[0],
+        "Row view: row i of A V is sum_j A[i, j] (x_j W_V + b_V) = (row i of A X W_V) + "
+        "(sum_j A[i, j]) b_V, and the weights sum to 1.",
+        {BIAS_OPTIONS[1]: "Each key does bring one b_V, but weighted by A[i, j], and those weights sum to 1, not T.",
+         BIAS_OPTIONS[2]: "Column sums of A say how much attention a key receives (here " + sums +
+                          "); the bias of the values is averaged along a row, whose sum is 1.",
+         BIAS_OPTIONS[3]: "The softmax acts on the scores, before the values are mixed; b_V is part of the "
+                          "values. (A bias of the keys is what the softmax removes: q_i . b_K is the same for "
+                          "every key of row i.)"},
+        measured=(f"Measured on layer {LAYER}, head {HEAD}: out(with b_V) - out(without) differs from b_V "
+                  f"by at most {data['gap']:.1e}, for |b_V| = {data['norm_b']:.2f}."))
 
 
 def _matrix_html(data: dict) -> str:

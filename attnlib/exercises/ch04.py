@@ -11,7 +11,7 @@ import functools
 import html
 import math
 
-from .core import checker, parse_choice, parse_number, right, wrong
+from .core import checker, grade_choice, parse_number, right, wrong
 from .registry import define
 
 __all__ = [
@@ -139,24 +139,20 @@ def check_entropy_dk(answer, data=None):
     """Grade "d_k doubles but the scores are still divided by sqrt(old d_k): what happens to
     the mean row entropy?"  Right: it falls (the scores are sqrt(2) times too large, and the
     entropy of softmax(beta s) decreases as beta grows).  ``data`` from :func:`entropy_example`."""
-    choice, bad = parse_choice(answer, ENTROPY_OPTIONS)
-    if bad:
-        return bad
     data = data or entropy_example()
-    measured = (f"Measured on the encoder: {data['h_scaled']:.3f} nats with 1/sqrt({data['d_k']}), "
-                f"{data['h_unscaled']:.3f} with 1/sqrt({data['d_k'] // 2}); log T = {data['log_T']:.3f}.")
-    if choice == ENTROPY_OPTIONS[0]:
-        return right("Doubling d_k doubles the variance of q . k, so with the old divisor the scores "
-                     "are about sqrt(2) times too large, and the entropy of softmax(beta s) falls as "
-                     "beta grows (its derivative is -beta Var(s) <= 0). " + measured)
-    if choice == ENTROPY_OPTIONS[1]:
-        return wrong("Larger scores make the softmax more peaked, not more even; entropy moves "
-                     "toward log T only when the scores shrink. " + measured)
-    if choice == ENTROPY_OPTIONS[2]:
-        return wrong("The softmax ignores a constant added to a row, not a factor: multiplying the "
-                     "scores changes the weights. " + measured)
-    return wrong("Entropy 0 is a one-hot row, the limit of infinitely large scores; a factor of "
-                 "sqrt(2) sharpens the rows without making them one-hot. " + measured)
+    return grade_choice(
+        answer, ENTROPY_OPTIONS, ENTROPY_OPTIONS[0],
+        "Doubling d_k doubles the variance of q . k, so with the old divisor the scores "
+        "are about sqrt(2) times too large, and the entropy of softmax(beta s) falls as "
+        "beta grows (its derivative is -beta Var(s) <= 0).",
+        {ENTROPY_OPTIONS[1]: "Larger scores make the softmax more peaked, not more even; entropy moves "
+                             "toward log T only when the scores shrink.",
+         ENTROPY_OPTIONS[2]: "The softmax ignores a constant added to a row, not a factor: multiplying the "
+                             "scores changes the weights.",
+         ENTROPY_OPTIONS[3]: "Entropy 0 is a one-hot row, the limit of infinitely large scores; a factor of "
+                             "sqrt(2) sharpens the rows without making them one-hot."},
+        measured=(f"Measured on the encoder: {data['h_scaled']:.3f} nats with 1/sqrt({data['d_k']}), "
+                  f"{data['h_unscaled']:.3f} with 1/sqrt({data['d_k'] // 2}); log T = {data['log_T']:.3f}."))
 
 
 # ------------------------------------------------------------------ overflow of a naive softmax
@@ -192,24 +188,20 @@ def overflow_example() -> dict:
 def check_overflow(answer, data=None):
     """Grade "what does a naive float32 softmax return on these scores + 100?"  Right: NaN
     (exp overflows to inf, and inf / inf is NaN).  ``data`` from :func:`overflow_example`."""
-    choice, bad = parse_choice(answer, OVERFLOW_OPTIONS)
-    if bad:
-        return bad
     data = data or overflow_example()
-    measured = (f"Measured: exp overflowed to inf for {data['n_inf_exp']} keys and the naive weights "
-                f"have {data['n_nan']} NaN entries; attnlib.softmax, which subtracts the row maximum "
-                f"first, returns the unshifted weights to {data['stable_gap']:.1e}.")
-    if choice == OVERFLOW_OPTIONS[1]:
-        return right("exp(s + 100) exceeds the largest float32 (about 3.4e38, e^88.7), so every "
-                     "exponential is inf and inf / inf = NaN. " + measured)
-    if choice == OVERFLOW_OPTIONS[0]:
-        return wrong("Mathematically yes, the softmax ignores a constant added to a row; but the "
-                     "naive formula never gets there in float32. " + measured)
-    if choice == OVERFLOW_OPTIONS[2]:
-        return wrong("A shift changes no difference between scores, so it cannot flatten the row; "
-                     "and in float32 the naive formula fails before any weight is formed. " + measured)
-    return wrong("A shift does not sharpen the row (a factor would); in float32 the naive formula "
-                 "fails outright. " + measured)
+    return grade_choice(
+        answer, OVERFLOW_OPTIONS, OVERFLOW_OPTIONS[1],
+        "exp(s + 100) exceeds the largest float32 (about 3.4e38, e^88.7), so every "
+        "exponential is inf and inf / inf = NaN.",
+        {OVERFLOW_OPTIONS[0]: "Mathematically yes, the softmax ignores a constant added to a row; but the "
+                              "naive formula never gets there in float32.",
+         OVERFLOW_OPTIONS[2]: "A shift changes no difference between scores, so it cannot flatten the row; "
+                              "and in float32 the naive formula fails before any weight is formed.",
+         OVERFLOW_OPTIONS[3]: "A shift does not sharpen the row (a factor would); in float32 the naive formula "
+                              "fails outright."},
+        measured=(f"Measured: exp overflowed to inf for {data['n_inf_exp']} keys and the naive weights "
+                  f"have {data['n_nan']} NaN entries; attnlib.softmax, which subtracts the row maximum "
+                  f"first, returns the unshifted weights to {data['stable_gap']:.1e}."))
 
 
 def _temperature_question(data) -> str:

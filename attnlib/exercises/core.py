@@ -215,16 +215,20 @@ def parse_token(answer, tokens):
     return None, wrong(f"Expected a token or its position, got a {type(answer).__name__}.")
 
 
-def grade_choice(answer, options, correct, right_message: str, feedback: dict, hint: str | None = None) -> Feedback:
+def grade_choice(answer, options, correct, right_message: str, feedback: dict, hint: str | None = None,
+                 measured: str | None = None) -> Feedback:
     """Grade a multiple-choice answer: ``right_message`` for ``correct``, the option's own
     explanation from ``feedback`` (what that choice gets wrong) for any other option, and the
-    ``parse_choice`` message for an answer that is not an option at all."""
+    ``parse_choice`` message for an answer that is not an option at all.  ``measured`` (the
+    real numbers behind the answer, e.g. ``"Measured on layer 0: ..."``) is appended, after a
+    space, to the message of every option, right or wrong."""
     choice, problem = parse_choice(answer, options)
     if problem:
         return problem
+    tail = "" if measured is None else " " + measured
     if choice == correct:
-        return right(right_message)
-    return wrong(feedback[choice], hint=hint)
+        return right(right_message + tail)
+    return wrong(feedback[choice] + tail, hint=hint)
 
 
 def _say(message, value) -> str:
