@@ -273,14 +273,14 @@ def _longer_key_question(data) -> str:
             f"sentence. For each query i: its scaled score S[i, {key}] = q<sub>i</sub> &middot; "
             f"k<sub>{key}</sub> / &radic;d<sub>k</sub> with the key <i>{key}</i>, and its weight "
             f"A[i, {key}].<table><tr><th>query i</th><th>S[i, {key}]</th><th>A[i, {key}]</th></tr>{rows}"
-            f"</table>Predict, then check: if the key vector k<sub>{key}</sub> were "
-            f"{LONGER_SCALE:g} times as long (every other query and key unchanged), for how many of the "
+            f"</table>Predict, then check: if the key vector k<sub>{key}</sub> were multiplied by "
+            f"{LONGER_SCALE:g} (every other query and key unchanged), for how many of the "
             f"{len(tokens)} queries would the weight on <i>{key}</i> grow?")
 
 
 define(3, "longer_key", kind="number", title="A longer key: who reads it more?",
        question=_longer_key_question, data=longer_key_example, grade=check_longer_key,
-       placeholder="a whole number, e.g. 4")
+       placeholder="e.g. 4")
 
 
 # --------------------------------------------------------------- reading a head with evidence
