@@ -7,7 +7,8 @@ exercise and test gets the same numbers from the same code:
 * one forward pass: :func:`get_attentions` (one text or a sentence pair) and
   :func:`get_batch_attentions` (a padded batch), returning the tokens, the attention weights
   of every layer and head, and the hidden states;
-* the input of any layer: :func:`layer_input`, and :func:`embed` for layer 0;
+* the input of any layer: :func:`layer_input`, and :func:`embed` for layer 0 (also without
+  the position embedding, or with the tokens reordered);
 * one head's projections and vectors: :func:`head_projections`, :func:`project_qkv`,
   :func:`head_qkv`, and what the head outputs, :func:`head_outputs`;
 * quantities read from a run: :func:`head_scores`, :func:`weighted_value_norms`,
@@ -531,26 +532,103 @@ def layer_input(text, layer: int, model=None, tokenizer=None, *, truncate: bool 
     return att.tokens, att.hidden_states[layer][0]  # (T, d_model)
 
 
-def embed(text, model=None, tokenizer=None, *, truncate: bool = False):
-    """Tokens of ``text`` and the matrix ``X`` the first attention layer receives.
+def embed(text, model=None, tokenizer=None, *, truncate: bool = False, positions: bool = True, order=None):
+    """Tokens of ``text`` and the matrix ``X`` the first attention layer receives, optionally
+    without the position embedding or with the tokens in another order.
 
     ``X`` is the sum of token, position and segment embeddings after the embedding
-    LayerNorm (Devlin et al. 2019, section 3): row ``i`` is token ``i``'s vector.  It is
-    ``hidden_states[0]`` of the model's forward pass (:func:`layer_input` with ``layer=0``).
+    LayerNorm (Devlin et al. 2019, section 3.2 and figure 2): row ``i`` is token ``i``'s
+    vector.  With the defaults it is ``hidden_states[0]`` of the model's forward pass
+    (:func:`layer_input` with ``layer=0``).
+
+    Two options take the input apart, for the permutation-equivariance experiment of
+    chapter 10 (attention alone is blind to order; Vaswani et al. 2017, section 3.5):
+
+    * ``positions=False`` leaves out the learned position table:
+      ``X = LayerNorm(token + segment embedding)``, what the model's embedding layer computes
+      with its ``position_embeddings`` set to zero.  Every row then depends on its own token
+      only, so reordering the tokens reorders the rows and changes nothing else.
+    * ``order`` (a permutation of ``0 .. T-1``) reorders the tokens (``[CLS]`` and ``[SEP]``
+      included) before they are embedded: row ``i`` holds token ``order[i]``, and with
+      ``positions=True`` it gets the position embedding of position ``i``, as if the sentence
+      had been written in that order.
+
+    Dropout is not applied (the model is read in evaluation mode).
 
     Shapes:
-        returns ``tokens`` (list of ``T`` str, with [CLS] and [SEP]) and ``X`` ``(T, d_model)``.
+        ``order``: ``T`` ints (list, tuple or integer tensor), a permutation of ``0 .. T-1``,
+        where ``T`` counts the tokens with ``[CLS]`` and ``[SEP]``.
+        Returns ``tokens`` (list of ``T`` str, in the order used) and ``X`` ``(T, d_model)``,
+        on the model's device.
 
     Raises:
-        TypeError: ``text`` is not a str.
+        TypeError: ``text`` is not a str; ``truncate`` or ``positions`` is not a bool;
+            ``order`` is not a sequence of ints.
         ValueError: ``text`` is empty; longer than the model's maximum
-            (``max_position_embeddings``) and ``truncate`` is False.
+            (``max_position_embeddings``) and ``truncate`` is False; ``order`` is not a
+            permutation of ``0 .. T-1``; the model is in training mode; or (with
+            ``positions=False`` or ``order``) the model has no BERT-style embedding layer with
+            an absolute position table.
 
     >>> tokens, X = embed("The cat sat.")
     >>> tokens, tuple(X.shape)
     (['[CLS]', 'the', 'cat', 'sat', '.', '[SEP]'], (6, 384))
+    >>> tokens, X0 = embed("The cat sat.", positions=False, order=[0, 3, 2, 1, 4, 5])
+    >>> tokens
+    ['[CLS]', 'sat', 'cat', 'the', '.', '[SEP]']
     """
-    return layer_input(text, 0, model, tokenizer, truncate=truncate)
+    positions = _validate.flag(positions, "positions")
+    if positions and order is None:
+        return layer_input(text, 0, model, tokenizer, truncate=truncate)
+    _validate.text(text, "text")
+    truncate = _validate.flag(truncate, "truncate")
+    model, tokenizer = _model_and_tokenizer(model, tokenizer)
+    if model.training:
+        raise ValueError("the model is in training mode, so dropout would randomise the embeddings; call model.eval() first")
+    emb = getattr(model, "embeddings", None)
+    parts = ("word_embeddings", "position_embeddings", "token_type_embeddings", "LayerNorm")
+    kind = getattr(model.config, "position_embedding_type", "absolute") or "absolute"
+    if emb is None or not all(hasattr(emb, p) for p in parts) or kind != "absolute":
+        raise ValueError("positions=False and order need a BERT-style embedding layer (model.embeddings with "
+                         "word_embeddings, position_embeddings (absolute), token_type_embeddings and LayerNorm); "
+                         f"got {type(model).__name__} with position_embedding_type={kind!r}")
+    n_tokens = len(tokenizer(text, truncation=False, verbose=False)["input_ids"])
+    limit = _check_length(n_tokens, model, tokenizer, truncate)
+    enc = tokenizer(text, return_tensors="pt", truncation=n_tokens > limit, max_length=limit)
+    ids = enc["input_ids"][0].to(model.device)                                  # (T,)
+    segments = enc.get("token_type_ids", torch.zeros_like(enc["input_ids"]))[0].to(model.device)  # (T,)
+    T = ids.shape[0]
+    if order is not None:
+        order = _permutation(order, T)
+        ids, segments = ids[order], segments[order]
+    with torch.no_grad():
+        x = emb.word_embeddings(ids) + emb.token_type_embeddings(segments)     # (T, d_model)
+        if positions:
+            x = x + emb.position_embeddings(torch.arange(T, device=ids.device))  # position i for row i
+        x = emb.LayerNorm(x)                                                    # (T, d_model)
+    return tokenizer.convert_ids_to_tokens(ids.tolist()), x
+
+
+def _permutation(order, T: int) -> torch.Tensor:
+    """``order`` as a ``(T,)`` long tensor, checked to be a permutation of ``0 .. T-1``."""
+    if isinstance(order, torch.Tensor):
+        if order.dtype.is_floating_point or order.dtype.is_complex or order.dtype == torch.bool:
+            raise TypeError(f"order must hold ints, got a tensor of dtype {order.dtype}")
+        values = order.reshape(-1).tolist() if order.dim() == 1 else None
+    elif isinstance(order, (list, tuple)):
+        if not all(_validate._is_int(i) for i in order):
+            bad = next(i for i in order if not _validate._is_int(i))
+            raise TypeError(f"order must hold ints, got {type(bad).__name__} {bad!r}")
+        values = [int(i) for i in order]
+    else:
+        raise TypeError(f"order must be a list, tuple or 1-D integer tensor of {T} positions, "
+                        f"got {type(order).__name__}")
+    if values is None:
+        raise ValueError(f"order must be 1-D ({T} positions), got shape {tuple(order.shape)}")
+    if sorted(values) != list(range(T)):
+        raise ValueError(f"order must be a permutation of 0..{T - 1} (the text has {T} tokens with [CLS] and "
+                         f"[SEP]), got {values}")
+    return torch.tensor(values, dtype=torch.long)
 
 
 def head_projections(model, layer: int, head: int) -> dict:

@@ -446,6 +446,87 @@ def test_embed_is_the_input_of_layer_zero(encoder):
     torch.testing.assert_close(X, direct, atol=1e-6, rtol=0)
 
 
+def _hf_embeddings(model, tokenizer, text, order=None, zero_positions=False):
+    """The oracle: the model's own embedding module on the (reordered) token ids, on a copy whose
+    position table is zeroed when ``zero_positions``."""
+    import copy
+    module = copy.deepcopy(model.embeddings) if zero_positions else model.embeddings
+    enc = tokenizer(text, return_tensors="pt")
+    ids, segments = enc["input_ids"], enc["token_type_ids"]
+    if order is not None:
+        ids, segments = ids[:, order], segments[:, order]
+    with torch.no_grad():
+        if zero_positions:
+            module.position_embeddings.weight.zero_()
+        return module(input_ids=ids, token_type_ids=segments)[0]       # (T, d_model)
+
+
+@pytest.mark.parametrize("text", [RUNNING, BEARS["verb"]])
+def test_embed_without_positions_is_the_embedding_layer_with_its_position_table_zeroed(encoder, text):
+    model, tokenizer = encoder
+    tokens, X0 = embed(text, model, tokenizer, positions=False)
+    torch.testing.assert_close(X0, _hf_embeddings(model, tokenizer, text, zero_positions=True), atol=1e-6, rtol=0)
+    assert tokens == embed(text, model, tokenizer)[0]
+    assert (X0 - embed(text, model, tokenizer)[1]).abs().max() > 0.1      # the table does matter
+    assert model.embeddings.position_embeddings.weight.abs().max() > 0   # the oracle zeroed a copy only
+
+
+def test_embed_order_permutes_the_rows_without_positions_and_not_with_them(encoder):
+    model, tokenizer = encoder
+    tokens, X0 = embed(RUNNING, model, tokenizer, positions=False)
+    T = len(tokens)
+    order = torch.randperm(T, generator=torch.Generator().manual_seed(0))
+    shuffled_tokens, X0_shuffled = embed(RUNNING, model, tokenizer, positions=False, order=order)
+    assert shuffled_tokens == [tokens[i] for i in order]
+    torch.testing.assert_close(X0_shuffled, X0[order], atol=0, rtol=0)      # equivariance of the input
+    torch.testing.assert_close(X0_shuffled, _hf_embeddings(model, tokenizer, RUNNING, order, zero_positions=True),
+                               atol=1e-6, rtol=0)
+    # With positions, row i gets position i whatever token stands there: the model's own module
+    # on the reordered ids, and no longer a permutation of the rows.
+    _, X_shuffled = embed(RUNNING, model, tokenizer, order=order.tolist())
+    torch.testing.assert_close(X_shuffled, _hf_embeddings(model, tokenizer, RUNNING, order), atol=1e-6, rtol=0)
+    assert (X_shuffled - embed(RUNNING, model, tokenizer)[1][order]).abs().max() > 0.1
+    # The identity order with positions is the default path: hidden_states[0] of the forward pass.
+    torch.testing.assert_close(embed(RUNNING, model, tokenizer, order=tuple(range(T)))[1],
+                               embed(RUNNING, model, tokenizer)[1], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("order,err,match", [
+    ([0] * 13, ValueError, r"order must be a permutation of 0\.\.12 \(the text has 13 tokens"),
+    (list(range(12)), ValueError, r"permutation of 0\.\.12"),
+    (list(range(1, 14)), ValueError, r"permutation of 0\.\.12"),
+    ([0.0] + list(range(1, 13)), TypeError, "order must hold ints, got float"),
+    ([True] + list(range(1, 13)), TypeError, "order must hold ints, got bool"),
+    (torch.arange(13.0), TypeError, "order must hold ints, got a tensor of dtype torch.float32"),
+    (torch.arange(13)[None], ValueError, r"order must be 1-D \(13 positions\), got shape \(1, 13\)"),
+    ("0123", TypeError, "order must be a list, tuple or 1-D integer tensor of 13 positions, got str"),
+])
+def test_embed_bad_order(encoder, order, err, match):
+    with pytest.raises(err, match=match):
+        embed(RUNNING, *encoder, positions=False, order=order)
+
+
+def test_embed_bad_positions_and_training_mode(encoder):
+    model, tokenizer = encoder
+    with pytest.raises(TypeError, match="positions must be True or False, got str 'no'"):
+        embed(RUNNING, model, tokenizer, positions="no")
+    model.train()
+    try:
+        with pytest.raises(ValueError, match="training mode"):
+            embed(RUNNING, model, tokenizer, positions=False)
+    finally:
+        model.eval()
+
+
+def test_embed_without_positions_needs_an_absolute_position_table(encoder):
+    from types import SimpleNamespace
+    _, tokenizer = encoder
+    rotary = SimpleNamespace(training=False, embeddings=None, device=torch.device("cpu"),
+                             config=SimpleNamespace(position_embedding_type="rotary"))
+    with pytest.raises(ValueError, match="BERT-style embedding layer.*position_embedding_type='rotary'"):
+        embed(RUNNING, rotary, tokenizer, positions=False)
+
+
 @pytest.mark.parametrize("bad,err", [("", ValueError), ("   ", ValueError), (3, TypeError), (None, TypeError)])
 def test_embed_bad_input(encoder, bad, err):
     with pytest.raises(err):

@@ -94,41 +94,88 @@ def test_spread_bad_inputs_never_raise(data, bad):
 
 
 @pytest.fixture(scope="module")
-def bias():
-    return ch03.bias_example()
+def longer():
+    return ch03.longer_key_example()
 
 
-def test_bias_example_against_the_model(bias):
-    """Oracle: the model's own value layer (all heads, HEAD's 32 columns) with and without its
-    bias, mixed by the model's own eager attention weights."""
+def test_longer_key_example_against_the_model(longer):
+    """Oracle: the model's own query and key layers (HEAD's 32 columns) on the input of layer 4,
+    and its own eager attention weights; the longer key is that key row times 2, in float64."""
     import attnlib
+    from attnlib.corpus import RUNNING
     model, tokenizer = attnlib.load_encoder()
-    enc = tokenizer(ch03.SENTENCE, return_tensors="pt").to(model.device)
+    enc = tokenizer(RUNNING, return_tensors="pt").to(model.device)
     with torch.no_grad():
         out = model(**enc, output_attentions=True, output_hidden_states=True)
-    A = out.attentions[ch03.LAYER][0, ch03.HEAD].double()
-    value = model.encoder.layer[ch03.LAYER].attention.self.value
-    cols = slice(32 * ch03.HEAD, 32 * ch03.HEAD + 32)
-    x = out.hidden_states[ch03.LAYER][0].double()
-    W, b = value.weight.double()[cols], value.bias.double()[cols]      # (d_v, d_model), (d_v,)
-    gap = (A @ (x @ W.T + b) - A @ (x @ W.T) - b).abs().max().item()
-    assert gap < 1e-6 and bias["gap"] < 1e-5
-    assert math.isclose(b.norm().item(), bias["norm_b"], rel_tol=1e-4)
-    assert np.allclose(bias["column_sums"], A.sum(0).cpu().numpy(), atol=2e-3)
-    assert max(abs(c - 1) for c in bias["column_sums"]) > 0.3          # the column-view slip differs
+    L, H = ch03.LONGER_LAYER, ch03.LONGER_HEAD
+    self_attn = model.encoder.layer[L].attention.self
+    cols = slice(32 * H, 32 * H + 32)
+    x = out.hidden_states[L][0].double()                                         # (T, d_model)
+    with torch.no_grad():
+        q = x @ self_attn.query.weight.double()[cols].T + self_attn.query.bias.double()[cols]   # (T, d_k)
+        k = x @ self_attn.key.weight.double()[cols].T + self_attn.key.bias.double()[cols]       # (T, d_k)
+    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+    j = tokens.index(ch03.LONGER_KEY)
+    assert longer["tokens"] == tokens and longer["key"] == j
+    np.testing.assert_allclose(longer["scores"], (q @ k[j] / math.sqrt(32)).cpu().numpy(), atol=5e-4 + 1e-6)
+    np.testing.assert_allclose(longer["before"], out.attentions[L][0, H][:, j].cpu().numpy(), atol=5e-5 + 1e-6)
+    k2 = k.clone()
+    k2[j] *= 2
+    after = torch.softmax(q @ k2.T / math.sqrt(32), dim=-1)[:, j]
+    np.testing.assert_allclose(longer["after"], after.cpu().numpy(), atol=5e-5 + 1e-6)
+    assert longer["grew"] == [i for i in range(len(tokens)) if after[i] > out.attentions[L][0, H][i, j]]
 
 
-def test_bias_right_and_wrong(bias):
-    assert ch03.check_bias(ch03.BIAS_OPTIONS[0], bias).correct
-    for option, phrase in zip(ch03.BIAS_OPTIONS[1:], ("sum to 1, not T", "Column sums", "softmax acts on the scores")):
-        fb = ch03.check_bias(option, bias)
-        assert not fb.correct and phrase in fb.message, fb.message
-    for bad in (None, "", "abc", 3, float("nan"), [0], {"a": 1}):
-        assert ch03.check_bias(bad, bias).correct is False
+def test_longer_key_answer_is_the_sign_of_the_shown_scores(longer):
+    """The invariant the exercise teaches, on the numbers the learner sees: the weight grows
+    exactly where the score is positive; and the data make the question worth asking."""
+    S, T = longer["scores"], len(longer["tokens"])
+    assert longer["grew"] == [i for i in range(T) if S[i] > 0]
+    assert min(abs(s) for s in S) >= 0.01                            # every sign readable at 3 decimals
+    assert 1 < len(longer["grew"]) < T - 1                            # neither "all" nor "all but self"
+    assert all(longer["after"][i] < longer["before"][i] for i in range(T) if S[i] < 0)
+
+
+def test_longer_key_accepts_the_count_of_positive_scores(longer):
+    n = len(longer["grew"])
+    for answer in (n, f"{n}", f" {n}.0 ", float(n), np.int64(n), torch.tensor(n)):
+        fb = ch03.check_longer_key(answer, longer)
+        assert fb.correct and "positive" in fb.message and "Measured on the head" in fb.message, (answer, fb.message)
+    assert f"{longer['before'][longer['key']]:.4f} -> {longer['after'][longer['key']]:.4f}" in \
+        ch03.check_longer_key(n, longer).message                        # numbers from data()
+
+
+def test_longer_key_names_the_typical_slips(longer):
+    T, n = len(longer["tokens"]), len(longer["grew"])
+    cases = {T: "Not every query", T - n: "whose weight on 'warm' falls", 0: "only one score of the row changes",
+             n - 1: "Every positive score counts"}
+    for answer, phrase in cases.items():
+        fb = ch03.check_longer_key(answer, longer)
+        assert not fb.correct and phrase in fb.message, (answer, fb.message)
+    for answer, side in ((n + 1, "too many"), (1, "too few")):
+        fb = ch03.check_longer_key(answer, longer)
+        assert not fb.correct and side in fb.message and "column 'warm'" in fb.hint
+    assert "between 0 and 13" in ch03.check_longer_key(T + 1, longer).message
+    assert "whole number" in ch03.check_longer_key(n + 0.5, longer).message
+
+
+def test_longer_key_verdict_follows_the_data():
+    data = {"tokens": ["[CLS]", "a", "b", "[SEP]"], "key": 2, "scores": [0.5, -0.2, 1.0, -0.3],
+            "before": [0.2, 0.3, 0.4, 0.1], "after": [0.3, 0.2, 0.6, 0.05], "grew": [0, 2], "uniform": 0.25}
+    assert ch03.check_longer_key(2, data).correct
+    assert not ch03.check_longer_key(len(ch03.longer_key_example()["grew"]), data).correct
+    fb = ch03.check_longer_key(1, data)
+    assert not fb.correct and "Every positive score counts" in fb.message and "'b' reads its own key" in fb.message
+
+
+@pytest.mark.parametrize("bad", BAD_INPUTS + [[8], {"n": 8}])
+def test_longer_key_bad_inputs_never_raise(longer, bad):
+    fb = ch03.check_longer_key(bad, longer)
+    assert fb.correct is False and fb.message
 
 
 def test_exercises_are_registered():
-    assert set(exercise_names(3)) == {"row_entry", "spread", "value_bias", "claim"}
+    assert exercise_names(3) == ["row_entry", "spread", "longer_key", "claim"]
 
 
 def test_row_entry_widget(data):
@@ -149,11 +196,11 @@ def test_spread_widget(data):
     assert not w.check().correct and "owning a value" in w.feedback.value
 
 
-def test_value_bias_widget():
-    w = exercise(3, "value_bias")
-    w.control.value = ch03.BIAS_OPTIONS[3]
-    assert not w.check().correct and "softmax acts on the scores" in w.feedback.value
-    w.control.value = ch03.BIAS_OPTIONS[0]
+def test_longer_key_widget(longer):
+    w = exercise(3, "longer_key")
+    w.control.value = str(len(longer["tokens"]))
+    assert not w.check().correct and "Not every query" in w.feedback.value
+    w.control.value = str(len(longer["grew"]))
     assert w.check().correct and "Correct." in w.feedback.value
 
 

@@ -80,6 +80,8 @@ def battery(chapter: int, name: str) -> tuple[list, list]:
         (1, "output"): lambda: [ch01.output_answer(), 3.21, *ch01._typical_mistakes().values(), 11, 5, 2],
         (3, "row_entry"): lambda: [ch03.row_entry_expected(data), sum(data["values"]) / len(data["values"]),
                            sum(data["values"]), data["values"][data["query"]], 1000, -1000, 0],
+        (3, "longer_key"): lambda: [len(data["grew"]), len(data["tokens"]), len(data["tokens"]) - len(data["grew"]),
+                            0, len(data["grew"]) - 1, len(data["grew"]) + 1, 1, 2.5, -1, 99],
         (4, "temperature"): lambda: [0.05, 0.3, 1, 10, 0, -1, 1e-9,
                              0.99 * ch04.largest_temperature(data["scores"]),
                              1.01 * ch04.largest_temperature(data["scores"])],

@@ -1,7 +1,9 @@
 """Chapter 3 exercises: reading ``out = A V`` by rows, by columns and entry by entry.
 
-All data come from the pretrained encoder (layer 0, head 5, on the real sentence
-"Hello there!", a 5-token example small enough to compute by hand).  Nothing is computed at
+All data come from the pretrained encoder: layer 0, head 5 on the real sentence "Hello there!",
+a 5-token example small enough to compute by hand (row and column view), and layer 4, head 3,
+the head the chapter reads, on the running sentence and its minimal pairs (a longer key; a
+claim tested with evidence).  Nothing is computed at
 import time: :func:`example` runs the model the first time a builder or a test asks.
 """
 from __future__ import annotations
@@ -10,12 +12,12 @@ import functools
 import html
 import math
 
-from .core import checker, grade_choice, grade_number, parse_token, right, wrong
+from .core import checker, grade_choice, grade_number, parse_number, parse_token, right, wrong
 from .registry import define
 
 __all__ = [
     "SENTENCE", "LAYER", "HEAD", "example", "row_entry_expected", "check_row_entry",
-    "check_spread", "BIAS_OPTIONS", "bias_example", "check_bias", "claim_evidence", "check_claim", "CLAIM_OPTIONS",
+    "check_spread", "longer_key_example", "check_longer_key", "claim_evidence", "check_claim", "CLAIM_OPTIONS",
 ]
 
 SENTENCE = "Hello there!"  # attnlib.corpus.PADDED_BATCH[2]
@@ -119,55 +121,6 @@ def check_spread(answer, data: dict | None = None):
                       "change; find that column's largest entry.")
 
 
-BIAS_OPTIONS = ("b_V, the same for every query", "T b_V, one b_V per key",
-                "b_V times the sum of column i of A", "Nothing: the softmax removes it")
-
-
-@functools.lru_cache(maxsize=1)
-def bias_example() -> dict:
-    """What the value bias ``b_V`` adds to the output of layer :data:`LAYER`, head :data:`HEAD`
-    on :data:`SENTENCE` (kernel only): ``out = A (X W_V + b_V)`` against ``A (X W_V)``.
-
-    Returns ``{"T", "d_v", "gap", "norm_b", "column_sums"}``: ``gap`` is the largest
-    ``|out_with - out_without - b_V|`` over all queries and features, ``norm_b`` is
-    ``||b_V||``, ``column_sums`` the ``T`` column sums of ``A`` (to show they are not 1).
-    """
-    from ..encoder import embed, head_projections, load_encoder
-    from ..softmax import softmax
-
-    model, tokenizer = load_encoder()
-    tokens, x = embed(SENTENCE, model, tokenizer)                       # (T, d_model): layer 0's input
-    p = {n: t.to(x.device) for n, t in head_projections(model, LAYER, HEAD).items()}
-    q, k = x @ p["W_Q"] + p["b_Q"], x @ p["W_K"] + p["b_K"]             # (T, d_k)
-    weights = softmax(q @ k.T / math.sqrt(q.shape[-1]))                  # (T, T)
-    out_with = weights @ (x @ p["W_V"] + p["b_V"])                      # (T, d_v)
-    out_without = weights @ (x @ p["W_V"])
-    return {"T": len(tokens), "d_v": int(p["W_V"].shape[1]),
-            "gap": float((out_with - out_without - p["b_V"]).abs().max()),
-            "norm_b": float(p["b_V"].norm()),
-            "column_sums": [round(float(c), 3) for c in weights.sum(0).cpu()]}
-
-
-@checker
-def check_bias(answer, data=None):
-    """Grade "what does b_V add to row i of A V?"  Right: exactly b_V for every query (row view:
-    the row of A sums to 1).  ``data`` from :func:`bias_example`."""
-    data = data or bias_example()
-    sums = ", ".join(f"{c:.2f}" for c in data["column_sums"])
-    return grade_choice(
-        answer, BIAS_OPTIONS, BIAS_OPTIONS[0],
-        "Row view: row i of A V is sum_j A[i, j] (x_j W_V + b_V) = (row i of A X W_V) + "
-        "(sum_j A[i, j]) b_V, and the weights sum to 1.",
-        {BIAS_OPTIONS[1]: "Each key does bring one b_V, but weighted by A[i, j], and those weights sum to 1, not T.",
-         BIAS_OPTIONS[2]: "Column sums of A say how much attention a key receives (here " + sums +
-                          "); the bias of the values is averaged along a row, whose sum is 1.",
-         BIAS_OPTIONS[3]: "The softmax acts on the scores, before the values are mixed; b_V is part of the "
-                          "values. (A bias of the keys is what the softmax removes: q_i . b_K is the same for "
-                          "every key of row i.)"},
-        measured=(f"Measured on layer {LAYER}, head {HEAD}: out(with b_V) - out(without) differs from b_V "
-                  f"by at most {data['gap']:.1e}, for |b_V| = {data['norm_b']:.2f}."))
-
-
 def _matrix_html(data: dict) -> str:
     tokens = [html.escape(t) for t in data["tokens"]]
     head = "".join(f"<th>{t}</th>" for t in tokens)
@@ -197,11 +150,128 @@ define(3, "row_entry", kind="number", title="One entry of A V, by the row view",
        question=_row_entry_question, data=example, grade=check_row_entry, placeholder="e.g. 0.123")
 define(3, "spread", kind="token", title="Where a value feature spreads (column view)",
        question=_spread_question, tokens=lambda data: data["tokens"], data=example, grade=check_spread)
-define(3, "value_bias", kind="choice", title="What the value bias adds",
-       question=(f"Layer {LAYER}, head {HEAD} on <i>{html.escape(SENTENCE)}</i>: the value vectors are "
-                 "v_j = x_j W_V + b_V. Predict, then check: what does the bias b_V add to the output "
-                 "row i of A V?"),
-       options=BIAS_OPTIONS, data=bias_example, grade=check_bias)
+# --------------------------------------------------------------- a longer key (dot-product view)
+# Layer 4, head 3 on the running sentence, the head the chapter reads: what happens to the
+# weights on one key when that key vector is made twice as long?
+LONGER_LAYER, LONGER_HEAD = 4, 3
+LONGER_KEY = "warm"
+LONGER_SCALE = 2.0
+
+
+@functools.lru_cache(maxsize=1)
+def longer_key_example() -> dict:
+    """The scores and weights of every query on the key :data:`LONGER_KEY` in layer
+    :data:`LONGER_LAYER`, head :data:`LONGER_HEAD` on the running sentence, before and after
+    that key vector is multiplied by :data:`LONGER_SCALE` (all other queries and keys kept),
+    read from the pretrained encoder (kernel only; the page embeds the result).
+
+    Returns a dict with ``tokens`` (T str), ``key`` (the key's position), ``scores`` (the T
+    scaled scores ``S[i, key] = q_i . k_key / sqrt(d_k)``, rounded to 3 decimals as shown),
+    ``before`` and ``after`` (the T weights ``A[i, key]``, rounded to 4 decimals), ``grew``
+    (the queries whose weight on the key grew, computed from the unrounded weights) and
+    ``uniform`` (1/T).
+    """
+    from ..corpus import RUNNING
+    from ..encoder import head_qkv
+    from ..softmax import softmax
+
+    tokens, q, k, v = head_qkv(RUNNING, LONGER_LAYER, LONGER_HEAD)         # (T, d_k) each
+    j = tokens.index(LONGER_KEY)
+    scale = math.sqrt(q.shape[-1])
+    longer = k.clone()
+    longer[j] = LONGER_SCALE * k[j]                                         # only key j changes
+    before = softmax(q @ k.T / scale, dim=-1)[:, j]                         # (T,)
+    after = softmax(q @ longer.T / scale, dim=-1)[:, j]                     # (T,)
+    return {
+        "tokens": list(tokens),
+        "key": j,
+        "scores": [round(float(s), 3) for s in (q @ k[j] / scale).cpu()],
+        "before": [round(float(a), 4) for a in before.cpu()],
+        "after": [round(float(a), 4) for a in after.cpu()],
+        "grew": [i for i in range(len(tokens)) if float(after[i]) > float(before[i])],
+        "uniform": round(1 / len(tokens), 3),
+    }
+
+
+def _name(tokens, i: int) -> str:
+    """Query ``i`` by its token, with its position where the token occurs twice ('the' at 1 and 5)."""
+    return tokens[i] if tokens.count(tokens[i]) == 1 else f"{tokens[i]} ({i})"
+
+
+def _names(tokens, rows) -> str:
+    return ", ".join(_name(tokens, i) for i in rows)
+
+
+@checker
+def check_longer_key(answer, data: dict | None = None):
+    """Grade the number of queries whose weight on the key grows when the key vector is made
+    :data:`LONGER_SCALE` times longer.  Right: the queries whose score with the key is positive
+    (dot-product view: the key's column of scores is multiplied by the scale, and a softmax
+    weight rises with its own score).  The messages quote ``data`` (:func:`longer_key_example`)."""
+    value, bad = parse_number(answer, "a count of queries, a whole number")
+    if bad:
+        return bad
+    data = data or longer_key_example()
+    tokens, j, S = data["tokens"], data["key"], data["scores"]
+    T, key, grew = len(tokens), tokens[data["key"]], data["grew"]
+    fell = [i for i in range(T) if i not in grew]
+    n = len(grew)
+    if value != int(value):
+        return wrong(f"{value:g} is not a whole number: count the queries whose weight on {key!r} grows.")
+    value = int(value)
+    moved = "; ".join(f"{_name(tokens, i)} {data['before'][i]:.4f} -> {data['after'][i]:.4f}"
+                      for i in sorted(range(T), key=lambda i: S[i])[:2] + sorted(range(T), key=lambda i: -S[i])[:2])
+    measured = (f"Measured on the head: the weight on {key!r} grew for {_names(tokens, grew)} and fell for "
+                f"{_names(tokens, fell)} (e.g. {moved}).")
+    if value == n:
+        return right(f"The {n} queries whose score with {key!r} is positive. S[i, {key!r}] = "
+                     f"q_i . k_{key} / sqrt(d_k) is linear in k_{key}, so a key {LONGER_SCALE:g} times as long "
+                     "multiplies that one score of every row by "
+                     f"{LONGER_SCALE:g}; the other scores of the row stay. A softmax weight rises and falls "
+                     "with its own score, so it grows where the score was positive (the query and the key "
+                     "point the same way) and shrinks where it was negative. " + measured)
+    if not 0 <= value <= T:
+        return wrong(f"The sentence has {T} queries, so the count lies between 0 and {T}.")
+    weakest = min(grew, key=lambda i: abs(S[i]))                        # the smallest positive score
+    traps = [
+        (T, f"Not every query: a longer key makes every score q_i . k_{key} larger in size, and for the "
+            f"{len(fell)} queries with a negative score ({_names(tokens, fell)}) that means more negative. "
+            "Those queries give the key even less weight. " + measured),
+        (len(fell), f"{len(fell)} is the number of queries whose weight on {key!r} falls (their score with it is "
+                    "negative). The question asks for the queries whose weight grows. " + measured),
+        (0, "The softmax renormalises each row, but only one score of the row changes, not all of them by the "
+            "same amount, so the weights do move. " + measured),
+        (n - 1, f"Every positive score counts, however small: the query {_name(tokens, weakest)} has "
+                f"S = {S[weakest]:+.3f} and its weight still grows ({data['before'][weakest]:.4f} -> "
+                f"{data['after'][weakest]:.4f})" + (f"; and the query {key!r} reads its own key too "
+                f"(S = {S[j]:+.3f}, {data['before'][j]:.4f} -> {data['after'][j]:.4f})." if j in grew else ".")),
+    ]
+    for trap, message in traps:
+        if value == trap:
+            return wrong(message)
+    side = "many" if value > n else "few"
+    return wrong(f"{value} is too {side}.",
+                 hint=f"Only column {key!r} of S changes, and each of its entries is multiplied by "
+                      f"{LONGER_SCALE:g}. In which rows does that raise the score?")
+
+
+def _longer_key_question(data) -> str:
+    tokens, j = data["tokens"], data["key"]
+    key = html.escape(tokens[j])
+    rows = "".join(f"<tr><th>{html.escape(t)}</th><td>{s:+.3f}</td><td>{a:.3f}</td></tr>"
+                   for t, s, a in zip(tokens, data["scores"], data["before"]))
+    return (f"Layer {LONGER_LAYER}, head {LONGER_HEAD} (the head this chapter reads) on the running "
+            f"sentence. For each query i: its scaled score S[i, {key}] = q<sub>i</sub> &middot; "
+            f"k<sub>{key}</sub> / &radic;d<sub>k</sub> with the key <i>{key}</i>, and its weight "
+            f"A[i, {key}].<table><tr><th>query i</th><th>S[i, {key}]</th><th>A[i, {key}]</th></tr>{rows}"
+            f"</table>Predict, then check: if the key vector k<sub>{key}</sub> were multiplied by "
+            f"{LONGER_SCALE:g} (every other query and key unchanged), for how many of the "
+            f"{len(tokens)} queries would the weight on <i>{key}</i> grow?")
+
+
+define(3, "longer_key", kind="number", title="A longer key: who reads it more?",
+       question=_longer_key_question, data=longer_key_example, grade=check_longer_key,
+       placeholder="e.g. 4")
 
 
 # --------------------------------------------------------------- reading a head with evidence
