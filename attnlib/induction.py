@@ -7,7 +7,9 @@ from the words of Lincoln's Gettysburg Address (:func:`attnlib.corpus.load_text`
 
 * each training sequence (:func:`training_batch`) is ``SEQ_LEN`` words made of short
   stretches of ``CHUNK`` consecutive words of the speech, each taken from a random place, so
-  that local word order is real but the speech cannot be recited from memory;
+  that local word order is real but the speech cannot be recited from memory; the first
+  stretch is cut at a random point, so that no position is always the start of a stretch
+  (were it, a head could learn where word order is real from the position alone);
 * inside each sequence one span (random length ``SPAN_MIN .. SEQ_LEN / 2``) is copied to a
   random later place, so that copying what followed an earlier occurrence pays, and no fixed
   distance back does it: the distance between the two copies changes from sequence to
@@ -63,10 +65,10 @@ SEQ_LEN = 32        # T, tokens per sequence
 CHUNK = 3           # consecutive words of the speech per stretch of a training sequence
 SPAN_MIN = 4        # shortest repeated span in training
 D_MODEL = 64        # model width; N_HEADS heads of width D_MODEL / N_HEADS
-N_HEADS = 2
+N_HEADS = 4
 BATCH_SIZE = 64
 LR = 1e-2           # Adam's learning rate
-STEPS = 800         # training steps of the chapter's runs
+STEPS = 1200        # training steps of the chapter's runs
 PROBE_EVERY = 25    # steps between two readings of the heads during training
 N_HELD_OUT = 256    # held-out sequences per measure
 
@@ -134,9 +136,11 @@ def training_batch(batch_size: int, generator: torch.Generator) -> torch.Tensor:
 
 def _chunked(n: int, generator: torch.Generator, *, repeat: bool) -> torch.Tensor:
     ids = _speech()[2]
-    T, n_chunks = SEQ_LEN, -(-SEQ_LEN // CHUNK)                                 # enough stretches to fill T
+    T, n_chunks = SEQ_LEN, -(-SEQ_LEN // CHUNK) + 1                             # enough stretches to fill T
     starts = torch.randint(0, len(ids) - CHUNK + 1, (n, n_chunks), generator=generator)
-    x = ids[(starts[:, :, None] + torch.arange(CHUNK)).reshape(n, -1)[:, :T]]  # (B, T)
+    x = ids[(starts[:, :, None] + torch.arange(CHUNK)).reshape(n, -1)]          # (B, n_chunks * CHUNK)
+    phase = torch.randint(0, CHUNK, (n, 1), generator=generator)                # stretches start anywhere:
+    x = x.gather(1, phase + torch.arange(T))                                    # (B, T), no boundary at a fixed position
     if not repeat:
         return x
     span = torch.randint(SPAN_MIN, T // 2 + 1, (n, 1), generator=generator)   # (B, 1) span lengths
@@ -147,7 +151,6 @@ def _chunked(n: int, generator: torch.Generator, *, repeat: bool) -> torch.Tenso
     inside = (pos >= dst) & (pos < dst + span)
     source = torch.where(inside, pos - (dst - src), pos)                       # the second copy reads the first
     return x.gather(1, source)
-    return x
 
 
 def repeated_sequences(n: int = N_HELD_OUT, seed: int = 0) -> torch.Tensor:

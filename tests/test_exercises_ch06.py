@@ -21,8 +21,9 @@ BAD_INPUTS = [None, "", "abc", math.nan, math.inf, -math.inf, [1, 2, 3], {"a": 1
 DATA = {
     "labels": ["L0 H0", "L0 H1", "L1 H0", "L1 H1"],
     "induction": [0.02, 0.05, 0.61, 0.08], "previous": [0.12, 0.74, 0.05, 0.1],
-    "ind_head": 2, "prev_head": 1, "dup_head": 0, "uniform": 0.045,
-    "intact": 4.3, "first": 9.1, "without_ind": 8.6, "without_dup": 8.2, "without_both": 8.9,
+    "duplicate": [0.81, 0.03, 0.04, 0.05],
+    "ind_head": 2, "prev_head": 1, "dup_head": 0, "feeder": 1, "uniform": 0.045,
+    "intact": 4.3, "first": 9.1, "without_ind": 8.6, "without_feeder": 8.2, "without_both": 8.9,
     "one_first": 9.4, "one_second": 8.7,
 }
 
@@ -54,11 +55,33 @@ def test_induction_head_explains_wrong_picks(pick, fragment):
     assert not fb.correct and fragment in fb.message and fb.hint
 
 
+def test_induction_head_accepts_every_induction_head_of_the_last_layer():
+    shared = dict(DATA, induction=[0.02, 0.05, 0.61, 0.42])
+    fb = check_induction_head(3, shared)
+    assert fb.correct and "one of 2 induction heads" in fb.message and "L1 H0 0.61" in fb.message
+    assert "strongest of 2" in check_induction_head(2, shared).message
+    weak = dict(DATA, induction=[0.02, 0.05, 0.61, 0.29])        # just under the threshold
+    assert not check_induction_head(3, weak).correct
+    assert "induction heads" not in check_induction_head(2, weak).message
+    layer0 = dict(DATA, induction=[0.35, 0.05, 0.61, 0.08])      # a layer-0 head never counts
+    assert not check_induction_head(0, layer0).correct
+
+
 def test_induction_head_follows_the_data():
     other = dict(DATA, ind_head=3, induction=[0.02, 0.05, 0.08, 0.61])
     assert check_induction_head(3, other).correct and not check_induction_head(2, other).correct
     fb = check_induction_head(0, dict(DATA, dup_head=1, prev_head=1))
     assert not fb.correct and "layer 0, whose keys know only" in fb.message
+
+
+def test_induction_head_names_roles_only_where_the_scores_show_them():
+    # the previous-token head that feeds the induction head is said to prepare its keys
+    assert "prepares the keys" in check_induction_head(1, DATA).message
+    assert "prepares the keys" not in check_induction_head(1, dict(DATA, feeder=0)).message
+    # a layer-0 head is called a duplicate-token head only if its duplicate-token score is high
+    weak = dict(DATA, duplicate=[0.04, 0.03, 0.04, 0.05])
+    fb = check_induction_head(0, weak)
+    assert not fb.correct and "duplicate-token" not in fb.message and "layer 0, whose keys know only" in fb.message
 
 
 # ----------------------------------------------------------------------------- circuit_loss
@@ -68,9 +91,21 @@ def test_circuit_loss_accepts_the_measured_value():
         assert fb.correct and "8.90" in fb.message, answer
 
 
+def test_circuit_reading_follows_the_three_losses():
+    from attnlib.exercises.ch06 import circuit_reading
+    one_job = dict(DATA, intact=4.0, without_ind=8.0, without_feeder=7.0, without_both=8.5)
+    backups = dict(DATA, intact=2.57, without_ind=5.48, without_feeder=5.37, without_both=6.68)
+    beyond = dict(DATA, intact=4.0, without_ind=5.0, without_feeder=5.0, without_both=7.0)
+    assert "adds little" in circuit_reading(one_job)
+    text = circuit_reading(backups)
+    assert "4.11" in text and "less than the two added (5.71)" in text and "adds little" not in text
+    assert "more than the two single rises added (2.00)" in circuit_reading(beyond)
+    assert circuit_reading(backups) in check_circuit_loss(6.68, backups).message
+
+
 @pytest.mark.parametrize("answer, fragment", [
     (4.3, "intact model's loss"), (8.6, "without the induction head alone"),
-    (8.2, "without the duplicate-token head alone"), (-1, "never negative"), (2.0, "lower than"),
+    (8.2, "without the layer-0 head alone"), (-1, "never negative"), (2.0, "lower than"),
     (12, "higher than"),
 ])
 def test_circuit_loss_names_the_slip(answer, fragment):

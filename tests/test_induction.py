@@ -334,3 +334,17 @@ def test_model_is_causal_in_its_outputs():
     b, _ = model(changed)
     torch.testing.assert_close(a[:, :4], b[:, :4])
     assert not torch.allclose(a[:, 4], b[:, 4])
+
+
+def test_stretch_boundaries_fall_anywhere():
+    """Real word order (a bigram of the speech) must be as likely at every position of a
+    training sequence: were the stretches always cut at the same positions, a head could learn
+    from the position alone where the previous word is worth reading (the chapter's data
+    paragraph says they are not)."""
+    ids = induction._speech()[2].tolist()
+    bigrams = set(zip(ids, ids[1:]))
+    x = induction._chunked(4000, torch.Generator().manual_seed(0), repeat=False)     # (n, T), no copy
+    rate = torch.tensor([[(a, b) in bigrams for a, b in zip(row[:-1].tolist(), row[1:].tolist())]
+                         for row in x]).float().mean(0)                              # (T-1,) per position
+    expected = (induction.CHUNK - 1) / induction.CHUNK                              # inside a stretch
+    assert rate.min() > 0.8 * expected and rate.max() < 1.2 * expected + 0.05, rate

@@ -3,8 +3,8 @@
 * ``induction_head``: pick the induction head of the chapter's trained model from its
   patterns (the explorable of the chapter shows every head on a repeated sequence).
 * ``circuit_loss``: predict, then check, the loss on the repeated half when both heads of the
-  induction circuit (the duplicate-token head of layer 0 and the induction head) are removed
-  at once.
+  induction circuit (the layer-0 head that feeds the induction head, found by ablation, and
+  the induction head) are removed at once.
 * ``one_layer_halves``: predict, then check, whether the one-layer control does better on the
   second copy of a repeated sequence than on the first, although it has no induction head.
 * ``torch_mask``: which ``attn_mask`` makes ``torch.nn.MultiheadAttention`` apply an attnlib
@@ -21,7 +21,7 @@ from .core import checker, grade_choice, grade_number, parse_token, right, wrong
 from .registry import define
 
 __all__ = [
-    "induction_data", "check_induction_head", "check_circuit_loss",
+    "induction_data", "INDUCTION_THRESHOLD", "check_induction_head", "circuit_reading", "check_circuit_loss",
     "HALVES_OPTIONS", "halves_answer", "check_one_layer_halves",
     "TORCH_MASK_OPTIONS", "check_torch_mask",
 ]
@@ -35,15 +35,15 @@ def _r(x, digits: int = 3) -> float:
 def induction_data() -> dict:
     """The trained models' numbers the three induction exercises grade against.
 
-    Returns a dict with ``labels`` (``"L0 H0"`` ... one per head), ``induction`` and
-    ``previous`` (one score per head, in the order of ``labels``), ``ind_head``, ``prev_head``
-    and ``dup_head`` (indices into ``labels``: the best induction head of the last layer, the
-    best previous-token and duplicate-token heads of layer 0), ``uniform`` (the uniform
-    induction score), ``intact`` (second-copy loss, nats), ``without_ind`` (with the induction
-    head removed), ``without_dup`` (with the duplicate-token head removed), ``without_both``
-    (both removed),
-    ``first`` (first-copy loss) and, for the one-layer control, ``one_first`` and
-    ``one_second`` (its loss on the two copies).
+    Returns a dict with ``labels`` (``"L0 H0"`` ... one per head), ``induction``,
+    ``previous`` and ``duplicate`` (one score per head, in the order of ``labels``),
+    ``ind_head``, ``prev_head`` and ``dup_head`` (indices into ``labels``: the best induction
+    head of the last layer, the best previous-token and duplicate-token heads of layer 0),
+    ``feeder`` (the layer-0 head whose removal lowers the induction head's score most),
+    ``uniform`` (the uniform induction score), ``intact`` (second-copy loss, nats),
+    ``without_ind`` (with the induction head removed), ``without_feeder`` (with the feeder
+    removed), ``without_both`` (both removed), ``first`` (first-copy loss) and, for the
+    one-layer control, ``one_first`` and ``one_second`` (its loss on the two copies).
     """
     from .. import induction
 
@@ -54,23 +54,32 @@ def induction_data() -> dict:
     L, H = ind.shape
     ind_layer, ind_head = L - 1, int(ind[-1].argmax())
     prev_head = int(prev[0].argmax())
-    dup_head = int(induction.duplicate_token_scores(model)[0].argmax())
+    dup = induction.duplicate_token_scores(model)
+    dup_head = int(dup[0].argmax())
+    without = [induction.induction_scores(model, ablate=[(0, h)])[ind_layer, ind_head].item() for h in range(H)]
+    feeder = min(range(H), key=without.__getitem__)
     loss = induction.repeated_loss
     return {
         "labels": [f"L{layer} H{head}" for layer in range(L) for head in range(H)],
         "induction": [_r(v) for v in ind.flatten().tolist()],
         "previous": [_r(v) for v in prev.flatten().tolist()],
-        "ind_head": ind_layer * H + ind_head, "prev_head": prev_head, "dup_head": dup_head,
+        "duplicate": [_r(v) for v in dup.flatten().tolist()],
+        "ind_head": ind_layer * H + ind_head, "prev_head": prev_head, "dup_head": dup_head, "feeder": feeder,
         "uniform": _r(induction.uniform_induction_score()),
         "intact": _r(loss(model)), "first": _r(loss(model, half="first")),
         "without_ind": _r(loss(model, ablate=[(ind_layer, ind_head)])),
-        "without_dup": _r(loss(model, ablate=[(0, dup_head)])),
-        "without_both": _r(loss(model, ablate=[(0, dup_head), (ind_layer, ind_head)])),
+        "without_feeder": _r(loss(model, ablate=[(0, feeder)])),
+        "without_both": _r(loss(model, ablate=[(0, feeder), (ind_layer, ind_head)])),
         "one_first": _r(loss(control, half="first")), "one_second": _r(loss(control)),
     }
 
 
 # ----------------------------------------------------------------------------- induction_head
+#: A head of the last layer with at least this induction score counts as an induction head
+#: (the chapter's and issue 16's threshold; the uniform baseline is about 0.04).
+INDUCTION_THRESHOLD = 0.3
+
+
 @checker
 def check_induction_head(answer, data: dict | None = None):
     """``answer``: the index (into ``data["labels"]``) of the head picked as the induction head."""
@@ -80,20 +89,31 @@ def check_induction_head(answer, data: dict | None = None):
     if problem:
         return problem
     best = data["ind_head"]
-    if pos == best:
+    last = labels[best].split()[0]
+    strong = [i for i, label in enumerate(labels)                 # every induction head of the last layer
+              if label.startswith(last + " ") and ind[i] >= INDUCTION_THRESHOLD] or [best]
+    if pos in strong:
+        others = [i for i in strong if i != pos]
+        also = ""
+        if others:
+            also = (" " + ("It is the strongest of " if pos == best else "It is one of ") +
+                    f"{len(strong)} induction heads in this layer: " +
+                    ", ".join(f"{labels[i]} {ind[i]:.2f}" for i in strong) + ".")
         return right(f"{labels[pos]}: from each word of the second copy it looks at the word that followed "
                      f"the same word in the first copy, a stripe half a sequence back that appears only in the "
                      f"second copy. Its induction score is {ind[pos]:.2f}, against {data['uniform']:.3f} for a "
-                     "head that spreads its weight evenly.")
+                     "head that spreads its weight evenly." + also)
     if pos == data["prev_head"]:
         return wrong(f"{labels[pos]} is the previous-token head: its stripe sits right under the diagonal, "
                      f"the same in both copies (previous-token score {prev[pos]:.2f}). It never looks back "
-                     "to the first copy.",
+                     "to the first copy" + (": it prepares the keys the induction head reads, one layer up."
+                                            if pos == data["feeder"] else "."),
                      hint="Look for a head whose pattern changes between the first and the second copy.")
-    if pos == data["dup_head"]:
+    if pos == data["dup_head"] and data["duplicate"][pos] >= 0.5:
         return wrong(f"{labels[pos]} is the duplicate-token head: from a repeated word it looks at the word's "
                      "first occurrence itself, one position too early for copying. The induction head looks "
-                     "at the word that followed it. The duplicate-token head feeds it, from layer 0.",
+                     "at the word that followed it." + (" It feeds the induction head, from layer 0."
+                                                          if pos == data["feeder"] else ""),
                      hint="Look one position to the right of the duplicate-token head's stripe, in the last layer.")
     if labels[pos].startswith("L0"):
         return wrong(f"{labels[pos]} is in layer 0, whose keys know only their own word and position. "
@@ -108,14 +128,34 @@ def check_induction_head(answer, data: dict | None = None):
 
 define(6, "induction_head", kind="token", title="Which head is the induction head?",
        question=("The chapter's two-layer model, trained on the speech, read on random words repeated once "
-                 "(use the explorable above: pick a head, hover a word of the second copy). Which head is "
-                 "the <b>induction head</b>, the one that looks from a repeated word to the word that "
-                 "followed its first occurrence?"),
+                 "(use the explorable above: pick a head, hover a word of the second copy). Name an "
+                 "<b>induction head</b>: a head that looks from a repeated word to the word that "
+                 "followed its first occurrence."),
        tokens=lambda data: data["labels"], data=induction_data, grade=check_induction_head)
 
 
 # ----------------------------------------------------------------------------- circuit_loss
 _TOLERANCE = 0.1   # nats: the value is read from the model and shown with two decimals
+
+
+def circuit_reading(data: dict) -> str:
+    """What the double ablation says about the circuit, read from the three losses: whether
+    removing both heads adds little to the larger single ablation (one job, one path), or
+    more than either alone but less than the two rises added (partial backups), or more
+    than the sum."""
+    rise_ind, rise_feeder = data["without_ind"] - data["intact"], data["without_feeder"] - data["intact"]
+    rise_both, larger = data["without_both"] - data["intact"], max(rise_ind, rise_feeder)
+    if rise_both - larger < 0.25 * larger:
+        return ("Removing the second head of a circuit whose first step is already broken adds little: "
+                "the two heads do one job together.")
+    if rise_both <= rise_ind + rise_feeder:
+        return (f"Together they raise it by {rise_both:.2f} nats: more than either alone ({rise_ind:.2f} and "
+                f"{rise_feeder:.2f}), less than the two added ({rise_ind + rise_feeder:.2f}). Neither removal "
+                "breaks the whole circuit: other heads do part of each job (other induction heads in the last "
+                "layer, other heads of layer 0 that also read the previous word), and each single ablation "
+                "leaves some of them working.")
+    return (f"Together they raise it by {rise_both:.2f} nats, more than the two single rises added "
+            f"({rise_ind + rise_feeder:.2f}): each head covers for part of the other's loss.")
 
 
 @checker
@@ -125,29 +165,28 @@ def check_circuit_loss(answer, data: dict | None = None):
     target = data["without_both"]
     explain = (f"With both heads gone the loss on the second copy is {target:.2f} nats, against "
                f"{data['intact']:.2f} intact, {data['without_ind']:.2f} without the induction head alone and "
-               f"{data['without_dup']:.2f} without the duplicate-token head alone; the first copy costs "
+               f"{data['without_feeder']:.2f} without the layer-0 head that feeds it alone; the first copy costs "
                f"{data['first']:.2f}.")
     named = {"intact": "the intact model's loss", "without_ind": "the loss without the induction head alone",
-             "without_dup": "the loss without the duplicate-token head alone", "first": "the first copy's loss"}
+             "without_feeder": "the loss without the layer-0 head alone", "first": "the first copy's loss"}
     return grade_number(
-        answer, target,
-        explain + " Removing the second head of a circuit whose first step is already broken "
-                  "adds little: the two heads do one job together.",
+        answer, target, explain + " " + circuit_reading(data),
         what="a loss in nats, e.g. 3.5", abs_tol=_TOLERANCE,
         mistakes=[(data[key], lambda v, what=what: f"{v:g} is {what}, which the chapter shows. Removing both "
                                                   "heads is a new measurement: predict it, then run it.",
-                   "induction.repeated_loss(model, ablate=[(0, dup_head), (1, ind_head)])")
+                   "induction.repeated_loss(model, ablate=[(0, feeder), (1, ind_head)])")
                   for key, what in named.items()],
         impossible=[(lambda v: v < 0, "A cross-entropy loss is never negative: it is minus the log of a probability.")],
         otherwise=lambda v: f"{v:g} nats is {'lower' if v < target else 'higher'} than what the model gives.",
-        hint="Run induction.repeated_loss(model, ablate=[(0, dup_head), (1, ind_head)]) and "
+        hint="Run induction.repeated_loss(model, ablate=[(0, feeder), (1, ind_head)]) and "
              "type its value with two decimals.")
 
 
 define(6, "circuit_loss", kind="number", title="Remove the whole circuit",
-       question=("Predict, then check: remove <b>both</b> heads of the circuit at once, the duplicate-token head "
-                 "of layer 0 and the induction head of layer 1 "
-                 "(<code>induction.repeated_loss(model, ablate=[(0, dup_head), (1, ind_head)])</code>). "
+       question=("Predict, then check: remove <b>both</b> heads of the circuit at once, the layer-0 head that "
+                 "feeds the induction head (<code>feeder</code>, found by ablation in the chapter) and the "
+                 "induction head of layer 1 "
+                 "(<code>induction.repeated_loss(model, ablate=[(0, feeder), (1, ind_head)])</code>). "
                  "What is the loss on the second copy, in nats? Compare it with the two single ablations "
                  "of the chapter before you run it."),
        data=induction_data, grade=check_circuit_loss, label="Loss (nats)", placeholder="e.g. 3.5")
