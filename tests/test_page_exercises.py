@@ -86,7 +86,7 @@ def battery(chapter: int, name: str) -> tuple[list, list]:
                              0.99 * ch04.largest_temperature(data["scores"]),
                              1.01 * ch04.largest_temperature(data["scores"])],
         (5, "padding_zero_keys"): lambda: [7, 5, 12, 0, 9, 13, 3, 2.5, -1],
-        (6, "circuit_loss"): lambda: [data["without_both"], data["intact"], data["without_ind"], data["without_dup"],
+        (6, "circuit_loss"): lambda: [data["without_both"], data["intact"], data["without_ind"], data["without_feeder"],
                               data["first"], -1, 0, 100, 2.5, data["without_both"] + 0.05],
         (7, "rollout"): lambda: [0.275, 0.4, ch07.rollout(list(ch07.ROLLOUT_LAYERS)[::-1])[1][0], 0.25, 0.725, 1.7, 0.9],
         (9, "weights_memory"): lambda: [256, 8192 ** 2 * 4, 8192 ** 2 * 4 / 1e6, 64, 512, 128, 0.25, 0.03125,
