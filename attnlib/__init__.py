@@ -23,8 +23,8 @@ from .tiled import online_softmax, online_softmax_step, tiled_attention
 from . import explorables  # kernel-free interactive figures for the static book (chapters 1, 4, 5, 7, 8)
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .transformer import TinyTransformer
-from .measures import (asymmetry, attention_share, cosine_similarities, ideal_pattern, offset_share,
-                       pattern_closeness, received_attention, sink_shares, token_groups, top_keys)
+from .measures import (asymmetry, attention_share, cosine_similarities, offset_share,
+                       received_attention, sink_shares, token_groups, top_keys)
 from .corpus import load_text, words_of
 from . import evidence  # baselines, minimal pairs and ablations for reading a head (chapters 3, 8)
 
@@ -41,7 +41,7 @@ __all__ = [
     "load_encoder", "embed", "head_projections", "DEFAULT_MODEL", "layer_input", "project_qkv", "head_qkv",
     "head_outputs", "get_batch_attentions", "EncoderBatch",
     "MultiHeadAttention", "split_heads", "merge_heads",
-    "TinyTransformer", "ideal_pattern", "pattern_closeness",
+    "TinyTransformer",
     "tiled_attention", "online_softmax", "online_softmax_step",
     "get_attentions", "EncoderAttention", "token_vectors",
     "attention_share", "received_attention", "sink_shares", "offset_share", "asymmetry", "top_keys",

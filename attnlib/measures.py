@@ -1,6 +1,5 @@
 """What we measure on attention weights: the share of attention keys receive, the weight a
-query gives the token a fixed offset away (and how close a head comes to an ideal
-"look ``o`` back" pattern), asymmetry, the strongest keys of a query, the sinks of a
+query gives the token a fixed offset away, asymmetry, the strongest keys of a query, the sinks of a
 pretrained encoder, and the cosine similarity of hidden vectors.
 
 Each measure has one definition here, and the related ones are written through it:
@@ -8,9 +7,8 @@ Each measure has one definition here, and the related ones are written through i
 * :func:`received_attention` (column means) is the share of all attention each key
   receives; :func:`attention_share` sums it over a set of keys, and
   :func:`attnlib.in_weight` with ``share=True`` is the same number read off a graph.
-* :func:`offset_share` is the mean weight on the key ``offset`` places away;
-  :func:`pattern_closeness` is ``offset_share(weights, -o)`` averaged over the batch, and
-  :func:`ideal_pattern` is the weight matrix that scores 1 on it.
+* :func:`offset_share` is the mean weight on the key ``offset`` places away (the
+  previous-token scores of chapters 6 and 8 are ``offset_share(weights, -1)``).
 
 Conventions: ``weights[..., i, j]`` is the weight query ``i`` gives key ``j`` (row ``i``
 sums to 1), the layout of Hugging Face's ``output_attentions=True`` once a sentence is picked.
@@ -29,7 +27,7 @@ import torch
 from . import _validate
 
 __all__ = [
-    "received_attention", "attention_share", "offset_share", "pattern_closeness", "ideal_pattern",
+    "received_attention", "attention_share", "offset_share",
     "asymmetry", "top_keys", "token_groups", "sink_shares", "cosine_similarities",
 ]
 
@@ -158,66 +156,6 @@ def offset_share(weights, offset: int) -> torch.Tensor:
     if abs(offset) >= w.shape[-1]:
         raise ValueError(f"offset {offset} leaves no query with a neighbour among {w.shape[-1]} tokens")
     return torch.diagonal(w, offset=int(offset), dim1=-2, dim2=-1).mean(dim=-1)  # mean over the T - |offset| queries
-
-
-def pattern_closeness(weights, offsets) -> torch.Tensor:
-    """How close each head is to each ideal look-back pattern (:func:`ideal_pattern`): the
-    mean weight a head puts on the key ``i - o``, over the queries ``i >= o`` and the batch,
-    i.e. ``offset_share(weights, -o).mean(0)`` for each ``o`` in ``offsets``.
-
-    1 means the head always looks exactly ``o`` places back; a causal head spreading its
-    weight uniformly over the ``i + 1`` visible keys scores ``mean_{i >= o} 1 / (i + 1)``.
-
-    Shapes:
-        weights: ``(B, H, T, T)`` (one layer's weights); returns ``(H, len(offsets))``.
-
-    Raises:
-        TypeError: ``weights`` is not a floating tensor/array; an offset is not an int.
-        ValueError: ``weights`` is not ``(B, H, T, T)`` with valid weights; ``offsets`` is
-            empty or holds an offset outside ``1..T-1``.
-    """
-    w = _square(weights)
-    if w.dim() != 4:
-        raise ValueError(f"weights must be (B, H, T, T), one layer's weights, got shape {_validate.shape_of(w)}")
-    if isinstance(offsets, (str, bytes)) or not hasattr(offsets, "__iter__"):
-        raise TypeError(f"offsets must be a list of ints, got {type(offsets).__name__} {offsets!r}")
-    offsets = list(offsets)
-    if not offsets:
-        raise ValueError("offsets must hold at least one offset")
-    T = w.shape[-1]
-    for o in offsets:
-        if isinstance(o, bool) or not isinstance(o, numbers.Integral):
-            raise TypeError(f"offsets must be ints, got {type(o).__name__} {o!r}")
-    bad = [o for o in offsets if not 1 <= o < T]
-    if bad:
-        raise ValueError(f"offsets must be ints in 1..{T - 1}, got {bad[0]!r}")
-    columns = [offset_share(w, -int(o)).mean(dim=0) for o in offsets]  # each (H,): mean over the batch
-    return torch.stack(columns, dim=-1)                                # (H, len(offsets))
-
-
-def ideal_pattern(T: int, offset: int) -> torch.Tensor:
-    """The attention pattern of a perfect "look ``offset`` places back" head.
-
-    Row ``i`` is one-hot at key ``i - offset``; the first ``offset`` rows, which have no
-    such key, are all zero.  ``pattern_closeness(ideal_pattern(T, o)[None, None], [o])`` is 1.
-
-    Shapes:
-        returns ``(T, T)`` float32, ``result[i, j] = 1`` iff ``j = i - offset``.
-
-    Raises:
-        TypeError: ``T`` or ``offset`` is not an int.
-        ValueError: ``T`` or ``offset`` is below 1, or ``offset >= T`` (no query has a key
-            that far back).
-
-    >>> ideal_pattern(3, 1)
-    tensor([[0., 0., 0.],
-            [1., 0., 0.],
-            [0., 1., 0.]])
-    """
-    T, offset = _validate.positive_int(T, "T"), _validate.positive_int(offset, "offset")
-    if offset >= T:
-        raise ValueError(f"offset must be below T = {T} (no query has a key {offset} places back), got {offset}")
-    return torch.diag(torch.ones(T - offset), diagonal=-offset)  # (T, T): ones on the o-th sub-diagonal
 
 
 # --- shape of one matrix ----------------------------------------------------------------------

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 import attnlib
 from attnlib.corpus import SINK_PROBES
 from attnlib.measures import (
-    asymmetry, attention_share, cosine_similarities, ideal_pattern, offset_share, pattern_closeness,
+    asymmetry, attention_share, cosine_similarities, offset_share,
     received_attention, sink_shares, token_groups, top_keys,
 )
 
@@ -81,7 +81,7 @@ def test_attention_share_of_disjoint_sets_adds_up():
     torch.testing.assert_close(parts, torch.ones(4, dtype=torch.float64))
 
 
-# --- offset_share / pattern_closeness / ideal_pattern -------------------------------------------
+# --- offset_share -------------------------------------------
 
 def test_offset_share_by_hand_and_against_loops():
     # offset -1: HAND[1, 0] = 0.2, HAND[2, 1] = 0.0 -> 0.1; offset +1: 0.5, 0.5 -> 0.5; offset 0: 0.3
@@ -93,31 +93,6 @@ def test_offset_share_by_hand_and_against_loops():
     for offset in (-5, -2, -1, 0, 1, 3, 5):
         want = [np.mean([w[h, i, i + offset].item() for i in range(6) if 0 <= i + offset < 6]) for h in range(4)]
         np.testing.assert_allclose(offset_share(w, offset).numpy(), want, atol=1e-12)
-
-
-def test_ideal_pattern_matches_definition():
-    for T, o in ((5, 1), (5, 2), (4, 3), (2, 1)):
-        expected = torch.zeros(T, T)
-        for i in range(T):
-            if i - o >= 0:
-                expected[i, i - o] = 1
-        assert torch.equal(ideal_pattern(T, o), expected)
-
-
-def test_pattern_closeness_of_ideal_uniform_and_random_weights():
-    T = 6
-    ideal = torch.stack([ideal_pattern(T, 1), ideal_pattern(T, 2)])[None]          # (1, 2, T, T)
-    torch.testing.assert_close(pattern_closeness(ideal, (1, 2)), torch.tensor([[1.0, 0.0], [0.0, 1.0]]))
-    uniform = torch.ones(T, T).tril()
-    uniform = (uniform / uniform.sum(-1, keepdim=True))[None, None]                 # causal, uniform rows
-    expected = [sum(1 / (i + 1) for i in range(o, T)) / (T - o) for o in (1, 2, 3)]
-    torch.testing.assert_close(pattern_closeness(uniform, (1, 2, 3))[0], torch.tensor(expected))
-    g = torch.Generator().manual_seed(0)
-    w = torch.rand(3, 2, T, T, generator=g).softmax(-1)
-    loop = [[sum(w[b, h, i, i - o] for b in range(3) for i in range(o, T)) / (3 * (T - o)) for o in (1, 4)]
-            for h in range(2)]
-    torch.testing.assert_close(pattern_closeness(w, (1, 4)), torch.tensor(loop))
-    assert pattern_closeness(w.double(), (1,)).dtype == torch.float64  # dtype follows the input
 
 
 def test_offset_share_of_the_real_encoder_finds_its_previous_token_head(encoder):
@@ -242,24 +217,12 @@ BAD_CALLS = [
     (lambda: attention_share(W, [1.0]), TypeError, "key_positions must be ints, got float"),
     (lambda: attention_share(W, [True]), TypeError, "got bool"),
     (lambda: attention_share(W, None), TypeError, "got NoneType"),
-    # offset_share / pattern_closeness / ideal_pattern
+    # offset_share
     (lambda: offset_share(W, 4), ValueError, "offset 4 leaves no query"),
     (lambda: offset_share(torch.ones(2, 3), 1), ValueError, r"square \(..., T, T\) tensor with T >= 1, got shape \(2, 3\)"),
     (lambda: offset_share(W, 1.0), TypeError, "offset must be an int, got float"),
     (lambda: offset_share(W, "1"), TypeError, "offset must be an int, got str"),
     (lambda: offset_share(W.long(), 1), TypeError, "floating-point"),
-    (lambda: pattern_closeness(torch.zeros(2, 3, 3), (1,)), ValueError, r"weights must be \(B, H, T, T\)"),
-    (lambda: pattern_closeness(W[None, None], (4,)), ValueError, r"offsets must be ints in 1..3, got 4"),
-    (lambda: pattern_closeness(W[None, None], (0,)), ValueError, "in 1..3"),
-    (lambda: pattern_closeness(W[None, None], ()), ValueError, "at least one offset"),
-    (lambda: pattern_closeness(W[None, None], 1), TypeError, "offsets must be a list of ints"),
-    (lambda: pattern_closeness(W[None, None], ("1",)), TypeError, "offsets must be ints, got str"),
-    (lambda: pattern_closeness(torch.ones(1, 1, 3, 3, dtype=torch.long), (1,)), TypeError, "floating-point"),
-    (lambda: ideal_pattern(4, 0), ValueError, "offset must be a positive int, got 0"),
-    (lambda: ideal_pattern(3, 5), ValueError, "offset must be below T = 3"),
-    (lambda: ideal_pattern(3, 3), ValueError, "offset must be below T = 3"),
-    (lambda: ideal_pattern(4.0, 1), TypeError, "T must be a positive int, got float"),
-    (lambda: ideal_pattern(4, "1"), TypeError, "offset must be a positive int, got str"),
     # asymmetry / top_keys
     (lambda: asymmetry(torch.ones(3, 4)), ValueError, r"square .* got shape \(3, 4\)"),
     (lambda: asymmetry(torch.ones(3, 3, dtype=torch.bool)), TypeError, "floating-point"),
