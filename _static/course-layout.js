@@ -251,6 +251,7 @@
       });
     });
     busy = busy.then(function () { window.dispatchEvent(new Event("course-math-reflowed")); });
+    window.courseMathReflowed = busy;  /* settles when this pass is done (the browser tests wait on it) */
     return busy;
   }
 
