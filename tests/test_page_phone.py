@@ -13,6 +13,8 @@ non-local request blocked (tests/test_browser.py's set-up), beyond tests/test_pa
   links in prose and the hover-only section anchors are exempt (WCAG 2.5.5); a solution's small
   toggle icon is exempt because its whole title (checked here) opens it.
 * A prose table of at most three columns fits a phone's column without scrolling.
+* In dark mode no exercise sits on the light card the theme puts behind HTML outputs (the
+  exercises draw their own dark box; the card framed it in light grey).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import pytest
 
 from test_browser import HTML, book, book_pages, browser, serve  # noqa: F401  (fixtures)
 from test_page_explorables import ScreenVisit
+from test_page_layout import LIGHT_CARDS
 
 pytestmark = pytest.mark.book
 
@@ -128,3 +131,18 @@ def test_prose_tables_of_three_columns_fit_a_phone(book, browser):  # noqa: F811
         finally:
             visit.close()
     assert not problems, f"narrow tables that scroll at 390 px: {problems}"
+
+
+def test_exercises_sit_on_the_dark_page_in_dark_mode(book, browser):  # noqa: F811
+    pages = [p for p in book_pages() if "attn-exercise" in p.read_text(encoding="utf-8")]
+    assert pages, "no page of the book holds an exercise"
+    base, problems = serve(str(book)), []
+    for path in pages:
+        rel = path.relative_to(book).as_posix()
+        visit = ScreenVisit(browser, base + rel, "phone", "dark")
+        try:
+            assert visit.page.get_attribute("html", "data-theme") == "dark"
+            problems += [f"{rel}: {c}" for c in visit.page.evaluate(LIGHT_CARDS, ".attn-exercise")]
+        finally:
+            visit.close()
+    assert not problems, "exercises on a light card in dark mode:\n" + "\n".join(problems[:10])
