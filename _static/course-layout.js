@@ -7,7 +7,10 @@
  * 2. Wide blocks (display maths, code, cell outputs, tables) scroll sideways inside their own
  *    box; `data-overflow` ("left", "right" or "both") marks the sides with hidden content, and
  *    course-layout.css fades those edges so the reader sees there is more to scroll to.
- * 3. Display maths wider than the column is reflowed before it is left to scroll (below). */
+ * 3. Display maths wider than the column is reflowed before it is left to scroll (below).
+ * 4. On a phone the navigation drawer and the "Contents" panel are modal dialogs: a tap on a
+ *    link to a section of the same page used to scroll the page behind the panel and leave the
+ *    panel open over it.  The panel now closes, and the page shows the section. */
 (function () {
   "use strict";
 
@@ -22,6 +25,14 @@
     ev.stopPropagation();
     button.click();  /* bubbles to the title, whose handler toggles the admonition */
   }, true);
+
+  document.addEventListener("click", function (ev) {
+    var link = ev.target.closest ? ev.target.closest("a[href]") : null;
+    var dialog = link ? link.closest("dialog[open]") : null;
+    if (!dialog || typeof dialog.close !== "function") return;
+    var url = new URL(link.href, location.href);
+    if (url.origin + url.pathname === location.origin + location.pathname) dialog.close();
+  });
 
   var WIDE = [
     "mjx-container[display=true]", "div.math", "div.highlight pre", ".cell_output pre",

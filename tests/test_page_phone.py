@@ -13,6 +13,8 @@ non-local request blocked (tests/test_browser.py's set-up), beyond tests/test_pa
   links in prose and the hover-only section anchors are exempt (WCAG 2.5.5); a solution's small
   toggle icon is exempt because its whole title (checked here) opens it.
 * A prose table of at most three columns fits a phone's column without scrolling.
+* On a phone, a tap on a section in the "Contents" panel closes the panel and shows that
+  section (the panel used to stay open over the page it had just scrolled).
 * In dark mode no exercise sits on the light card the theme puts behind HTML outputs (the
   exercises draw their own dark box; the card framed it in light grey).
 """
@@ -146,3 +148,23 @@ def test_exercises_sit_on_the_dark_page_in_dark_mode(book, browser):  # noqa: F8
         finally:
             visit.close()
     assert not problems, "exercises on a light card in dark mode:\n" + "\n".join(problems[:10])
+
+
+def test_a_section_chosen_in_the_contents_panel_closes_it_on_a_phone(book, browser):  # noqa: F811
+    visit = ScreenVisit(browser, serve(str(book)) + "chapters/02_queries_keys_values.html", "phone", "light")
+    try:
+        page = visit.page
+        page.click(".bd-header-article .secondary-toggle")
+        page.wait_for_timeout(400)
+        assert page.evaluate("() => !!document.querySelector('#pst-secondary-sidebar-modal[open]')"), "the panel did not open"
+        target = page.eval_on_selector("#pst-secondary-sidebar-modal a[href^='#'] >> nth=3", "a => a.getAttribute('href')")
+        page.click(f"#pst-secondary-sidebar-modal a[href='{target}']")
+        page.wait_for_timeout(800)
+        assert not page.evaluate("() => !!document.querySelector('#pst-secondary-sidebar-modal[open]')"), \
+            "the contents panel stayed open over the section it scrolled to"
+        top = page.evaluate("(id) => document.getElementById(id).getBoundingClientRect().top", target[1:])
+        assert 0 <= top < 300, f"the chosen section is not at the top of the screen (top {top:.0f} px)"
+        page.click(".theme-switch-button")  # the page under the closed panel takes taps again
+        assert visit.errors == [] and visit.external == []
+    finally:
+        visit.close()
