@@ -11,7 +11,8 @@ non-local request blocked (tests/test_browser.py's set-up), beyond tests/test_pa
   icons, copy buttons, "Show code cell source" toggles, sliders, check boxes and radio buttons
   (through their labels), exercise buttons and inputs, explorable chips and menus.  Inline
   links in prose and the hover-only section anchors are exempt (WCAG 2.5.5); a solution's small
-  toggle icon is exempt because its whole title (checked here) opens it.
+  toggle icon is exempt because its whole title (checked here) opens it.  The bigger targets
+  leave every exercise inside its box (nothing in it scrolls sideways).
 * A prose table of at most three columns fits a phone's column without scrolling.
 * On a phone, a tap on a section in the "Contents" panel closes the panel and shows that
   section (the panel used to stay open over the page it had just scrolled).
@@ -55,6 +56,11 @@ SMALL_CONTROLS = """() => { const out = [];
       out.push(`${e.tagName.toLowerCase()}.${String(e.className).split(' ')[0]} ${Math.round(r.width)}x${Math.round(r.height)}`);
   }
   return [...new Set(out)]; }"""
+# Bigger targets must not push an exercise's controls wider than its box (the data tables an
+# exercise shows, which may scroll like any data table, and screen-reader-only text aside).
+CROWDED = """() => [...document.querySelectorAll('.attn-exercise, .attn-exercise *')]
+  .filter(e => !e.closest('table:not(.attn-ex-grid)') && e.getClientRects().length && e.clientWidth > 1 && e.scrollWidth > e.clientWidth + 1 && !(e instanceof SVGElement))
+  .map(e => `${e.tagName.toLowerCase()}.${String(e.className).split(' ')[0]} ${e.scrollWidth} > ${e.clientWidth}`)"""
 NARROW_TABLES = """() => [...document.querySelectorAll('.bd-article section table')]
   .filter(t => !t.closest('.cell_output') && t.getClientRects().length && t.rows.length && t.rows[0].cells.length <= 3)
   .map(t => { const box = t.closest('.pst-scrollable-table-container') || t.parentElement;
@@ -118,9 +124,11 @@ def test_every_control_is_a_44_px_touch_target_on_a_phone(book, browser):  # noq
             visit.page.evaluate(SETTLE)
             if small := visit.page.evaluate(SMALL_CONTROLS):
                 problems[rel] = small[:8]
+            if crowded := visit.page.evaluate(CROWDED):
+                problems[rel + " (scrolls inside)"] = crowded[:5]
         finally:
             visit.close()
-    assert not problems, f"controls smaller than 44 x 44 px at 390 px: {problems}"
+    assert not problems, f"controls smaller than 44 x 44 px, or exercise parts that scroll, at 390 px: {problems}"
 
 
 def test_prose_tables_of_three_columns_fit_a_phone(book, browser):  # noqa: F811
