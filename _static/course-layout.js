@@ -35,7 +35,7 @@
   });
 
   var WIDE = [
-    "mjx-container[display=true]", "div.math", "div.highlight pre", ".cell_output pre",
+    "mjx-container[display=true]", "mjx-container[data-wide-inline]", "div.math", "div.highlight pre", ".cell_output pre",
     ".cell_output .output.text_html", ".pst-scrollable-table-container", ".cell_output .output > table",
     ".table-wrapper", ".cell_output div[id^=bertviz-]"
   ].join(",");
@@ -261,9 +261,25 @@
         if (window.console) console.warn("math reflow:", err);
       });
     });
-    busy = busy.then(function () { window.dispatchEvent(new Event("course-math-reflowed")); });
+    busy = busy.then(function () { wideInline(); window.dispatchEvent(new Event("course-math-reflowed")); });
     window.courseMathReflowed = busy;  /* settles when this pass is done (the browser tests wait on it) */
     return busy;
+  }
+
+  /* Inline maths cannot break either; one wider than the column (a long chain in a sentence)
+   * would be clipped by its line: it becomes a block of its own that scrolls, with the fade. */
+  function wideInline() {
+    var col = document.querySelector(".bd-article");
+    if (!col) return;
+    var right = col.getBoundingClientRect().right;
+    document.querySelectorAll(".bd-article mjx-container:not([display=true])").forEach(function (c) {
+      var r = c.getBoundingClientRect();
+      if (c.hasAttribute("data-wide-inline")) {
+        c.removeAttribute("data-wide-inline");
+        r = c.getBoundingClientRect();
+      }
+      if (r.width && r.right > right + 1 && !c.closest("table, .cell_output")) c.setAttribute("data-wide-inline", "");
+    });
   }
 
   function start() {

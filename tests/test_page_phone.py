@@ -4,6 +4,7 @@ non-local request blocked (tests/test_browser.py's set-up), beyond tests/test_pa
 * Display maths fits its column at 390 px and at 1280 px: a list of equations joined by
   \\qquad is packed into lines and a chain of relations is broken before its relations
   (course-layout.js), instead of scrolling inside its box.
+* Inline maths wider than the column is not clipped: it becomes a block of its own that scrolls.
 * The reflow only re-lays the maths out: the same glyphs, in the same order, as the equation
   drawn on one line at 1280 px; and a window that gets wider again gets the one-line equation
   back.
@@ -35,6 +36,12 @@ SETTLE = """() => (window.MathJax && MathJax.startup && MathJax.startup.promise 
 WIDE_MATHS = """() => [...document.querySelectorAll('.bd-article mjx-container[display=true]')]
   .filter(e => e.getClientRects().length && e.scrollWidth > e.clientWidth + 1)
   .map(e => `${e.scrollWidth} > ${e.clientWidth}: ` + (e.closest('div.math')?.getAttribute('data-tex') || e.textContent).trim().slice(0, 60))"""
+# Inline maths that sticks out of the column (its line clips it: the reader loses the end).
+CLIPPED_INLINE = """() => { const col = document.querySelector('.bd-article'); if (!col) return [];
+  const right = col.getBoundingClientRect().right;
+  return [...document.querySelectorAll('.bd-article mjx-container:not([display=true])')]
+    .filter(e => e.getClientRects().length && !e.closest('table, .cell_output') && e.getBoundingClientRect().right > right + 1)
+    .map(e => `${Math.round(e.getBoundingClientRect().width)} px: ` + e.textContent.trim().slice(0, 60)); }"""
 # The glyphs of each display equation, in order (CHTML draws each character as an mjx-c with a
 # class naming its code point), keyed by the equation's TeX source.
 GLYPHS = """() => Object.fromEntries([...document.querySelectorAll('.bd-article div.math')].map((d, i) =>
@@ -82,6 +89,8 @@ def test_display_maths_fits_its_column(book, browser, viewport):  # noqa: F811
             visit.page.evaluate(SETTLE)
             if wide := visit.page.evaluate(WIDE_MATHS):
                 problems[rel] = wide
+            if clipped := visit.page.evaluate(CLIPPED_INLINE):
+                problems[rel + " (inline, clipped)"] = clipped
             assert visit.errors == [], (rel, visit.errors)
         finally:
             visit.close()
