@@ -237,7 +237,9 @@
   }
 
   var busy = Promise.resolve(), lastWidth = 0;
-  function pass() {
+  /* full: every equation from its source (the column changed); else only those not yet seen
+   * laid out, e.g. in a solution dropdown that was closed at load and has just opened. */
+  function pass(full) {
     var divs = document.querySelectorAll(".bd-article div.math");
     var todo = [];
     Array.prototype.forEach.call(divs, function (div) {
@@ -247,7 +249,7 @@
         if (!item) return;
         div.setAttribute("data-tex", item.math);
       }
-      todo.push(div);
+      if (full || (!div.hasAttribute("data-reflowed") && div.clientWidth)) todo.push(div);
     });
     todo.forEach(function (div) {
       busy = busy.then(function () {
@@ -285,13 +287,19 @@
   function start() {
     var mj = window.MathJax;
     if (!mj || !mj.startup || !mj.startup.promise) return;
-    mj.startup.promise.then(function () { lastWidth = document.documentElement.clientWidth; return pass(); });
+    mj.startup.promise.then(function () { lastWidth = document.documentElement.clientWidth; return pass(true); });
+    var again = 0;  /* a dropdown (sphinx-togglebutton, <details>) opened: lay out what it shows */
+    function opened() { window.clearTimeout(again); again = window.setTimeout(function () { pass(false); }, 350); }
+    document.addEventListener("click", function (ev) {
+      if (ev.target.closest && ev.target.closest(".admonition-title, .toggle-button, summary")) opened();
+    });
+    document.addEventListener("toggle", opened, true);
     var timer = 0;
     window.addEventListener("resize", function () {
       window.clearTimeout(timer);
       timer = window.setTimeout(function () {
         var w = document.documentElement.clientWidth;
-        if (w !== lastWidth) { lastWidth = w; pass(); }
+        if (w !== lastWidth) { lastWidth = w; pass(true); }
       }, 200);
     });
   }

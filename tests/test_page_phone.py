@@ -6,7 +6,7 @@ non-local request blocked (tests/test_browser.py's set-up), beyond tests/test_pa
   (course-layout.js), instead of scrolling inside its box.
 * Inline maths wider than the column is not clipped: it becomes a block of its own that scrolls.
 * The reflow only re-lays the maths out: the same glyphs, in the same order, as the equation
-  drawn on one line at 1280 px; and a window that gets wider again gets the one-line equation
+  drawn on one line at 1280 px; maths in a solution dropdown is laid out when it opens; and a window that gets wider again gets the one-line equation
   back.
 * Every control on a phone (390 px) is a touch target of at least 44 x 44 CSS px: the header's
   icons, copy buttons, "Show code cell source" toggles, sliders, check boxes and radio buttons
@@ -86,6 +86,11 @@ def test_display_maths_fits_its_column(book, browser, viewport):  # noqa: F811
     for rel in _pages(book):
         visit = ScreenVisit(browser, base + rel, viewport, "light")
         try:
+            visit.page.evaluate(SETTLE)
+            # open every solution dropdown: maths that was hidden at load must fit once shown
+            for title in visit.page.query_selector_all(".toggle.admonition > .admonition-title"):
+                title.click()
+            visit.page.wait_for_timeout(800)
             visit.page.evaluate(SETTLE)
             if wide := visit.page.evaluate(WIDE_MATHS):
                 problems[rel] = wide
