@@ -20,7 +20,7 @@ What the theme and the extensions put on every page, and what happens to it here
 * sphinx-design's ``design-tabs.js`` and ``sphinx-design.min.css``: removed from a page whose
   body uses no sphinx-design component (no ``sd-`` class).
 
-* The course's own ``course-layout.css`` and ``course-layout.js`` (about 7 KB together, on
+* The course's own ``course-layout.css`` and ``course-layout.js`` (about 22 KB together, on
   every page): written into the page as ``<style>`` and ``<script>`` blocks instead of two
   more requests (:func:`inline_course_layout`).
 
