@@ -9,11 +9,12 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from attnlib import online_softmax_step, tiled_attention
-from attnlib.exercises import exercise, exercise_names
+from attnlib.exercises import exercise_names
 from attnlib.exercises.ch09 import (
     MEMORY_T, RESCALE_BLOCK_MAX, RESCALE_L_OLD, RESCALE_M_OLD, STATE_BLOCK, STATE_D_V,
     check_rescale_factor, check_state_per_query, check_weights_memory,
 )
+from widget_checks import assert_widget_round_trip
 
 BAD_INPUTS = [None, "", "   ", "abc", math.nan, math.inf, -math.inf, "nan", "inf", [1, 2], {"a": 1},
               b"7", True, np.zeros((2, 2)), torch.zeros(3), torch.zeros(3, 3, dtype=torch.complex64)]
@@ -158,11 +159,4 @@ def test_state_typical_mistakes(answer, fragment):
     ("state_per_query", "64", "running maximum", lambda: str(_state_oracle())),
 ])
 def test_widgets(name, wrong_answer, fragment, right_answer):
-    ex = exercise(9, name)
-    ex.control.value = ""
-    assert not ex.check().correct and "empty" in ex.feedback.value
-    ex.control.value = wrong_answer
-    ex.button.click()
-    assert not ex.last.correct and fragment in ex.feedback.value and "Not yet" in ex.feedback.value
-    ex.control.value = right_answer()
-    assert ex.check().correct and "Correct" in ex.feedback.value
+    assert_widget_round_trip(9, name, wrong_answer, fragment, right_answer())
