@@ -128,14 +128,14 @@ def test_symmetric_key_matches_numerics():
     S = x @ x.T                                           # symmetric scores
     A = torch.softmax(S, dim=-1)
     Z = torch.exp(S).sum(-1)
-    candidates = {"A": A, "diag(Z) A": Z[:, None] * A, "diag(1/Z) A": A / Z[:, None], "A^T": A.T}
+    candidates = {"A": A, "diag(Z) A": Z[:, None] * A, "diag(1/Z) A": A / Z[:, None], SYMMETRIC_OPTIONS[3]: A.T}
     symmetric = [name for name, m in candidates.items() if torch.allclose(m, m.T, rtol=1e-10, atol=0)]
     assert symmetric == ["diag(Z) A"]
     assert set(candidates) == set(SYMMETRIC_OPTIONS)
     assert check_symmetric("diag(Z) A").correct
 
 
-@pytest.mark.parametrize("choice, phrase", [("A", "normaliser"), ("diag(1/Z) A", "second time"), ("A^T", "exactly when")])
+@pytest.mark.parametrize("choice, phrase", [("A", "normaliser"), ("diag(1/Z) A", "second time"), (SYMMETRIC_OPTIONS[3], "exactly when")])
 def test_symmetric_wrong(choice, phrase):
     fb = check_symmetric(choice)
     assert not fb.correct and phrase in fb.message

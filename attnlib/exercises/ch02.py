@@ -131,13 +131,13 @@ define(2, "top_key", kind="token", title="Which key wins?", question=_top_key_qu
 
 
 # ----------------------------------------------------------------------------- symmetric
-SYMMETRIC_OPTIONS = ["A", "diag(Z) A", "diag(1/Z) A", "A^T"]
+SYMMETRIC_OPTIONS = ["A", "diag(Z) A", "diag(1/Z) A", "A\u1d40"]   # the last is A transposed: Aᵀ
 _SYMMETRIC_FEEDBACK = {
     "A": "A_ij = e^(S_ij) / Z_i and A_ji = e^(S_ij) / Z_j: equal only when the two rows happen to "
          "have the same normaliser, which is not guaranteed.",
     "diag(1/Z) A": "This divides every row by Z_i a second time: entries e^(S_ij) / Z_i^2, "
                    "which differ from e^(S_ji) / Z_j^2 whenever Z_i != Z_j.",
-    "A^T": "A^T is symmetric exactly when A is, and A is not guaranteed to be symmetric.",
+    "A\u1d40": "A\u1d40 is symmetric exactly when A is, and A is not guaranteed to be symmetric.",
 }
 
 
@@ -151,7 +151,8 @@ def check_symmetric(answer):
 
 
 define(2, "symmetric", kind="choice", title="What stays symmetric?",
-       question="S is symmetric (tied W_Q = W_K), A = softmax(S) row by row, Z_i = sum_l exp(S_il). "
+       question="S is symmetric (tied W<sub>Q</sub> = W<sub>K</sub>), A = softmax(S) row by row, "
+                "Z<sub>i</sub> = &Sigma;<sub>l</sub> exp(S<sub>il</sub>). "
                 "Which matrix is <b>guaranteed</b> to be symmetric?",
        options=SYMMETRIC_OPTIONS, grade=check_symmetric)
 
