@@ -199,6 +199,21 @@ def text(value, name: str = "text") -> str:
     return value
 
 
+def text_list(value, name: str = "texts") -> list:
+    """``value`` as a non-empty list of non-blank str (a list or tuple; one str is refused).
+
+    Raises:
+        TypeError: not a list or tuple of str (the message says to wrap a single text).
+        ValueError: empty, or holding an empty or blank text.
+    """
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be a list or tuple of str, got {type(value).__name__}"
+                        + (" (wrap a single text in a list)" if isinstance(value, str) else ""))
+    if not value:
+        raise ValueError(f"{name} must hold at least one text")
+    return [text(t, f"{name}[{i}]") for i, t in enumerate(value)]
+
+
 def same_device(**tensors) -> torch.device:
     """The one device that every tensor given by keyword is on.
 

@@ -32,10 +32,11 @@ import re
 
 import torch
 
-from . import _validate, corpus
+from . import _validate, corpus, encoder
+from .encoder.loading import model_and_tokenizer
 
 __all__ = [
-    "reference_sentences", "uniform_weight", "positional_lift", "positional_baseline",
+    "reference_sentences", "uniform_weight", "positional_lifts", "positional_lift", "positional_baseline",
     "token_position", "pair_weights", "head_ablation", "layer_ablation",
 ]
 
@@ -65,11 +66,6 @@ def uniform_weight(n_keys: int) -> float:
     return 1.0 / _validate.positive_int(n_keys, "n_keys")
 
 
-def _encoder():
-    from . import encoder
-    return encoder
-
-
 def _texts(texts) -> list:
     texts = reference_sentences() if texts is None else texts
     if isinstance(texts, str) or not isinstance(texts, (list, tuple)) or not texts:
@@ -77,41 +73,53 @@ def _texts(texts) -> list:
     return [_validate.text(t, "each text") for t in texts]
 
 
-def positional_lift(layer: int, head: int, offsets, *, texts=None, model=None, tokenizer=None) -> dict:
-    """Mean weight a head gives the key ``o`` places away, in multiples of the uniform
+def positional_lifts(offsets, *, texts=None, model=None, tokenizer=None) -> torch.Tensor:
+    """Mean weight every head gives the key ``o`` places away, in multiples of the uniform
     weight: the mean of ``T * A[i, i + o]`` over every ordinary (non-special) query and key
-    of ``texts`` (default :func:`reference_sentences`).  1 means "no preference for this
-    offset"; a previous-token head scores far above 1 at ``o = -1``.
+    of ``texts`` (default :func:`reference_sentences`), for all layers and heads from one
+    batched forward pass.  1 means "no preference for this offset"; a previous-token head
+    scores far above 1 at ``o = -1``.
 
     Shapes:
-        returns ``{offset: lift}`` with one float per offset (unitless).
+        returns ``(n_layers, H, len(offsets))`` float64 (unitless), offsets in the given order.
 
     Raises:
         TypeError: ``offsets`` not ints; ``texts`` not a list of str.
         ValueError: no pair of ordinary tokens at some offset in any text.
-        IndexError: ``layer`` or ``head`` out of range.
     """
     offsets = [int(o) for o in _ints(offsets, "offsets")]
-    enc = _encoder()
-    sums = {o: 0.0 for o in offsets}
-    counts = {o: 0 for o in offsets}
-    batch = enc.get_batch_attentions(_texts(texts), model=model, tokenizer=tokenizer)  # padding masked
-    weights = batch.attentions[_validate.index(layer, batch.n_layers, "layer")]
-    head = _validate.index(head, batch.n_heads, "head")
+    batch = encoder.get_batch_attentions(_texts(texts), model=model, tokenizer=tokenizer)  # padding masked
+    weights = torch.stack([a.double().cpu() for a in batch.attentions], dim=1)  # (B, L, H, T, T)
+    sums = torch.zeros(batch.n_layers, batch.n_heads, len(offsets), dtype=torch.float64)
+    counts = [0] * len(offsets)
     for b, tokens in enumerate(batch.tokens):
         T = int(batch.attention_mask[b].sum())                # real tokens; [PAD] come after them
-        A = weights[b, head, :T, :T].double().cpu()           # (T, T)
         ordinary = [i for i, t in enumerate(tokens[:T]) if t not in _SPECIAL]
         keep = set(ordinary)
-        for o in offsets:
+        for k, o in enumerate(offsets):
             for i in ordinary:
                 if i + o in keep:
-                    sums[o] += T * float(A[i, i + o])
-                    counts[o] += 1
-    empty = [o for o in offsets if counts[o] == 0]
+                    sums[:, :, k] += T * weights[b, :, :, i, i + o]   # (L, H)
+                    counts[k] += 1
+    empty = [o for o, n in zip(offsets, counts) if n == 0]
     if empty:
         raise ValueError(f"no pair of ordinary tokens at offset(s) {empty} in the texts")
-    return {o: sums[o] / counts[o] for o in offsets}
+    return sums / torch.tensor(counts, dtype=torch.float64)
+
+
+def positional_lift(layer: int, head: int, offsets, *, texts=None, model=None, tokenizer=None) -> dict:
+    """One head's :func:`positional_lifts`: ``{offset: lift}`` with one float per offset
+    (unitless).
+
+    Raises:
+        as :func:`positional_lifts`; IndexError: ``layer`` or ``head`` out of range.
+    """
+    offsets = [int(o) for o in _ints(offsets, "offsets")]
+    model, tokenizer = model_and_tokenizer(model, tokenizer)
+    layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
+    head = _validate.index(head, model.config.num_attention_heads, "head")
+    table = positional_lifts(offsets, texts=texts, model=model, tokenizer=tokenizer)[layer, head]
+    return {o: float(table[k]) for k, o in enumerate(offsets)}
 
 
 def positional_baseline(layer: int, head: int, offset: int, n_tokens: int, **kwargs) -> float:
@@ -176,11 +184,10 @@ def pair_weights(texts, layer: int, head: int, query, keys, *, model=None, token
         TypeError / ValueError: as :func:`token_position` for the query; IndexError: layer
         or head out of range.
     """
-    enc = _encoder()
     keys = [keys] if isinstance(keys, (str, int)) else list(keys)
     rows = []
     for text in _texts(list(texts)):
-        att = enc.get_attentions(text, model=model, tokenizer=tokenizer)
+        att = encoder.get_attentions(text, model=model, tokenizer=tokenizer)
         A = att.head(layer, head)
         i = token_position(att.tokens, query)
         weights = {}
@@ -206,7 +213,7 @@ def _mean_head_outputs(model, tokenizer, layer: int, texts: tuple) -> torch.Tens
     layer and texts."""
     key = (id(model), layer, texts)
     if key not in _MEAN_OUTPUTS:
-        _MEAN_OUTPUTS[key] = _encoder().mean_head_outputs(list(texts), layer, model, tokenizer)
+        _MEAN_OUTPUTS[key] = encoder.mean_head_outputs(list(texts), layer, model, tokenizer)
     return _MEAN_OUTPUTS[key]
 
 
@@ -236,14 +243,13 @@ def head_ablation(text, layer: int, head: int, *, mode: str = "mean", texts=None
         ValueError: ``mode`` is not "mean" or "zero"; as :func:`attnlib.encoder.ablated_outputs`.
     """
     mode = _validate.choice(mode, ("mean", "zero"), "mode")
-    enc = _encoder()
-    model, tokenizer = enc._model_and_tokenizer(model, tokenizer)
+    model, tokenizer = model_and_tokenizer(model, tokenizer)
     replacement = None
     if mode == "mean":
         layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
         head = _validate.index(head, model.config.num_attention_heads, "head")
         replacement = _mean_head_outputs(model, tokenizer, layer, tuple(_texts(texts)))[head]
-    tokens, intact, ablated = enc.ablated_outputs(text, layer, head, replacement=replacement,
+    tokens, intact, ablated = encoder.ablated_outputs(text, layer, head, replacement=replacement,
                                                   model=model, tokenizer=tokenizer)
     token_change, sentence_change = _change(intact, ablated)
     return {"tokens": tokens, "token_change": token_change, "sentence_change": sentence_change}
@@ -257,13 +263,13 @@ def layer_ablation(text, layer: int, *, mode: str = "mean", texts=None, model=No
         returns ``(H,)`` float64, unitless.
     """
     mode = _validate.choice(mode, ("mean", "zero"), "mode")
-    enc = _encoder()
-    model, tokenizer = enc._model_and_tokenizer(model, tokenizer)
+    model, tokenizer = model_and_tokenizer(model, tokenizer)
     layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
     means = _mean_head_outputs(model, tokenizer, layer, tuple(_texts(texts))) if mode == "mean" else None
-    intact = enc.get_attentions(text, model=model, tokenizer=tokenizer).hidden_states[-1][0]  # one intact pass
+    intact = encoder.run(text, model=model, tokenizer=tokenizer).output              # one intact pass, (T, d_model)
     changes = []
     for h in range(model.config.num_attention_heads):
-        ablated = enc._ablated_hidden(text, layer, h, None if means is None else means[h], model, tokenizer)
+        ablated = encoder.run(text, replace={(layer, h): None if means is None else means[h]},
+                              model=model, tokenizer=tokenizer).output
         changes.append(_change(intact, ablated)[1])
     return torch.tensor(changes, dtype=torch.float64)

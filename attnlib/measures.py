@@ -25,18 +25,12 @@ import numpy as np
 import torch
 
 from . import _validate
+from .encoder import EncoderAttention, get_attentions, load_encoder
 
 __all__ = [
     "received_attention", "attention_share", "offset_share",
     "asymmetry", "top_keys", "token_groups", "sink_shares", "cosine_similarities",
 ]
-
-
-def _encoder_api():
-    """The model-reading functions, imported when first needed so that the measures do not
-    load the encoder module (and transformers) at import time."""
-    from .encoder import EncoderAttention, get_attentions, load_encoder
-    return EncoderAttention, get_attentions, load_encoder
 
 
 def _weights(x, name: str = "weights", *, min_dim: int = 2) -> torch.Tensor:
@@ -270,7 +264,6 @@ def sink_shares(texts, *, model=None, tokenizer=None) -> dict:
     texts = list(texts)
     if not texts:
         raise ValueError("texts must hold at least one sentence")
-    EncoderAttention, get_attentions, load_encoder = _encoder_api()
     if model is None and tokenizer is None:
         model, tokenizer = load_encoder()
     totals: dict = {}

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from . import _validate
-from .multihead import MultiHeadAttention
+from .multihead import MultiHeadAttention, replace_heads
 
 __all__ = ["TinyTransformer", "STATIC_BOOK_ENV"]
 
@@ -44,14 +44,9 @@ class Block(nn.Module):
     def forward(self, x, replace: dict | None = None, is_causal: bool = True):
         handle = None
         if replace:
-            d_head = self.attn.d_head
 
             def swap(module, args):                              # args[0]: (B, T, H * d_head), the heads side by side
-                heads = args[0].clone()
-                for h, vector in replace.items():
-                    cols = slice(h * d_head, (h + 1) * d_head)
-                    heads[..., cols] = 0.0 if vector is None else vector.to(heads)
-                return (heads,)
+                return (replace_heads(args[0], self.attn.n_heads, replace),)
 
             handle = self.attn.out_proj.register_forward_pre_hook(swap)
         try:
