@@ -18,6 +18,9 @@ verified weights :func:`attnlib.encoder.load_encoder` loads:
 and hidden state with :func:`~attnlib.encoder.run` (the build fails above
 :data:`BUILD_TOLERANCE`).  :func:`write_site_files` writes what the page fetches.
 
+``onnx`` and ``onnxruntime`` are imported inside the functions that use them: they are
+build-time dependencies (requirements.txt), not attnlib's (a learner's Binder has neither).
+
 Shapes legend: ``B`` batch, ``H`` heads, ``T`` tokens, ``d_model`` model width.
 """
 from __future__ import annotations
