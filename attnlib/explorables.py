@@ -25,7 +25,7 @@ from .devices import as_tensor
 from .geometry import convex_hull_2d
 
 __all__ = ["convex_combination", "temperature_explorer", "mask_explorer", "graph_threshold",
-           "head_hover", "round_attentions", "Explorable", "standalone_page", "MAX_TOKENS",
+           "head_hover", "round_attentions", "model_lab", "Explorable", "standalone_page", "MAX_TOKENS",
            "GRAPH_EARLIER_SIDE", "GRAPH_CMAP", "GRAPH_VMAX"]
 
 MAX_TOKENS = 128  # beyond this a figure stops being readable (and a page grows past ~1 MB)
@@ -419,3 +419,79 @@ def rope_offset(q, k, query: str = "query", key: str = "key", *, base: float = 1
 
 
 __all__ += ["rope_offset"]
+
+
+def _rounded(t: torch.Tensor, digits: int = 4) -> list:
+    return [round(float(x), digits) for x in t.reshape(-1).tolist()]
+
+
+def model_lab(text: str, text_b: str | None = None, *, mode: str = "one", layer: int = 0, head: int = 0,
+              ablation: bool = True, lift_offsets=(-1, 0, 1), model=None, tokenizer=None) -> Explorable:
+    """Chapter 8's model lab: the pretrained encoder on a sentence (or a minimal pair, or a
+    sentence pair), any layer and head as a heatmap with its baselines, and one head switched
+    off against the same measure for every head (the reference scale).
+
+    The figure opens on runs of the kernel's PyTorch model (:func:`attnlib.encoder.run`).  In
+    the published book a reader can load the same encoder into the page (ONNX, in a Web
+    Worker; :mod:`attnlib.encoder.browser`) and run their own sentences; in a notebook, change
+    the arguments and run the cell again.
+
+    Args:
+        text, text_b: sentence A, and sentence B for ``mode="minimal"`` (two runs side by side)
+            or ``mode="pair"`` (one input, ``[CLS] A [SEP] B [SEP]``).
+        layer, head: the head shown first.
+        ablation: include the 72 single-head zero ablations of sentence A (cosine distance of
+            the sentence vector, :func:`attnlib.evidence.layer_ablation` with ``mode="zero"``).
+        lift_offsets: offsets whose weight (in multiples of uniform) is compared with the
+            reference sentences (:func:`attnlib.evidence.positional_lifts`).
+
+    Shapes:
+        embeds per run ``(n_layers, H, T, T)`` weights, rounded to 4 decimals.
+
+    Raises:
+        TypeError: a text is not a str.  ValueError: ``mode`` unknown; ``text_b`` missing for a
+        pair; a text is empty or longer than :data:`MAX_TOKENS` tokens.  IndexError: ``layer``
+        or ``head`` outside the model.
+    """
+    from . import encoder, evidence
+
+    mode = _validate_choice(mode)
+    if mode != "one" and text_b is None:
+        raise ValueError(f"mode={mode!r} compares two sentences: pass text_b")
+    model, tokenizer = encoder.loading.model_and_tokenizer(model, tokenizer)
+    n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    kw = {"model": model, "tokenizer": tokenizer}
+    runs = ([encoder.run(text, text_b, **kw)] if mode == "pair"
+            else [encoder.run(t, **kw) for t in ([text] if mode == "one" else [text, text_b])])
+    for r in runs:
+        _tokens(r.tokens, len(r.tokens), "token")
+    layer = _index(layer if layer >= 0 else layer + n_layers, n_layers, "layer")
+    head = _index(head if head >= 0 else head + n_heads, n_heads, "head")
+    change = None
+    if ablation:
+        pair = (text, text_b) if mode == "pair" else (text, None)
+        if pair[1] is None:
+            change = torch.cat([evidence.layer_ablation(text, l, mode="zero", **kw) for l in range(n_layers)])
+        else:  # a sentence pair: the same measure on the paired input
+            intact = encoder.run(*pair, **kw).output.double()
+            change = torch.tensor([float(1 - torch.nn.functional.cosine_similarity(
+                intact.mean(0), encoder.run(*pair, ablate=[(l, h)], **kw).output.double().mean(0), dim=0))
+                for l in range(n_layers) for h in range(n_heads)])
+    lifts = evidence.positional_lifts(list(lift_offsets), **kw)             # (L, H, n_offsets)
+    data = {
+        "n_layers": n_layers, "n_heads": n_heads, "layer": layer, "head": head, "mode": mode,
+        "textA": text, "textB": text_b or "",
+        "runs": [{"tokens": r.tokens, "typeIds": r.token_type_ids.tolist(), "sentenceBStart": r.sentence_b_start,
+                  "attentions": _rounded(r.stacked("pattern"))} for r in runs],
+        "ablation": None if change is None else {"text": None, "change": _rounded(change, 6)},
+        "lift": {"offsets": [int(o) for o in lift_offsets], "values": _rounded(lifts, 3),
+                 "n_texts": len(evidence.reference_sentences())},
+    }
+    title = "The encoder on your own sentences: any layer and head, baselines, a minimal pair, a head switched off"
+    return render("model", data, title, max(len(r.tokens) for r in runs))
+
+
+def _validate_choice(mode):
+    if mode not in ("one", "minimal", "pair"):
+        raise ValueError(f"mode must be 'one', 'minimal' or 'pair', got {mode!r}")
+    return mode

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnlib.exercises import Feedback, exercise, exercise_names
+from attnlib import corpus
 from attnlib.exercises import ch08
 
 BAD = [None, "", "   ", "abc", math.nan, math.inf, -math.inf, 2.0, True, [1, 2], (3,), {"x": 1},
@@ -164,3 +165,82 @@ def test_claim_widget():
     assert not ex.check().correct and "never adjacent" in ex.feedback.value
     ex.control.value = ch08.CLAIM_OPTIONS[1]
     assert ex.check().correct and "Correct." in ex.feedback.value
+
+
+# ----------------------------------------------------------------------------- your own sentences
+def _rows(T, favourite, margin=0.3):
+    """T rows: query i puts weight on favourite(i), the rest spread evenly, margin above the rest."""
+    rows = []
+    for i in range(T):
+        rest = (1 - margin) / T
+        row = [rest] * T
+        row[favourite(i)] += margin
+        rows.append(row)
+    return rows
+
+
+def _answer(tokens, rows, head):
+    return {"texts": [" ".join(tokens)], "runs": [{"tokens": tokens, "heads": {f"{head[0]}:{head[1]}": rows}}]}
+
+
+def test_break_previous_on_synthetic_readings():
+    tokens = ["[CLS]", "a", "b", "c", "d", "[SEP]"]
+    prev = _rows(6, lambda i: max(i - 1, 0))
+    assert not ch08.check_break_previous(_answer(tokens, prev, ch08.PREV_HEAD)).correct
+    broken = _rows(6, lambda i: 1 if i == 4 else max(i - 1, 0))       # "d" looks at "a"
+    fb = ch08.check_break_previous(_answer(tokens, broken, ch08.PREV_HEAD))
+    assert fb.correct and "'d' (position 4)" in fb.message and "'a'" in fb.message
+    close = _rows(6, lambda i: 1 if i == 4 else max(i - 1, 0), margin=ch08.CLOSE_CALL / 2)
+    fb = ch08.check_break_previous(_answer(tokens, close, ch08.PREV_HEAD))
+    assert not fb.correct and "too close to call" in fb.message
+    special = _rows(6, lambda i: 0)                                   # only [CLS] ... but [CLS] is allowed as a key
+    assert ch08.check_break_previous(_answer(tokens, special, ch08.PREV_HEAD)).correct
+
+
+def test_flip_pair_needs_one_changed_token_and_a_clear_flip():
+    a = ["[CLS]", "the", "cat", "sat", ",", "then", "[SEP]"]
+    b = ["[CLS]", "the", "cat", "sat", "and", "then", "[SEP]"]
+    to_comma = _rows(7, lambda i: 4)
+    to_cls = _rows(7, lambda i: 0)
+    def pair(ta, ra, tb, rb):
+        key = f"{ch08.FLIP_HEAD[0]}:{ch08.FLIP_HEAD[1]}"
+        return {"texts": ["A", "B"], "runs": [{"tokens": ta, "heads": {key: ra}}, {"tokens": tb, "heads": {key: rb}}]}
+    fb = ch08.check_flip_pair(pair(a, to_comma, b, to_cls))
+    assert fb.correct and "Query" in fb.message
+    assert not ch08.check_flip_pair(pair(a, to_cls, b, to_cls)).correct          # nothing moves
+    assert not ch08.check_flip_pair(pair(a, to_cls, a, to_comma)).correct         # same tokens
+    far = ["[CLS]", "a", "dog", "ran", ",", "then", "[SEP]"]
+    fb = ch08.check_flip_pair(pair(a, to_comma, far, to_cls))
+    assert not fb.correct and "differ in 3 tokens" in fb.message
+    shorter = ["[CLS]", "the", "cat", "sat", "then", "[SEP]"]                    # one token removed
+    assert ch08.check_flip_pair(pair(a, to_comma, shorter, _rows(6, lambda i: 0))).correct
+
+
+@pytest.mark.parametrize("answer, message", [
+    ("The cat sat.", "graded on what the model does"),
+    ({"texts": [""]}, "empty"),
+    ({"texts": ["a", "b"]}, "one sentence"),
+    ({"texts": ["a"], "error": "the input is 600 tokens long"}, "could not read your text: the input is 600"),
+    ({"texts": ["a"], "runs": [{"tokens": ["[CLS]", "a", "[SEP]"], "heads": {"0:2": [[1, 0, 0]] * 2}}]}, "could not be read"),
+    ({"texts": ["a"], "runs": [{"tokens": ["[CLS]", "a", "[SEP]"], "heads": {"0:2": [[0.5, 0.1, 0]] * 3}}]}, "could not be read"),
+])
+def test_sentence_answers_that_cannot_be_graded_get_feedback(answer, message):
+    fb = ch08.check_break_previous(answer)
+    assert not fb.correct and message in fb.message
+
+
+def test_sentence_exercises_on_the_real_model_and_the_widget():
+    from attnlib.exercises.widgets import build, model_answer
+
+    words = corpus.load_text().split()
+    assert not ch08.check_break_previous(model_answer(["The cat sat on the mat."], [ch08.PREV_HEAD])).correct
+    assert ch08.check_break_previous(model_answer([" ".join(words[:150])], [ch08.PREV_HEAD])).correct
+    widget = build(8, "flip_pair")
+    widget.set_answer("The cat sat, then it slept.", "The cat sat and then it slept.")
+    assert widget.check().correct and "Correct." in widget.feedback.value
+    widget.set_answer("The cat sat, then it slept.", "")
+    assert "empty" in widget.check().message
+    too_long = build(8, "break_previous")
+    too_long.set_answer("word " * 600)
+    fb = too_long.check()
+    assert not fb.correct and "512" in fb.message

@@ -75,6 +75,8 @@ def battery(chapter: int, name: str) -> tuple[list, list]:
             answers.append({(perm[a], perm[b]) for a in range(T) for b in range(a + 1)})
         ui = [_matrix(T, cells) for cells in answers]
         return ui, [None, "x", [[True]], [[1, 0], [0, 1]], [[0.5] * T] * T, [["a"] * T] * T, 7]
+    if d.kind == "sentence":  # the model's reading, computed here by PyTorch (the page's own model: test_page_model.py)
+        return sentence_battery(name), [None, "a sentence", 3, [1], {"texts": "x"}, {"texts": ["a"], "runs": [{"tokens": []}]}]
     # number: the typed text
     specific = {
         (1, "output"): lambda: [ch01.output_answer(), 3.21, *ch01._typical_mistakes().values(), 11, 5, 2],
@@ -101,6 +103,26 @@ def battery(chapter: int, name: str) -> tuple[list, list]:
     }[(chapter, name)]()
     typed = [v if isinstance(v, str) else (str(v) if isinstance(v, int) else _num(v)) for v in specific]
     return typed + GARBAGE_TEXT, [None, 3, 2.5, True, [1], {"x": 1}]
+
+
+def sentence_battery(name: str) -> list:
+    """Answers to chapter 8's sentence exercises, each the dict the page builds with its model
+    (here built with PyTorch: :func:`attnlib.exercises.widgets.model_answer`)."""
+    from attnlib import corpus
+    from attnlib.exercises import ch08
+    from attnlib.exercises.widgets import model_answer
+
+    words = corpus.load_text().split()
+    if name == "break_previous":
+        answers = [model_answer([t], [ch08.PREV_HEAD]) for t in
+                   (" ".join(words[:150]), "The cat sat on the mat.", " ".join(words[:100]), "Hello")]
+        broken = json.loads(json.dumps(answers[1]))
+        broken["runs"][0]["heads"]["0:2"][1][0] += 0.5            # a row that no longer sums to 1
+        return answers + [broken, {"texts": ["  "]}, {"texts": ["x" * 3000], "error": "too long"}]
+    pairs = [("The cat sat, then it slept.", "The cat sat and then it slept."),
+             ("The cat sat, then it slept.", "The dog sat, then it slept."),
+             ("The cat sat.", "The cat sat."), ("The cat sat.", "A dog ran far away.")]
+    return [model_answer(list(p), [ch08.FLIP_HEAD]) for p in pairs] + [{"texts": ["one"]}]
 
 
 def test_battery_reaches_every_kind_of_message():
@@ -132,7 +154,7 @@ def visit(browser, site):  # noqa: F811
 SET_AND_CHECK = """async ([key, answer, viaUi]) => {
   const root = document.querySelector(`[data-exercise="${key}"]`);
   const kind = root.dataset.kind;
-  if (!viaUi) return (await attnExercises.check(root, answer)) && root.querySelector('.attn-ex-feedback').textContent;
+  if (!viaUi || kind === 'sentence') return (await attnExercises.check(root, answer)) && root.querySelector('.attn-ex-feedback').textContent;
   if (kind === 'number') root.querySelector('input').value = answer;
   if (kind === 'choice') root.querySelectorAll('input[type=radio]').forEach(r => { r.checked = (r.value === answer); });
   if (kind === 'token') root.querySelectorAll('.attn-ex-token').forEach(

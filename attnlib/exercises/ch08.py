@@ -9,13 +9,15 @@ from __future__ import annotations
 import functools
 import html
 
-from .core import checker, grade_choice, parse_token, right, wrong
+from .core import (CLOSE_CALL, align_tokens, checker, grade_choice, head_key, parse_model_answer, parse_token,
+                   right, strongest, wrong)
 from .registry import define
 
 __all__ = [
     "SINK_SENTENCE", "SINK_HEAD", "QUERY_SENTENCE", "QUERY_WORD", "QUERY_HEAD",
     "sink_case", "query_case", "sink_data", "query_data", "check_sink_token", "check_most_attended",
     "CLAIM_HEAD", "CLAIM_SENTENCES", "CLAIM_OPTIONS", "claim_evidence", "check_claim",
+    "PREV_HEAD", "check_break_previous", "FLIP_HEAD", "check_flip_pair",
 ]
 
 # Exercise "sink_token": the punctuation head found by the chapter's sink table.
@@ -258,3 +260,120 @@ def _claim_question(data) -> str:
 
 define(8, "claim", kind="choice", title="Test the 'subject head' reading",
        question=_claim_question, data=claim_evidence, options=CLAIM_OPTIONS, grade=check_claim)
+
+
+
+# ----------------------------------------------------------------------------- your own sentences
+# Graded on the model's reading of a sentence the reader writes: PyTorch in the kernel, the
+# in-page model on the page (chapter 8's lab).  Verdicts never rest on a close call
+# (core.CLOSE_CALL), so both give the same one.
+_SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
+PREV_HEAD = (0, 2)     # the previous-token head of the chapter
+FLIP_HEAD = (3, 11)    # the punctuation head of the chapter
+
+
+@checker
+def check_break_previous(answer):
+    """``answer``: one sentence with the model's reading of head :data:`PREV_HEAD`.  Right when
+    some ordinary word whose previous token is ordinary too gives its largest weight, clearly
+    (by at least :data:`CLOSE_CALL`), to a key other than the previous token."""
+    texts, runs, problem = parse_model_answer(answer, 1, [PREV_HEAD])
+    if problem:
+        return problem
+    tokens, rows = runs[0]["tokens"], runs[0]["heads"][head_key(*PREV_HEAD)]
+    T = len(tokens)
+    held, close, breaks = 0, 0, []
+    for i in range(2, T):
+        if tokens[i] in _SPECIAL or tokens[i - 1] in _SPECIAL:
+            continue
+        key, weight, margin = strongest(rows[i])
+        if key == i - 1:
+            held += 1
+        elif margin < CLOSE_CALL:
+            close += 1
+        else:
+            breaks.append((i, key, weight))
+    if breaks:
+        i, key, weight = breaks[0]
+        where = "later in the text" if key > i else ("itself" if key == i else "earlier in the text")
+        return right(
+            f"In your {T}-token text, {len(breaks)} of {held + len(breaks) + close} words do not give the previous "
+            f"token their largest weight. The first is {tokens[i]!r} (position {i}): it gives {weight:.2f} to "
+            f"{tokens[key]!r} (position {key}, {where}) and {rows[i][i - 1]:.2f} to the previous token "
+            f"{tokens[i - 1]!r}. A claim about a head holds on the inputs it was tested on; "
+            + ("this model was fine-tuned on inputs of at most 128 tokens (its model card says so), and past "
+               "that length this head stops tracking the previous token: the claim holds only within the "
+               "lengths the model was trained on." if T > 128 else
+               "find what your sentence has that the reference sentences lack.")
+        )
+    if held == 0:
+        return wrong("Your text has no word with an ordinary word before it, so there is nothing to test.",
+                     hint="Write a sentence of several words.")
+    return wrong(
+        f"In your {T}-token text all {held} words that have a word before them give it their largest weight"
+        + (f" ({close} by less than {CLOSE_CALL}, too close to call)" if close else "")
+        + ": on this input the claim holds. Changing which words you use will not break a positional head.",
+        hint="A positional head reads the position table. Which positions has it never seen in training? "
+             "Try a much longer text: paste a few paragraphs.",
+    )
+
+
+@checker
+def check_flip_pair(answer):
+    """``answer``: two sentences A and B with the model's reading of head :data:`FLIP_HEAD`.
+    Right when the token lists differ by one token (replaced, inserted or deleted) and some
+    query present in both clearly (by at least :data:`CLOSE_CALL` in both) prefers a different key."""
+    texts, runs, problem = parse_model_answer(answer, 2, [FLIP_HEAD])
+    if problem:
+        return problem
+    (ta, tb), key = (runs[0]["tokens"], runs[1]["tokens"]), head_key(*FLIP_HEAD)
+    ra, rb = runs[0]["heads"][key], runs[1]["heads"][key]
+    aligned = align_tokens(ta, tb)
+    changed = max(len(ta), len(tb)) - len(aligned)
+    if changed == 0:
+        return wrong("A and B are read as the same tokens: change one word.")
+    if changed > 1:
+        return wrong(
+            f"A and B differ in {changed} tokens ({len(ta)} and {len(tb)} tokens, {len(aligned)} shared). A minimal "
+            "pair changes one thing, so that any change in the head can be put down to it.",
+            hint="Change, add or remove a single word or punctuation mark (a long word may be several tokens).")
+    partner = dict(aligned)
+    flips, close = [], 0
+    for i, j in aligned:
+        ka, wa, ma = strongest(ra[i])
+        kb, wb, mb = strongest(rb[j])
+        if partner.get(ka) == kb:
+            continue
+        if min(ma, mb) < CLOSE_CALL:
+            close += 1
+            continue
+        flips.append((i, j, ka, wa, kb, wb))
+    if flips:
+        i, j, ka, wa, kb, wb = flips[0]
+        return right(
+            f"Query {ta[i]!r}: in A its strongest key is {ta[ka]!r} ({wa:.2f}), in B {tb[kb]!r} ({wb:.2f}); "
+            f"{len(flips)} of the {len(aligned)} shared queries change their preferred key. One changed "
+            "token moved where this head looks: that is the evidence a minimal pair gives, and the start of "
+            "a claim about what the head attends to."
+        )
+    return wrong(
+        f"None of the {len(aligned)} queries the two sentences share changes its strongest key in layer "
+        f"{FLIP_HEAD[0]}, head {FLIP_HEAD[1]}" + (f" ({close} changes were too close to call)" if close else "")
+        + ". The change you made does not touch what this head looks for.",
+        hint="This head sends its attention to punctuation: add or remove a comma, or turn one into a word.",
+    )
+
+
+define(8, "break_previous", kind="sentence", reads=[PREV_HEAD], n_texts=1,
+       title="Break the previous-token claim",
+       question=("Layer 0, head 2 gives the token just before each word the largest weight, on every "
+                 "sentence the chapter tried. Write a text in which some word (not [CLS] or [SEP]) clearly "
+                 "gives its largest weight to a different token. The model reads your text, then the checker "
+                 "reads the head."),
+       grade=check_break_previous)
+define(8, "flip_pair", kind="sentence", reads=[FLIP_HEAD], n_texts=2,
+       title="A minimal pair that moves a head",
+       question=("Write two sentences that differ in one token (one word or punctuation mark replaced, added "
+                 "or removed) such that in layer 3, head 11 some query the two share changes which key it "
+                 "attends to most."),
+       grade=check_flip_pair)

@@ -22,7 +22,13 @@ from dataclasses import dataclass
 __all__ = [
     "Feedback", "right", "wrong", "checker", "parse_number", "parse_matrix",
     "parse_choice", "parse_token", "grade_choice", "grade_number", "as_plain",
+    "parse_model_answer", "head_key", "strongest", "align_tokens", "CLOSE_CALL",
 ]
+
+#: Two weights closer than this are "too close to call": a sentence exercise never rests its
+#: verdict on them, so the kernel (PyTorch, float32) and the page (float16 weights, within
+#: 2e-3 of PyTorch) give the same verdict.
+CLOSE_CALL = 0.01
 
 
 @dataclass(frozen=True)
@@ -307,3 +313,72 @@ def grade_number(answer, target, right_message, *, what: str = "a number", abs_t
     if otherwise is None:
         otherwise = f"{value:g} is too {'high' if value > target else 'low'}."
     return wrong(_say(otherwise, value), hint=hint)
+
+
+def head_key(layer: int, head: int) -> str:
+    """The key of one head in a sentence answer's ``heads`` map, e.g. ``"0:2"``."""
+    return f"{int(layer)}:{int(head)}"
+
+
+def parse_model_answer(answer, n_texts: int, reads):
+    """Return ``(texts, runs, None)`` for a sentence answer (see
+    :data:`attnlib.exercises.registry.KINDS`), else ``(None, None, Feedback)``.
+
+    ``runs[k]`` has ``tokens`` (``T`` str) and ``heads``: ``{"L:H": T rows of T weights}``
+    for every pair of ``reads``; each row is checked to be a distribution (non-negative,
+    summing to 1 within 1e-3)."""
+    if isinstance(answer, str):
+        return None, None, wrong("This exercise is graded on what the model does with your sentence: "
+                                 "write it in the box and press Check, so the model reads it first.")
+    if not isinstance(answer, dict) or not isinstance(answer.get("texts"), list):
+        return None, None, wrong("Your answer could not be read: expected your sentence and the model's reading of it.")
+    texts = answer["texts"]
+    if len(texts) != n_texts or not all(isinstance(t, str) for t in texts):
+        return None, None, wrong(f"Please write {'one sentence' if n_texts == 1 else 'two sentences, A and B'}.")
+    if any(not t.strip() for t in texts):
+        return None, None, wrong("Please write a sentence: the box is empty.")
+    if answer.get("error"):
+        return None, None, wrong(f"The model could not read your text: {answer['error']}.")
+    runs = answer.get("runs")
+    if not isinstance(runs, list) or len(runs) != n_texts:
+        return None, None, wrong("The model's reading of your sentence is missing; press Check again.")
+    for run in runs:
+        tokens, heads = run.get("tokens"), run.get("heads")
+        if not isinstance(tokens, list) or not isinstance(heads, dict):
+            return None, None, wrong("The model's reading of your sentence could not be read.")
+        T = len(tokens)
+        for layer, head in reads:
+            rows = heads.get(head_key(layer, head))
+            if not isinstance(rows, list) or len(rows) != T or any(
+                    not isinstance(r, list) or len(r) != T or any(not isinstance(w, numbers.Real) or w < 0 for w in r)
+                    or abs(sum(r) - 1) > 1e-3 for r in rows):
+                return None, None, wrong(f"The model's weights for layer {layer}, head {head} could not be read.")
+    return texts, runs, None
+
+
+def strongest(row) -> tuple:
+    """``(key, weight, margin)``: the position of the largest weight of ``row``, that weight,
+    and how far it is ahead of the runner-up (``margin < CLOSE_CALL`` is a close call)."""
+    order = sorted(range(len(row)), key=lambda j: -row[j])
+    second = row[order[1]] if len(order) > 1 else 0.0
+    return order[0], row[order[0]], row[order[0]] - second
+
+
+def align_tokens(a, b) -> list:
+    """The longest common subsequence of two token lists, as ``[(i, j), ...]`` with
+    ``a[i] == b[j]``: which positions of a minimal pair are "the same token"."""
+    n, m = len(a), len(b)
+    L = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            L[i][j] = L[i + 1][j + 1] + 1 if a[i] == b[j] else max(L[i + 1][j], L[i][j + 1])
+    out, i, j = [], 0, 0
+    while i < n and j < m:
+        if a[i] == b[j]:
+            out.append((i, j))
+            i, j = i + 1, j + 1
+        elif L[i + 1][j] >= L[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    return out

@@ -72,6 +72,19 @@ def _matrix_control(d, uid: str) -> str:
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
+def _sentence_control(d, uid: str) -> str:
+    labels = ["Your text"] if d.n_texts == 1 else ["Sentence A", "Sentence B"]
+    boxes = "".join(
+        f'<div class="attn-ex-text"><label class="attn-ex-label" for="{uid}-text-{k}">{label}</label> '
+        f'<textarea class="attn-ex-input attn-ex-sentence" id="{uid}-text-{k}" rows="2" maxlength="20000" '
+        f'autocomplete="off" spellcheck="false"></textarea></div>'
+        for k, label in enumerate(labels))
+    reads = " ".join(f"{layer}:{head}" for layer, head in d.reads)
+    return (f'<div class="attn-ex-sentences" data-reads="{reads}">{boxes}'
+            '<p class="attn-ex-help">Graded on the model\'s reading of your text: the first Check loads the '
+            'model into this page (once), as the model lab above does.</p></div>')
+
+
 def render_html(chapter: int, name: str, data=None) -> str:
     """The exercise as HTML for the static page (see the module docstring).
 
@@ -90,6 +103,7 @@ def render_html(chapter: int, name: str, data=None) -> str:
         "choice": lambda: _choice_control(d, uid),
         "token": lambda: _token_control(d.token_list(data), uid),
         "matrix": lambda: _matrix_control(d, uid),
+        "sentence": lambda: _sentence_control(d, uid),
     }[d.kind]()
     return (
         f'<div class="attn-exercise" data-exercise="{d.key}" data-kind="{d.kind}" id="{uid}">'

@@ -19,10 +19,14 @@ __all__ = [
     "exercise_data", "check", "check_json",
 ]
 
-#: The four kinds of answer.  What the checker receives from either front end:
+#: The five kinds of answer.  What the checker receives from either front end:
 #: number: the typed text; choice: the option's value (``None`` when nothing is chosen);
-#: token: the position (``None`` when nothing is picked); matrix: a nested list of bools.
-KINDS = ("number", "choice", "token", "matrix")
+#: token: the position (``None`` when nothing is picked); matrix: a nested list of bools;
+#: sentence: the reader's sentence(s) *and the model's reading of them*,
+#: ``{"texts": [...], "runs": [{"tokens": [...], "heads": {"L:H": T x T weights}}, ...]}``
+#: (or ``{"texts": [...], "error": "..."}`` when the model refused a text), computed by the
+#: pretrained encoder: PyTorch in the kernel, the in-page model on the page.
+KINDS = ("number", "choice", "token", "matrix", "sentence")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,8 @@ class Definition:
         tokens: the tokens (token kind), a list or ``tokens(data) -> list``.
         rows, cols: the labels of a matrix's rows (queries) and columns (keys).
         label, placeholder: the label and the placeholder of a number's text box.
+        reads: the ``(layer, head)`` pairs a sentence exercise's checker reads.
+        n_texts: how many sentences a sentence exercise asks for (1, or 2 for a minimal pair).
     """
 
     chapter: int
@@ -56,6 +62,8 @@ class Definition:
     cols: tuple = ()
     label: str = "Answer"
     placeholder: str = ""
+    reads: tuple = ()
+    n_texts: int = 1
 
     @property
     def key(self) -> str:
@@ -73,7 +81,7 @@ REGISTRY: dict[int, dict[str, Definition]] = {}
 
 def define(chapter: int, name: str, *, kind: str, title: str, question, grade: Callable,
            data: Callable | None = None, options=(), tokens=(), rows=(), cols=(),
-           label: str = "Answer", placeholder: str = "") -> Definition:
+           label: str = "Answer", placeholder: str = "", reads=(), n_texts: int = 1) -> Definition:
     """Declare exercise ``name`` of ``chapter`` (see :class:`Definition`).
 
     ``grade`` is called as ``grade(answer)`` when ``data`` is ``None``, else as
@@ -89,6 +97,8 @@ def define(chapter: int, name: str, *, kind: str, title: str, question, grade: C
         raise ValueError("a choice exercise needs options")
     if kind == "matrix" and not (rows and cols):
         raise ValueError("a matrix exercise needs row and column labels")
+    if kind == "sentence" and (not reads or n_texts not in (1, 2)):
+        raise ValueError("a sentence exercise needs reads=[(layer, head), ...] and n_texts of 1 or 2")
     chapter_defs = REGISTRY.setdefault(chapter, {})
     if name in chapter_defs:
         raise ValueError(f"exercise {name!r} is registered twice in chapter {chapter}")
@@ -97,7 +107,7 @@ def define(chapter: int, name: str, *, kind: str, title: str, question, grade: C
         chapter, name, kind, title, question,
         grade if two_args else (lambda answer, _data, _g=grade: _g(answer)),
         data, tuple(options), tokens if callable(tokens) else tuple(tokens), tuple(rows), tuple(cols),
-        label, placeholder,
+        label, placeholder, tuple(tuple(pair) for pair in reads), n_texts,
     )
     chapter_defs[name] = definition_
     return definition_

@@ -193,6 +193,51 @@ class MatrixToggleExercise(Exercise):
                 cell.value = bool(matrix[i][j])
 
 
+def model_answer(texts, reads) -> dict:
+    """A sentence exercise's answer as the kernel builds it: ``texts`` and, for each text, the
+    tokens and the weights of each head in ``reads`` from the pretrained encoder
+    (:func:`attnlib.encoder.run`), or ``error`` when the model refuses a text.  The page
+    builds the same dict with the in-page model."""
+    from ..encoder import run
+    from .core import head_key
+
+    texts = list(texts)
+    runs = []
+    for text in texts:
+        try:
+            r = run(text)
+        except (TypeError, ValueError) as err:
+            return {"texts": texts, "error": str(err)}
+        runs.append({"tokens": r.tokens,
+                     "heads": {head_key(l, h): r.head("pattern", l, h).tolist() for l, h in reads}})
+    return {"texts": texts, "runs": runs}
+
+
+class SentenceExercise(Exercise):
+    """One or two sentences typed by the learner; the checker receives them with the model's
+    reading of them (:func:`model_answer`)."""
+
+    def __init__(self, question: str, n_texts: int, reads, check_fn, *, title: str = ""):
+        self.reads = tuple(reads)
+        labels = ["Your text"] if n_texts == 1 else ["Sentence A", "Sentence B"]
+        self.boxes = [widgets.Textarea(description=label, layout={"width": "100%"}) for label in labels]
+        super().__init__(question, widgets.VBox(self.boxes), check_fn, title=title)
+
+    def answer_widgets(self) -> list:
+        return list(self.boxes)
+
+    @property
+    def answer(self):
+        texts = [b.value for b in self.boxes]
+        if any(not t.strip() for t in texts):
+            return {"texts": texts}
+        return model_answer(texts, self.reads)
+
+    def set_answer(self, *texts) -> None:
+        for box, text in zip(self.boxes, texts):
+            box.value = text
+
+
 def build(chapter: int, name: str) -> Exercise:
     """The widget of exercise ``name`` of ``chapter``, graded by
     :func:`attnlib.exercises.check` on :func:`attnlib.exercises.exercise_data`.
@@ -215,4 +260,6 @@ def build(chapter: int, name: str) -> Exercise:
         return ChoiceExercise(question, d.options, grade, title=d.title)
     if d.kind == "token":
         return TokenExercise(question, d.token_list(data), grade, title=d.title)
+    if d.kind == "sentence":
+        return SentenceExercise(question, d.n_texts, d.reads, grade, title=d.title)
     return MatrixToggleExercise(question, d.rows, d.cols, grade, title=d.title)

@@ -66,6 +66,9 @@
       var on = root.querySelector(".attn-ex-token[aria-pressed=true]");
       return on ? parseInt(on.getAttribute("data-value"), 10) : null;
     }
+    if (kind === "sentence") {
+      return Array.prototype.map.call(root.querySelectorAll("textarea.attn-ex-sentence"), function (t) { return t.value; });
+    }
     var rows = [];
     root.querySelectorAll(".attn-ex-cell").forEach(function (cell) {
       var i = +cell.getAttribute("data-row"), j = +cell.getAttribute("data-col");
@@ -104,13 +107,50 @@
     box.classList.remove("attn-ex-correct", "attn-ex-wrong");
   }
 
-  // Grade the answer shown in root's control (or `answer`, when given: tests and tools).
+  /* A sentence exercise is graded on the model's reading of the reader's text: the in-page
+   * model (window.attnlibModel, defined by the model lab on the page) runs each text, and the
+   * checker receives {texts, runs: [{tokens, heads: {"L:H": T rows of T weights}}]}, the same
+   * dict attnlib.exercises.widgets.model_answer builds with PyTorch in the kernel. */
+  function modelAnswer(root, texts) {
+    if (texts.some(function (t) { return !String(t).trim(); })) return Promise.resolve({texts: texts});
+    var api = window.attnlibModel;
+    if (!api) return Promise.reject(new Error("this page has no in-page model (the model lab) to read your text"));
+    var why = api.available();
+    if (why) return Promise.reject(new Error(why));
+    var reads = root.querySelector("[data-reads]").getAttribute("data-reads").split(" ").map(function (p) {
+      return p.split(":").map(Number);
+    });
+    var runs = [];
+    return texts.reduce(function (p, text) {
+      return p.then(function () {
+        return api.run(text).then(function (r) {
+          var L = r.shape[0], H = r.shape[1], T = r.shape[2], heads = {};
+          reads.forEach(function (lh) {
+            var base = (lh[0] * H + lh[1]) * T * T, rows = [];
+            for (var i = 0; i < T; i++) rows.push(Array.prototype.slice.call(r.attentions, base + i * T, base + (i + 1) * T));
+            heads[lh[0] + ":" + lh[1]] = rows;
+          });
+          runs.push({tokens: r.tokens, heads: heads});
+        });
+      });
+    }, Promise.resolve()).then(function () { return {texts: texts, runs: runs}; }, function (err) {
+      if (api.info()) return {texts: texts, error: err.message};  // the model refused the text
+      throw err;
+    });
+  }
+
+  // Grade the answer shown in root's control (or `answer`, when given: tests and tools; for a
+  // sentence exercise, the list of texts).
   function check(root, answer) {
     var key = root.getAttribute("data-exercise").split(":");
     var dataEl = root.querySelector("script.attn-ex-data");
-    answer = JSON.stringify(arguments.length > 1 ? answer : readAnswer(root));
+    var raw = arguments.length > 1 ? answer : readAnswer(root);
+    var texts = Array.isArray(raw) && raw.every(function (t) { return typeof t === "string"; });
+    var answered = root.getAttribute("data-kind") === "sentence" && texts ? modelAnswer(root, raw) : Promise.resolve(raw);
     var ready = false;
-    var pending = startChecker().then(function (fn) {
+    var pending = Promise.all([startChecker(), answered]).then(function (both) {
+      var fn = both[0];
+      answer = JSON.stringify(both[1]);
       ready = true;
       var out = fn(parseInt(key[0], 10), key[1], answer, dataEl ? dataEl.textContent : "null");
       var result = JSON.parse(out);
@@ -118,6 +158,7 @@
       return result;
     }, function (err) {
       var msg = "The checker could not be loaded (" + err.message + ").";
+      if (root.getAttribute("data-kind") === "sentence") msg = "Your text could not be read by the model (" + err.message + ").";
       if (window.location.protocol === "file:") {
         msg += " Pages opened from disk cannot start it: serve the book, e.g. run " +
                "`python -m http.server` in _build/html and open http://localhost:8000.";
@@ -125,7 +166,9 @@
       show(root, msg);
       throw err;
     });
-    setTimeout(function () { if (!ready) show(root, LOADING); }, 0);
+    var waiting = root.getAttribute("data-kind") === "sentence"
+      ? "Reading your text with the model (the first time, the model and the checker load)\u2026" : LOADING;
+    setTimeout(function () { if (!ready) show(root, waiting); }, 0);
     return pending;
   }
 
@@ -153,6 +196,10 @@
         r.addEventListener("keydown", function (e) {
           if (e.key === "Enter") { e.preventDefault(); check(root).catch(function () {}); }
         });
+      });
+    } else if (kind === "sentence") {
+      root.querySelectorAll("textarea.attn-ex-sentence").forEach(function (box) {
+        box.addEventListener("input", function () { clear(root); });
       });
     } else if (kind === "token") {
       var tokens = root.querySelectorAll(".attn-ex-token");

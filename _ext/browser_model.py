@@ -1,0 +1,65 @@
+"""The in-page model: export the course's encoder to ONNX at build time and ship it with the site.
+
+Chapter 8's model lab (``attnlib.explorables.model_lab``) lets a reader run the pretrained
+encoder on their own sentences in the published page.  This extension:
+
+1. ``builder-inited``: exports the encoder that ``attnlib.load_encoder()`` verifies to ONNX
+   (float16 weights) and checks the exported graph against ``attnlib.encoder.run`` on fixed
+   sentences with onnxruntime; the build fails when an attention weight differs by more than
+   ``attnlib.encoder.browser.BUILD_TOLERANCE`` (``write_site_files``).  The export is cached
+   in ``_build/browser-model/`` while the model's files and the exporter are unchanged (about
+   20 s when it runs).
+2. ``html-page-context``: every page gets ``<meta name="attnlib-model-bytes">`` (the download
+   size the lab's button states).
+3. ``build-finished``: copies ``encoder.onnx``, ``vocab.txt``, ``model.json``, the worker
+   (``attnlib/static/model_worker.js`` as ``worker.js``) and the tokenizer
+   (``attnlib/static/wordpiece.js``) into ``_static/model/``.  onnxruntime-web itself is the
+   vendored ``_static/vendor/onnxruntime-web/`` (see ``_static/vendor/README.md``).
+
+Nothing here is loaded by a page until the reader presses "Load the model".
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STATIC = ROOT / "attnlib" / "static"
+SCRIPTS = {"worker.js": STATIC / "model_worker.js", "wordpiece.js": STATIC / "wordpiece.js"}
+
+
+def _export(app) -> None:
+    if app.builder.format != "html":
+        return
+    from attnlib.encoder import browser
+
+    staging = Path(app.outdir).parent / "browser-model"
+    app.attnlib_model_dir = staging / "site"
+    info = browser.write_site_files(app.attnlib_model_dir, cache=staging / "cache")
+    app.attnlib_model_info = info
+
+
+def _meta(app, pagename, templatename, context, doctree) -> None:
+    info = getattr(app, "attnlib_model_info", None)
+    if info is None:
+        return
+    size = info["files"]["encoder.onnx"]["bytes"] + info["files"]["vocab.txt"]["bytes"]
+    context["metatags"] = context.get("metatags", "") + f'\n<meta name="attnlib-model-bytes" content="{size}">'
+
+
+def _copy(app, exception) -> None:
+    if exception is not None or getattr(app, "attnlib_model_info", None) is None:
+        return
+    target = Path(app.outdir) / "_static" / "model"
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("encoder.onnx", "vocab.txt", "model.json"):
+        shutil.copyfile(app.attnlib_model_dir / name, target / name)
+    for name, source in SCRIPTS.items():
+        shutil.copyfile(source, target / name)
+
+
+def setup(app):
+    app.connect("builder-inited", _export)
+    app.connect("html-page-context", _meta)
+    app.connect("build-finished", _copy)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

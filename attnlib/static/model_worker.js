@@ -1,0 +1,139 @@
+/* attnlib's in-page model: the course's encoder (all-MiniLM-L6-v2) run by onnxruntime-web in
+ * a Web Worker, so the page never freezes while it loads or runs.
+ *
+ * Served from _static/model/worker.js next to encoder.onnx, vocab.txt, model.json and
+ * wordpiece.js (written at build by attnlib.encoder.browser.write_site_files); onnxruntime-web
+ * is the vendored copy in _static/vendor/onnxruntime-web/.  Nothing is fetched from another
+ * host.  Single-threaded WebAssembly (no SharedArrayBuffer, no cross-origin isolation needed).
+ *
+ * Messages in:  {id, cmd: "load"}
+ *               {id, cmd: "run", textA, textB (or null), headMasks (optional: B arrays of
+ *                L*H numbers, 1 keeps a head and 0 switches it off; default one all-ones mask)}
+ * Messages out: {id, progress: {loaded, total}}            while the model downloads
+ *               {id, ok: true, info}                        after "load" (model.json)
+ *               {id, ok: true, result}                      after "run" (below)
+ *               {id, ok: false, error}                      a message for the reader
+ * result: {tokens, typeIds, sentenceBStart, batch: B, shape: [L, H, T, T], dModel,
+ *          attentions: Float32Array (B*L*H*T*T, row-major: batch, layer, head, query, key),
+ *          hidden: Float32Array (B*(L+1)*T*dModel), ms: run time in milliseconds}
+ */
+"use strict";
+var HERE = new URL("./", self.location.href);
+var VENDOR = new URL("../vendor/onnxruntime-web/", HERE);
+importScripts(new URL("ort.wasm.min.js", VENDOR).href, new URL("wordpiece.js", HERE).href);
+
+var state = {session: null, tokenizer: null, info: null, loading: null};
+
+function cacheName(info) { return "attnlib-model-" + info.files["encoder.onnx"].sha256.slice(0, 16); }
+
+/* Fetch a file whole, reporting progress; kept in the Cache Storage API (when the page is
+ * served over http(s)) so that later pages and visits do not download it again. */
+function fetchBytes(url, name, report) {
+  var cachePromise = (self.caches && name) ? self.caches.open(name).catch(function () { return null; })
+                                           : Promise.resolve(null);
+  return cachePromise.then(function (cache) {
+    var hit = cache ? cache.match(url).catch(function () { return null; }) : Promise.resolve(null);
+    return hit.then(function (cached) {
+      if (cached) return cached.arrayBuffer();
+      return fetch(url).then(function (response) {
+        if (!response.ok) throw new Error("could not download " + url + " (HTTP " + response.status + ")");
+        var total = Number(response.headers.get("Content-Length")) || 0;
+        if (!response.body || !response.body.getReader) return response.arrayBuffer();
+        var reader = response.body.getReader(), chunks = [], loaded = 0;
+        function pump() {
+          return reader.read().then(function (step) {
+            if (step.done) return;
+            chunks.push(step.value);
+            loaded += step.value.length;
+            report(loaded, total);
+            return pump();
+          });
+        }
+        return pump().then(function () {
+          var bytes = new Uint8Array(loaded), at = 0;
+          chunks.forEach(function (c) { bytes.set(c, at); at += c.length; });
+          if (cache) cache.put(url, new Response(bytes.slice().buffer)).catch(function () {});
+          return bytes.buffer;
+        });
+      });
+    });
+  });
+}
+
+function load(id) {
+  if (state.loading) return state.loading;
+  ort.env.wasm.numThreads = 1;
+  ort.env.wasm.proxy = false;
+  ort.env.wasm.wasmPaths = VENDOR.href;
+  state.loading = fetch(new URL("model.json", HERE).href, {cache: "no-cache"}).then(function (r) {
+    if (!r.ok) throw new Error("the model's description (model.json) is missing from this copy of the book");
+    return r.json();
+  }).then(function (info) {
+    state.info = info;
+    return Promise.all([
+      fetchBytes(new URL("vocab.txt", HERE).href, cacheName(info), function () {}),
+      fetchBytes(new URL("encoder.onnx", HERE).href, cacheName(info), function (loaded, total) {
+        self.postMessage({id: id, progress: {loaded: loaded, total: total || info.files["encoder.onnx"].bytes}});
+      })
+    ]);
+  }).then(function (files) {
+    state.tokenizer = AttnlibWordPiece.fromVocab(new TextDecoder("utf-8").decode(files[0]), state.info.tokenizer);
+    return ort.InferenceSession.create(new Uint8Array(files[1]), {executionProviders: ["wasm"],
+                                                                 graphOptimizationLevel: "all"});
+  }).then(function (session) {
+    state.session = session;
+    return state.info;
+  }).catch(function (err) {
+    state.loading = null;
+    throw err;
+  });
+  return state.loading;
+}
+
+function run(msg) {
+  var info = state.info, L = info.n_layers, H = info.n_heads;
+  var enc = state.tokenizer.encode(msg.textA, msg.textB === undefined ? null : msg.textB);
+  var T = enc.ids.length;
+  var masks = msg.headMasks && msg.headMasks.length ? msg.headMasks : [null];
+  var B = masks.length;
+  var ids = new BigInt64Array(B * T), types = new BigInt64Array(B * T), headMask = new Float32Array(B * L * H);
+  for (var b = 0; b < B; b++) {
+    for (var t = 0; t < T; t++) { ids[b * T + t] = BigInt(enc.ids[t]); types[b * T + t] = BigInt(enc.typeIds[t]); }
+    for (var k = 0; k < L * H; k++) {
+      var m = masks[b] ? Number(masks[b][k]) : 1;
+      if (!(m >= 0 && m <= 1)) throw new Error("head masks hold numbers from 0 (head off) to 1 (head on)");
+      headMask[b * L * H + k] = m;
+    }
+  }
+  var feeds = {
+    input_ids: new ort.Tensor("int64", ids, [B, T]),
+    token_type_ids: new ort.Tensor("int64", types, [B, T]),
+    head_mask: new ort.Tensor("float32", headMask, [B, L, H])
+  };
+  var started = performance.now();
+  return state.session.run(feeds).then(function (out) {
+    var ms = performance.now() - started;
+    return {tokens: enc.tokens, typeIds: enc.typeIds, sentenceBStart: enc.sentenceBStart, batch: B,
+            shape: [L, H, T, T], dModel: info.d_model, attentions: out.attentions.data,
+            hidden: out.hidden_states.data, ms: ms};
+  });
+}
+
+/* Runs are answered one at a time, in order (a second run waits for the first). */
+var queue = Promise.resolve();
+self.onmessage = function (event) {
+  var msg = event.data || {}, id = msg.id;
+  queue = queue.then(function () {
+    if (msg.cmd === "load") return load(id).then(function (info) { self.postMessage({id: id, ok: true, info: info}); });
+    if (msg.cmd === "run") {
+      return load(id).then(function () { return run(msg); }).then(function (result) {
+        self.postMessage({id: id, ok: true, result: result}, [result.attentions.buffer, result.hidden.buffer]);
+      });
+    }
+    throw new Error("unknown command " + JSON.stringify(msg.cmd) + "; expected \"load\" or \"run\"");
+  }).catch(function (err) {
+    var text = err && err.message ? err.message : String(err);
+    if (/memory|allocation|RangeError/i.test(text)) text = "the browser ran out of memory for the model (" + text + ")";
+    self.postMessage({id: id, ok: false, error: text});
+  });
+};

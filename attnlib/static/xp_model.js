@@ -1,0 +1,507 @@
+/* Chapter 8: the model lab.  The course's pretrained encoder on the reader's own sentences:
+ * any layer and head as a heatmap, the baselines beside it, a minimal pair side by side, and
+ * a head switched off against the 72-head reference scale.
+ *
+ * Before the reader loads the model, the view shows the runs PyTorch computed when the page
+ * was built (attnlib.encoder.run); in a notebook that is all it shows (change the sentence in
+ * the cell and run it again).  In the published book, "Load the model" starts
+ * _static/model/worker.js (onnxruntime-web in a Web Worker, nothing from another host) and
+ * defines window.attnlibModel (documented below), which tests and instructors may call.
+ *
+ * data: {n_layers, n_heads, layer, head, mode ("one" | "minimal" | "pair"), textA, textB,
+ *        runs: [{tokens, typeIds, sentenceBStart, attentions: flat L*H*T*T}] (1 or 2),
+ *        ablation: {text, change: flat L*H sentence-vector cosine distances} or null,
+ *        lift: {offsets, values: flat L*H*len(offsets), n_texts}, title} */
+
+/* ---- window.attnlibModel: one worker per page, shared by every lab on it ----------------
+ *   attnlibModel.available()          -> "" when the model can run here, else why not
+ *   await attnlibModel.load(onProgress) -> model.json's description ({n_layers, n_heads, files, check...})
+ *   await attnlibModel.run(textA, textB?, {headMasks}?) ->
+ *       {tokens, typeIds, sentenceBStart, shape: [L, H, T, T], attentions: Float32Array
+ *        (row-major: layer, head, query, key; the first input of the batch), batch,
+ *        all: Float32Array (every input of the batch), hidden: Float32Array (B, L+1, T, d_model),
+ *        dModel, ms}
+ */
+function modelApi() {
+  if (window.attnlibModel) return window.attnlibModel;
+  var worker = null, next = 1, pending = {}, info = null, loading = null;
+  function staticRoot() {
+    var root = document.documentElement.getAttribute("data-content_root");
+    return root === null ? null : root + "_static/";
+  }
+  function available() {
+    if (staticRoot() === null) return "the in-page model runs in the published book, not in a notebook";
+    if (location.protocol === "file:") {
+      return "this page was opened from a file, and browsers do not let a page start a worker from a file: " +
+             "serve the book (python -m http.server, in _build/html) and open it at http://localhost:8000";
+    }
+    if (typeof Worker !== "function") return "this browser cannot run Web Workers";
+    if (typeof WebAssembly !== "object") return "this browser has no WebAssembly";
+    if (typeof BigInt64Array !== "function") return "this browser is too old (no 64-bit integer arrays)";
+    return "";
+  }
+  function start() {
+    if (worker) return worker;
+    worker = new Worker(staticRoot() + "model/worker.js");
+    worker.onmessage = function (event) {
+      var msg = event.data, job = pending[msg.id];
+      if (!job) return;
+      if (msg.progress) { if (job.progress) job.progress(msg.progress.loaded, msg.progress.total); return; }
+      delete pending[msg.id];
+      if (msg.ok) job.resolve(msg); else job.reject(new Error(msg.error));
+    };
+    worker.onerror = function (event) {
+      var why = new Error("the model's worker failed to start (" + (event.message || "no details") + ")");
+      Object.keys(pending).forEach(function (id) { pending[id].reject(why); delete pending[id]; });
+      worker = null;
+      loading = null;
+    };
+    return worker;
+  }
+  function send(message, progress) {
+    var why = available();
+    if (why) return Promise.reject(new Error(why));
+    return new Promise(function (resolve, reject) {
+      var id = next++;
+      pending[id] = {resolve: resolve, reject: reject, progress: progress};
+      message.id = id;
+      start().postMessage(message);
+    });
+  }
+  function load(onProgress) {
+    if (info) return Promise.resolve(info);
+    if (!loading) {
+      loading = send({cmd: "load"}, onProgress).then(function (msg) { info = msg.info; return info; },
+                                                     function (err) { loading = null; throw err; });
+    }
+    return loading;
+  }
+  function run(textA, textB, options) {
+    if (typeof textA !== "string") return Promise.reject(new Error("run(textA, textB?): textA must be a string"));
+    if (textB !== undefined && textB !== null && typeof textB !== "string") {
+      return Promise.reject(new Error("run(textA, textB?): textB must be a string or null"));
+    }
+    var masks = options && options.headMasks ? options.headMasks : null;
+    return load().then(function () {
+      return send({cmd: "run", textA: textA, textB: textB === undefined ? null : textB, headMasks: masks});
+    }).then(function (msg) {
+      var r = msg.result, per = r.shape[0] * r.shape[1] * r.shape[2] * r.shape[3];
+      r.all = r.attentions;
+      r.attentions = r.attentions.subarray(0, per);
+      return r;
+    });
+  }
+  window.attnlibModel = {available: available, load: load, run: run,
+                         info: function () { return info; }};
+  return window.attnlibModel;
+}
+
+/* Helpers on flat (L, H, T, T) weights. */
+function headRows(flat, L, H, T, layer, head) {
+  var rows = [], base = (layer * H + head) * T * T;
+  for (var i = 0; i < T; i++) rows.push(Array.prototype.slice.call(flat, base + i * T, base + (i + 1) * T));
+  return rows;
+}
+var SPECIAL = {"[CLS]": 1, "[SEP]": 1, "[PAD]": 1};
+/* Mean of T * A[i, i + o] over ordinary (non-special) query/key pairs: attnlib.evidence.positional_lift. */
+function lift(rows, tokens, offset) {
+  var T = tokens.length, sum = 0, n = 0;
+  for (var i = 0; i < T; i++) {
+    var j = i + offset;
+    if (j < 0 || j >= T || SPECIAL[tokens[i]] || SPECIAL[tokens[j]]) continue;
+    sum += T * rows[i][j]; n++;
+  }
+  return n ? sum / n : null;
+}
+function argmax(row) { var k = 0; for (var j = 1; j < row.length; j++) if (row[j] > row[k]) k = j; return k; }
+function topKeys(row, tokens, n) {
+  var idx = row.map(function (w, j) { return j; }).sort(function (a, b) { return row[b] - row[a]; });
+  return idx.slice(0, n).map(function (j) { return {j: j, token: tokens[j], w: row[j]}; });
+}
+/* Longest common subsequence of two token lists: the aligned positions [[i, i2], ...]. */
+function alignTokens(a, b) {
+  var n = a.length, m = b.length, L = [], i, j;
+  for (i = 0; i <= n; i++) { L.push(new Int32Array(m + 1)); }
+  for (i = n - 1; i >= 0; i--) for (j = m - 1; j >= 0; j--) {
+    L[i][j] = a[i] === b[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+  }
+  var out = [];
+  i = 0; j = 0;
+  while (i < n && j < m) {
+    if (a[i] === b[j]) { out.push([i, j]); i++; j++; }
+    else if (L[i + 1][j] >= L[i][j + 1]) i++; else j++;
+  }
+  return out;
+}
+function cosineDistance(x, y) {
+  var dot = 0, nx = 0, ny = 0;
+  for (var i = 0; i < x.length; i++) { dot += x[i] * y[i]; nx += x[i] * x[i]; ny += y[i] * y[i]; }
+  return 1 - dot / Math.sqrt(nx * ny);
+}
+/* The sentence vector (mean of the output over tokens) of batch item b. */
+function sentenceVector(hidden, b, L, T, d) {
+  var v = new Float64Array(d), base = (b * (L + 1) + L) * T * d;
+  for (var t = 0; t < T; t++) for (var k = 0; k < d; k++) v[k] += hidden[base + t * d + k] / T;
+  return v;
+}
+
+/* A heatmap of one head on a canvas; returns {node, draw(rows, tokens, query), onPick}. */
+function heatmap(uid, label) {
+  var wrap = el("div", {"class": "xp-heat"});
+  var canvas = el("canvas", {"class": "xp-heat-canvas", role: "img", "aria-label": label});
+  wrap.appendChild(canvas);
+  var state = {rows: null, tokens: null, query: 0, geom: null, pick: null};
+  function draw(rows, tokens, query, width) {
+    state.rows = rows; state.tokens = tokens; state.query = query;
+    var T = tokens.length, ratio = window.devicePixelRatio || 1;
+    var font = 12, room = Math.min(110, labelRoom(tokens, font));
+    var cell = Math.max(8, Math.min(26, Math.floor((width - room - 8) / T)));
+    if (cell < 11) font = 10;
+    var W = room + T * cell + 8, Hh = room + T * cell + 8;
+    canvas.width = Math.round(W * ratio); canvas.height = Math.round(Hh * ratio);
+    canvas.style.width = W + "px"; canvas.style.height = Hh + "px";
+    var ctx = canvas.getContext("2d");
+    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+    ctx.clearRect(0, 0, W, Hh);
+    var ink = window.getComputedStyle(wrap).color || "#222";
+    ctx.font = font + "px sans-serif";
+    ctx.fillStyle = ink;
+    for (var i = 0; i < T; i++) {
+      ctx.textAlign = "right"; ctx.textBaseline = "middle";
+      ctx.fillStyle = i === query ? "#d62728" : ink;
+      ctx.fillText(shortLabel(tokens[i]), room - 4, room + i * cell + cell / 2);
+      ctx.save();
+      ctx.translate(room + i * cell + cell / 2, room - 4);
+      ctx.rotate(-Math.PI / 2);
+      ctx.textAlign = "left"; ctx.fillStyle = ink;
+      ctx.fillText(shortLabel(tokens[i]), 0, 0);
+      ctx.restore();
+      for (var j = 0; j < T; j++) {
+        ctx.fillStyle = viridis(rows[i][j]);
+        ctx.fillRect(room + j * cell, room + i * cell, cell, cell);
+      }
+    }
+    ctx.strokeStyle = "#d62728"; ctx.lineWidth = 2;
+    ctx.strokeRect(room + 1, room + query * cell + 1, T * cell - 2, cell - 2);
+    state.geom = {room: room, cell: cell, T: T};
+  }
+  function pickAt(event) {
+    if (!state.geom || !state.pick) return;
+    var rect = canvas.getBoundingClientRect(), g = state.geom;
+    var scale = rect.width / (g.room + g.T * g.cell + 8);
+    var y = (event.clientY - rect.top) / scale - g.room;
+    var i = Math.floor(y / g.cell);
+    if (i >= 0 && i < g.T && i !== state.query) state.pick(i);
+  }
+  canvas.addEventListener("mousemove", pickAt);
+  canvas.addEventListener("click", pickAt);
+  return {node: wrap, canvas: canvas, draw: draw, onPick: function (f) { state.pick = f; }};
+}
+
+function view(root, data, uid) {
+  var api = modelApi();
+  var L = data.n_layers, H = data.n_heads;
+  var s = {layer: data.layer, head: data.head, query: 1, mode: data.mode, runs: data.runs,
+           ablation: data.ablation, source: "PyTorch, when this page was built", busy: false};
+
+  /* status line and loading */
+  var status = el("p", {"class": "xp-hint", "aria-live": "polite", "data-role": "status"});
+  var loadRow = el("div", {"class": "xp-controls"});
+  var why = api.available();
+  var meta = document.querySelector('meta[name="attnlib-model-bytes"]');
+  var mb = meta ? (Number(meta.getAttribute("content")) / 1e6).toFixed(1) : null;
+  var loadButton = el("button", {type: "button", "data-role": "load"},
+                      "Load the model in this page" + (mb ? " (" + mb + " MB, once)" : ""));
+  var progress = el("progress", {max: "1", value: "0", "data-role": "progress", hidden: "hidden",
+                                 "aria-label": "model download"});
+  loadRow.appendChild(loadButton);
+  loadRow.appendChild(progress);
+  root.appendChild(loadRow);
+  root.appendChild(status);
+  if (why) {
+    loadButton.hidden = true;
+    status.textContent = "Showing runs computed by PyTorch. To try another sentence: " + why + ".";
+  } else {
+    status.textContent = "Showing runs computed by PyTorch when this page was built. Load the model to run your own sentences here.";
+  }
+
+  /* the input form */
+  var form = el("form", {"class": "xp-lab-form", "data-role": "form"});
+  var modes = el("fieldset", {"class": "xp-modes"});
+  modes.appendChild(el("legend", null, "What to run"));
+  [["one", "one sentence"], ["minimal", "a minimal pair (two runs, side by side)"],
+   ["pair", "a sentence pair (one input: [CLS] A [SEP] B [SEP])"]].forEach(function (m) {
+    var id = uid + "-mode-" + m[0];
+    var label = el("label", {"for": id});
+    var radio = el("input", {type: "radio", name: uid + "-mode", id: id, value: m[0], "data-role": "mode-" + m[0]});
+    radio.checked = m[0] === s.mode;
+    radio.addEventListener("change", function () { if (radio.checked) { s.mode = m[0]; showB(); } });
+    label.appendChild(radio);
+    label.appendChild(document.createTextNode(" " + m[1]));
+    modes.appendChild(label);
+  });
+  form.appendChild(modes);
+  function textField(name, label, value) {
+    var wrap = el("div", {"class": "xp-control xp-text"});
+    var id = uid + "-" + name;
+    wrap.appendChild(el("label", {"for": id}, label));
+    var input = el("input", {type: "text", id: id, "data-role": name, maxlength: "20000", autocomplete: "off",
+                             spellcheck: "false"});
+    input.value = value || "";
+    wrap.appendChild(input);
+    form.appendChild(wrap);
+    return {wrap: wrap, input: input};
+  }
+  var fieldA = textField("text-a", "Sentence A", data.textA);
+  var fieldB = textField("text-b", "Sentence B", data.textB);
+  var runButton = el("button", {type: "submit", "data-role": "run"}, "Run");
+  form.appendChild(runButton);
+  root.appendChild(form);
+  function showB() { fieldB.wrap.hidden = s.mode === "one"; }
+  showB();
+
+  /* layer, head and query pickers */
+  var pickers = el("div", {"class": "xp-controls"});
+  function picker(name, label, n, value, onChange) {
+    var wrap = el("div", {"class": "xp-control"});
+    var id = uid + "-" + name;
+    wrap.appendChild(el("label", {"for": id}, label));
+    var select = el("select", {id: id, "data-role": name});
+    for (var i = 0; i < n; i++) select.appendChild(el("option", {value: String(i)}, String(i)));
+    select.value = String(value);
+    select.addEventListener("change", function () { onChange(parseInt(select.value, 10)); });
+    wrap.appendChild(select);
+    pickers.appendChild(wrap);
+    return select;
+  }
+  picker("layer", "layer ", L, s.layer, function (v) { s.layer = v; s.ablationHead = null; update(); });
+  picker("head", "head ", H, s.head, function (v) { s.head = v; update(); });
+  var queryWrap = el("div", {"class": "xp-control"});
+  queryWrap.appendChild(el("label", {"for": uid + "-query"}, "query token "));
+  var querySelect = el("select", {id: uid + "-query", "data-role": "query"});
+  queryWrap.appendChild(querySelect);
+  querySelect.addEventListener("change", function () { s.query = parseInt(querySelect.value, 10); update(); });
+  pickers.appendChild(queryWrap);
+  root.appendChild(pickers);
+
+  /* heatmaps (A, and B for a minimal pair) with their readouts */
+  var maps = el("div", {"class": "xp-row xp-lab-maps"});
+  var panels = [0, 1].map(function (k) {
+    var panel = el("div", {"class": "xp-panel"});
+    var title = el("p", {"class": "xp-head", "data-role": "map-title-" + k});
+    var hm = heatmap(uid + "-map" + k, "attention weights of the selected head, sentence " + (k ? "B" : "A"));
+    hm.onPick(function (i) { s.query = k ? mapQuery(i) : i; update(); });
+    var scroller = el("div", {"class": "xp-scroll", tabindex: "0", role: "region",
+                              "aria-label": "heatmap of sentence " + (k ? "B" : "A") + " (scrolls sideways when wide)"});
+    scroller.appendChild(hm.node);
+    var readout = el("p", {"class": "xp-readout", "data-role": "readout-" + k, "aria-live": "polite"});
+    panel.appendChild(title); panel.appendChild(scroller); panel.appendChild(readout);
+    maps.appendChild(panel);
+    return {panel: panel, title: title, hm: hm, readout: readout};
+  });
+  root.appendChild(maps);
+  var baselines = el("div", {"class": "xp-readout", "data-role": "baselines"});
+  root.appendChild(baselines);
+  var pairTable = el("div", {"data-role": "pair-table"});
+  root.appendChild(pairTable);
+
+  /* ablation */
+  var ablRow = el("div", {"class": "xp-controls"});
+  var ablButton = el("button", {type: "button", "data-role": "ablate"}, "Switch this head off and measure");
+  ablRow.appendChild(ablButton);
+  root.appendChild(ablRow);
+  var ablOut = el("div", {"class": "xp-readout", "data-role": "ablation", "aria-live": "polite"});
+  root.appendChild(ablOut);
+
+  function mapQuery(iB) {  /* a query picked in B -> the aligned query of A (or keep) */
+    if (s.runs.length < 2) return iB;
+    var al = alignTokens(s.runs[0].tokens, s.runs[1].tokens);
+    for (var k = 0; k < al.length; k++) if (al[k][1] === iB) return al[k][0];
+    return s.query;
+  }
+  function rowsOf(r) { return headRows(r.attentions, L, H, r.tokens.length, s.layer, s.head); }
+
+  function update() {
+    var width = columnWidth(root);
+    var two = s.runs.length > 1;
+    var A = s.runs[0];
+    if (s.query >= A.tokens.length) s.query = Math.min(1, A.tokens.length - 1);
+    while (querySelect.firstChild) querySelect.removeChild(querySelect.firstChild);
+    A.tokens.forEach(function (t, i) { querySelect.appendChild(el("option", {value: String(i)}, i + ": " + t)); });
+    querySelect.value = String(s.query);
+    var al = two ? alignTokens(A.tokens, s.runs[1].tokens) : null;
+    var queryB = null;
+    if (two) al.forEach(function (p) { if (p[0] === s.query) queryB = p[1]; });
+    panels.forEach(function (p, k) {
+      p.panel.hidden = k === 1 && !two;
+      if (p.panel.hidden) return;
+      var r = s.runs[k], rows = rowsOf(r), q = k === 0 ? s.query : queryB;
+      var T = r.tokens.length;
+      p.title.textContent = (two ? (k ? "B: " : "A: ") : "") + "layer " + s.layer + ", head " + s.head + " (" + T + " tokens)";
+      p.hm.draw(rows, r.tokens, q === null ? -1 : q, two && width > 620 ? width / 2 - 12 : width);
+      if (q === null) {
+        p.readout.textContent = "The query \u201c" + A.tokens[s.query] + "\u201d has no counterpart in B.";
+        return;
+      }
+      var row = rows[q], total = row.reduce(function (a, b) { return a + b; }, 0);
+      var top = topKeys(row, r.tokens, 3).map(function (t) {
+        return "\u201c" + t.token + "\u201d (position " + t.j + ") " + fmt(t.w, 3);
+      });
+      p.readout.textContent = "Query \u201c" + r.tokens[q] + "\u201d (position " + q + ") looks most at " +
+        top.join(", ") + ". Its row sums to " + fmt(total, 3) + "; uniform would give each key " +
+        fmt(1 / T, 3) + ", so the strongest key gets " + fmt(row[argmax(row)] * T, 1) + " times uniform.";
+    });
+    /* baselines: the offsets' lift on this sentence against the reference sentences */
+    var rowsA = rowsOf(A), parts = [];
+    data.lift.offsets.forEach(function (o, k) {
+      var mine = lift(rowsA, A.tokens, o);
+      var ref = data.lift.values[(s.layer * H + s.head) * data.lift.offsets.length + k];
+      var name = o === -1 ? "previous token" : o === 1 ? "next token" : o === 0 ? "itself" : "offset " + o;
+      parts.push(name + ": " + (mine === null ? "n/a" : fmt(mine, 2) + "\u00d7") + " here, " + fmt(ref, 2) +
+                 "\u00d7 on the " + data.lift.n_texts + " reference sentences");
+    });
+    baselines.textContent = "Weight on each offset, in multiples of uniform (1 = no preference; special tokens left out) \u2014 " +
+      parts.join("; ") + ".";
+    /* minimal pair: per aligned query, strongest key in A and in B */
+    while (pairTable.firstChild) pairTable.removeChild(pairTable.firstChild);
+    if (two) {
+      var B = s.runs[1], rowsB = rowsOf(B), flips = 0;
+      var table = el("table", {"class": "xp-pair"});
+      table.appendChild(el("caption", null, "Minimal pair, layer " + s.layer + " head " + s.head +
+                                             ": strongest key of each query the two sentences share"));
+      var head = el("tr");
+      ["query", "strongest key in A", "strongest key in B"].forEach(function (h) { head.appendChild(el("th", {scope: "col"}, h)); });
+      table.appendChild(head);
+      al.forEach(function (p) {
+        var ka = argmax(rowsA[p[0]]), kb = argmax(rowsB[p[1]]);
+        var changed = A.tokens[ka] !== B.tokens[kb];
+        if (changed) flips++;
+        var tr = el("tr", changed ? {"class": "xp-changed"} : null);
+        tr.appendChild(el("th", {scope: "row"}, A.tokens[p[0]]));
+        tr.appendChild(el("td", null, A.tokens[ka] + " " + fmt(rowsA[p[0]][ka], 2)));
+        tr.appendChild(el("td", null, B.tokens[kb] + " " + fmt(rowsB[p[1]][kb], 2) + (changed ? " (changed)" : "")));
+        table.appendChild(tr);
+      });
+      var note = el("p", {"class": "xp-hint", "data-role": "pair-summary"},
+                    flips + " of " + al.length + " shared queries change their strongest key.");
+      pairTable.appendChild(note);
+      var scroll = el("div", {"class": "xp-scroll", tabindex: "0", role: "region", "aria-label": "minimal pair table"});
+      scroll.appendChild(table);
+      pairTable.appendChild(scroll);
+    }
+    showAblation();
+  }
+
+  function showAblation() {
+    var a = s.ablation;
+    ablButton.textContent = "Switch off layer " + s.layer + " head " + s.head + " and measure";
+    if (!a || a.text !== s.runs[0].textKey) { ablOut.textContent = ""; ablOut.removeAttribute("data-change"); return; }
+    var idx = s.layer * H + s.head, mine = a.change[idx];
+    ablOut.setAttribute("data-change", String(mine));
+    var sorted = a.change.slice().sort(function (x, y) { return x - y; });
+    var rank = sorted.length - sorted.lastIndexOf(mine);
+    var median = sorted[Math.floor(sorted.length / 2)];
+    var maxIdx = a.change.indexOf(sorted[sorted.length - 1]);
+    ablOut.textContent = "Switching off layer " + s.layer + " head " + s.head + " (its output set to zero) moves sentence A's " +
+      "sentence vector by a cosine distance of " + fmt(mine, 4) + ". Reference scale, the same for each of the " +
+      sorted.length + " heads: median " + fmt(median, 4) + ", largest " + fmt(sorted[sorted.length - 1], 4) +
+      " (layer " + Math.floor(maxIdx / H) + " head " + (maxIdx % H) + "). This head ranks " + rank + " of " +
+      sorted.length + " (" + a.source + ").";
+  }
+
+  function setBusy(on, text) {
+    s.busy = on;
+    runButton.disabled = on; ablButton.disabled = on; loadButton.disabled = on;
+    if (text) status.textContent = text;
+  }
+  function fail(err) {
+    setBusy(false, "Could not run: " + (err && err.message ? err.message : String(err)) +
+                   ". The views below still show the last result.");
+  }
+  function loadModel() {
+    if (why) return Promise.reject(new Error(why));
+    progress.hidden = false;
+    setBusy(true, "Loading the model (it stays in your browser for later visits)\u2026");
+    return api.load(function (loaded, total) {
+      progress.value = total ? loaded / total : 0;
+      progress.setAttribute("aria-valuetext", Math.round(loaded / 1e6) + " of " + Math.round(total / 1e6) + " MB");
+    }).then(function (info) {
+      progress.hidden = true;
+      loadButton.hidden = true;
+      setBusy(false, "The model is loaded (" + info.n_layers + " layers \u00d7 " + info.n_heads +
+                     " heads). Type a sentence and press Run.");
+    });
+  }
+  loadButton.addEventListener("click", function () { loadModel().catch(fail); });
+
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    if (s.busy) return;
+    var a = fieldA.input.value, b = fieldB.input.value;
+    var ready = api.info() ? Promise.resolve() : loadModel();
+    ready.then(function () {
+      setBusy(true, "Running\u2026");
+      var jobs;
+      if (s.mode === "pair") jobs = [api.run(a, b)];
+      else if (s.mode === "minimal") jobs = [api.run(a), api.run(b)];
+      else jobs = [api.run(a)];
+      return Promise.all(jobs);
+    }).then(function (results) {
+      var key = s.mode + "\u0000" + a + "\u0000" + (s.mode === "one" ? "" : b);
+      s.runs = results.map(function (r) {
+        return {tokens: r.tokens, typeIds: r.typeIds, sentenceBStart: r.sentenceBStart,
+                attentions: r.attentions, textKey: key};
+      });
+      s.ablation = null;
+      s.query = Math.min(1, s.runs[0].tokens.length - 1);
+      setBusy(false, "Ran in the browser: " + results.map(function (r) { return r.tokens.length + " tokens, " +
+                     Math.round(r.ms) + " ms"; }).join("; ") + ".");
+      update();
+    }).catch(fail);
+  });
+
+  ablButton.addEventListener("click", function () {
+    if (s.busy) return;
+    if (!api.info() && why) { fail(new Error(why)); return; }
+    var a = s.mode === "pair" ? [fieldA.input.value, fieldB.input.value] : [fieldA.input.value, null];
+    var ready = api.info() ? Promise.resolve() : loadModel();
+    var key = s.runs[0].textKey;
+    ready.then(function () {
+      setBusy(true, "Switching off each of the " + L * H + " heads in turn (the reference scale)\u2026");
+      var masks = [], chunks = [], size = 12;
+      for (var k = 0; k <= L * H; k++) {
+        var m = new Array(L * H).fill(1);
+        if (k > 0) m[k - 1] = 0;
+        masks.push(m);
+      }
+      for (var c = 0; c < masks.length; c += size) chunks.push(masks.slice(c, c + size));
+      var vectors = [], T = null, d = null;
+      return chunks.reduce(function (p, chunk) {
+        return p.then(function () {
+          return api.run(a[0], a[1], {headMasks: chunk}).then(function (r) {
+            T = r.tokens.length; d = r.dModel;
+            for (var b = 0; b < r.batch; b++) vectors.push(sentenceVector(r.hidden, b, L, T, d));
+          });
+        });
+      }, Promise.resolve()).then(function () {
+        var change = [];
+        for (var k = 1; k < vectors.length; k++) change.push(cosineDistance(vectors[0], vectors[k]));
+        s.ablation = {text: key, change: change, source: "computed in your browser"};
+        setBusy(false, "Measured the " + L * H + " single-head ablations.");
+        showAblation();
+      });
+    }).catch(fail);
+  });
+
+  if (s.runs[0].textKey === undefined) {
+    var key0 = s.mode + "\u0000" + data.textA + "\u0000" + (s.mode === "one" ? "" : data.textB);
+    s.runs.forEach(function (r) { r.textKey = key0; });
+    if (s.ablation) s.ablation = {text: key0, change: s.ablation.change, source: "PyTorch, when this page was built"};
+  }
+  update();
+  var resizeTimer = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(update, 150);
+  });
+}

@@ -1,0 +1,170 @@
+"""The in-page model (chapter 8's lab): download size, time to load, time per sentence, and
+how far float16 weights move the attention weights, in headless Chromium on this machine.
+
+Assembles the site as ``make book`` does (``attnlib.encoder.browser.write_site_files``, the
+worker, the tokenizer and the vendored onnxruntime-web), serves it on 127.0.0.1 with every
+other host blocked, and measures with ``performance.now()`` in the page:
+
+* ``load``: from ``attnlibModel.load()`` to the session being ready (download from the local
+  server, WebAssembly compile, session creation), in a fresh browser context (empty cache);
+* ``first run`` and ``run``: one sentence of 12 and of 64 tokens, the first call and the
+  median of ``--repeats`` later calls (worker time as the worker reports it, plus the round
+  trip to the page);
+* ``ablation scale``: the 73 runs (intact + each of the 72 heads off) the lab's "switch this
+  head off" button makes, in batches of 12, for the 12-token sentence;
+
+each in three settings: a 1280 px desktop viewport, a 390 px phone viewport, and the phone
+viewport with the CPU throttled 4x (Chrome DevTools Protocol ``Emulation.setCPUThrottlingRate``,
+as a mid-range phone).  Also: the largest attention-weight difference from PyTorch
+(``attnlib.encoder.run``) over the sentences, for the shipped float16 export.
+
+Usage:  .venv/bin/python bench/bench_browser_model.py [--repeats 10]
+Writes: bench/results/browser_model.md and browser_model.json
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import functools
+import http.server
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from attnlib import corpus, encoder  # noqa: E402
+from attnlib.encoder import browser as browser_model  # noqa: E402
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage"]
+SETTINGS = {"desktop 1280 px": ((1280, 900), 1), "phone 390 px": ((390, 844), 1),
+            "phone 390 px, CPU 4x slower": ((390, 844), 4)}
+
+
+def sentences() -> dict:
+    words = corpus.load_text().split()
+    short = "The cat sat on the mat because it was warm."
+    model, tokenizer = encoder.load_encoder(device="cpu")
+    n = 10
+    while len(tokenizer(" ".join(words[:n]))["input_ids"]) < 64:
+        n += 1
+    long = " ".join(words[:n - 1]) if len(tokenizer(" ".join(words[:n]))["input_ids"]) > 64 else " ".join(words[:n])
+    return {len(tokenizer(short)["input_ids"]): short, len(tokenizer(long)["input_ids"]): long}
+
+
+def build_site(folder: Path) -> dict:
+    model_dir = folder / "_static" / "model"
+    info = browser_model.write_site_files(model_dir, cache=ROOT / "_build" / "browser-model" / "cache")
+    shutil.copyfile(ROOT / "attnlib" / "static" / "model_worker.js", model_dir / "worker.js")
+    shutil.copyfile(ROOT / "attnlib" / "static" / "wordpiece.js", model_dir / "wordpiece.js")
+    shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
+    from attnlib.explorables import model_lab
+    lab = model_lab(corpus.RUNNING, layer=0, head=2, ablation=False)
+    (folder / "chapters").mkdir()
+    (folder / "chapters" / "lab.html").write_text(
+        '<!DOCTYPE html><html lang="en" data-content_root="../"><head><meta charset="utf-8"><title>lab</title>'
+        f"</head><body>{lab.html}</body></html>", encoding="utf-8")
+    return info
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+TIME_LOAD = "async () => { const t = performance.now(); await window.attnlibModel.load(); return performance.now() - t; }"
+TIME_RUN = """async ([text, masks]) => { const t = performance.now();
+  const r = await window.attnlibModel.run(text, null, masks ? {headMasks: masks} : undefined);
+  return {total: performance.now() - t, worker: r.ms, T: r.tokens.length, attentions: Array.from(r.attentions)}; }"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=10)
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    texts = sentences()
+    results = {"settings": {}, "sentences": {str(k): v for k, v in texts.items()}}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        info = build_site(folder)
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{server.server_address[1]}/chapters/lab.html"
+        chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+        masks = [[1] * 72 for _ in range(73)]
+        for k in range(72):
+            masks[k + 1][k] = 0
+        worst = 0.0
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=FLAGS, headless=True)
+            for name, (viewport, rate) in SETTINGS.items():
+                context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+                context.route("**/*", lambda route: route.continue_() if "127.0.0.1" in route.request.url
+                              else route.abort())
+                page = context.new_page()
+                page.goto(url, wait_until="load")
+                if rate != 1:
+                    cdp = context.new_cdp_session(page)
+                    cdp.send("Emulation.setCPUThrottlingRate", {"rate": rate})
+                row = {"load_ms": page.evaluate(TIME_LOAD)}
+                for T, text in texts.items():
+                    first = page.evaluate(TIME_RUN, [text, None])
+                    later = [page.evaluate(TIME_RUN, [text, None]) for _ in range(args.repeats)]
+                    want = encoder.run(text).stacked("pattern").numpy().reshape(-1)
+                    worst = max(worst, float(np.abs(np.array(first["attentions"]) - want).max()))
+                    row[f"T={T}"] = {"first_ms": first["total"], "median_ms": statistics.median(r["total"] for r in later),
+                                     "worker_median_ms": statistics.median(r["worker"] for r in later)}
+                short = texts[min(texts)]
+                t0 = page.evaluate("() => performance.now()")
+                for c in range(0, 73, 12):
+                    page.evaluate(TIME_RUN, [short, masks[c:c + 12]])
+                row["ablation_scale_ms"] = page.evaluate("() => performance.now()") - t0
+                results["settings"][name] = row
+                context.close()
+            browser.close()
+        server.shutdown()
+    results.update({
+        "download_bytes": {name: f["bytes"] for name, f in info["files"].items()},
+        "runtime_bytes": {p.name: p.stat().st_size for p in (ROOT / "_static" / "vendor" / "onnxruntime-web").iterdir()
+                          if p.suffix in (".js", ".mjs", ".wasm")},
+        "max_weight_diff_vs_pytorch": worst, "build_check": info["check"],
+        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                    "python": platform.python_version(), "date": dt.date.today().isoformat()},
+        "repeats": args.repeats,
+    })
+    out = ROOT / "bench" / "results"
+    (out / "browser_model.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+    lines = ["# The in-page model (chapter 8's lab) in headless Chromium", "",
+             f"{results['machine']['date']}, {results['machine']['cores']} cores ({results['machine']['cpu']}), "
+             f"Debian Chromium, onnxruntime-web 1.30.0 (WebAssembly, 1 thread, in a Web Worker). "
+             f"`.venv/bin/python bench/bench_browser_model.py --repeats {args.repeats}`.", "",
+             f"Download: model {results['download_bytes']['encoder.onnx'] / 1e6:.1f} MB + vocabulary "
+             f"{results['download_bytes']['vocab.txt'] / 1e6:.2f} MB; runtime "
+             f"{sum(results['runtime_bytes'].values()) / 1e6:.1f} MB (WebAssembly + JavaScript); "
+             f"fetched once, on the reader's request.", "",
+             f"Largest attention-weight difference from PyTorch on these sentences: {worst:.1e} "
+             f"(build check: {info['check']['max_weight_diff']:.1e} over {info['check']['sentences']} sentences).", "",
+             "| setting | load (ms) | " + " | ".join(f"T={T}: first / median (ms)" for T in texts) +
+             " | 73 runs for the ablation scale (ms) |",
+             "|---|---|" + "---|" * len(texts) + "---|"]
+    for name, row in results["settings"].items():
+        cells = [f"{row[f'T={T}']['first_ms']:.0f} / {row[f'T={T}']['median_ms']:.0f}" for T in texts]
+        lines.append(f"| {name} | {row['load_ms']:.0f} | " + " | ".join(cells) + f" | {row['ablation_scale_ms']:.0f} |")
+    (out / "browser_model.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,269 @@
+"""The in-page model (chapter 8's model lab) in headless Chromium, with every outside request
+blocked: the ONNX export run by onnxruntime-web in a Web Worker gives the tokens of the
+model's tokenizer and every attention weight of held-out sentences within 2e-3 of
+:func:`attnlib.encoder.run` (PyTorch), its head mask is zero ablation, and the lab's controls
+work on a reader's own sentences, keep the page responsive and survive hostile input.
+
+The site is assembled here as ``make book`` assembles it (``_ext/browser_model.py``): the
+export (cached in ``_build/browser-model/cache``), the worker, the tokenizer and the vendored
+onnxruntime-web, under a page that carries the lab.  No book build is needed.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib import corpus, encoder, evidence
+from attnlib import explorables as xp
+from attnlib.encoder import browser as browser_model
+from attnlib.exercises import check, ch08
+from attnlib.exercises.page import render_html
+from attnlib.exercises.widgets import model_answer
+
+from test_browser import Visit, browser, serve  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+TOLERANCE = 2e-3            # the issue's bound for held-out sentences (float16 weights)
+# Held out: none of these is among browser_model.CHECK_SENTENCES (the build's own check).
+HELD_OUT = [
+    "The bears ate the honey before the keeper came back.",
+    "She bears the weight of the whole family on her shoulders.",
+    "Naïve café owners in Zürich sold 1,024 croissants on 3.5 days.",
+    corpus.RUNNING,
+    " ".join(corpus.load_text().split()[:70]),
+]
+PAIRS = [corpus.PAIR, ("Where is the station?", "It is two streets away, near the old bank.")]
+
+
+def _exercise_ext():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("exercise_pages", ROOT / "_ext" / "exercise_pages.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("site")
+    model_dir = folder / "_static" / "model"
+    info = browser_model.write_site_files(model_dir, cache=ROOT / "_build" / "browser-model" / "cache")
+    shutil.copyfile(ROOT / "attnlib" / "static" / "model_worker.js", model_dir / "worker.js")
+    shutil.copyfile(ROOT / "attnlib" / "static" / "wordpiece.js", model_dir / "wordpiece.js")
+    shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
+    lab = xp.model_lab(*corpus.PAIR, mode="minimal", layer=0, head=2)
+    size = info["files"]["encoder.onnx"]["bytes"] + info["files"]["vocab.txt"]["bytes"]
+    # the sentence exercises graded in the page, as the book serves them (Pyodide + graders)
+    ext = _exercise_ext()
+    ext.write_assets(folder / "_static")
+    (folder / "_static" / "vendor" / "pyodide").symlink_to(ROOT / "_static" / "vendor" / "pyodide", target_is_directory=True)
+    exercises = "".join(render_html(8, name) for name in ("break_previous", "flip_pair"))
+    page = (f'<!DOCTYPE html>\n<html lang="en" data-content_root="../"><head><meta charset="utf-8">'
+            f'<meta name="attnlib-model-bytes" content="{size}"><title>model lab</title>'
+            f'<script defer src="../_static/exercises/exercises.js"></script></head>'
+            f'<body><main>{lab.html}{exercises}</main></body></html>\n')
+    (folder / "chapters").mkdir()
+    (folder / "chapters" / "lab.html").write_text(page, encoding="utf-8")
+    notebook = page.replace(' data-content_root="../"', "")
+    (folder / "chapters" / "notebook.html").write_text(notebook, encoding="utf-8")
+    return {"folder": folder, "url": serve(str(folder)) + "chapters/", "lab": lab, "info": info}
+
+
+@pytest.fixture(scope="module")
+def lab(browser, site):  # noqa: F811
+    visit = Visit(browser, site["url"] + "lab.html")
+    visit.page.evaluate("() => window.attnlibModel.load()")
+    yield visit
+    visit.close()
+
+
+RUN = """async ([a, b, masks]) => { const r = await window.attnlibModel.run(a, b, masks ? {headMasks: masks} : undefined);
+  return {tokens: r.tokens, typeIds: r.typeIds, shape: r.shape, batch: r.batch, dModel: r.dModel,
+          all: Array.from(r.all), hidden: Array.from(r.hidden)}; }"""
+
+
+def page_run(page, a, b=None, masks=None) -> dict:
+    out = page.evaluate(RUN, [a, b, masks])
+    L, H, T, _ = out["shape"]
+    out["all"] = np.array(out["all"], dtype=np.float32).reshape(out["batch"], L, H, T, T)
+    out["hidden"] = np.array(out["hidden"], dtype=np.float32).reshape(out["batch"], L + 1, T, out["dModel"])
+    return out
+
+
+def test_model_json_describes_the_export_and_its_check(site):
+    info = site["info"]
+    assert (info["n_layers"], info["n_heads"], info["d_model"]) == (6, 12, 384)
+    assert info["check"]["max_weight_diff"] <= browser_model.LONG_TOLERANCE
+    assert info["files"]["encoder.onnx"]["bytes"] < 50e6             # the issue's download budget
+    assert info["tokenizer"]["maxLength"] == 512
+
+
+@pytest.mark.parametrize("text", HELD_OUT)
+def test_browser_weights_equal_pytorch_on_held_out_sentences(lab, text):
+    got = page_run(lab.page, text)
+    want = encoder.run(text)
+    assert got["tokens"] == want.tokens
+    assert got["typeIds"] == want.token_type_ids.tolist()
+    diff = float(np.abs(got["all"][0] - want.stacked("pattern").numpy()).max())
+    assert diff <= TOLERANCE, f"largest attention-weight difference {diff:.2e} on {text!r}"
+    assert np.allclose(got["all"][0].sum(-1), 1.0, atol=1e-5)      # every row sums to 1
+    assert lab.external == [] and lab.errors == []
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_browser_sentence_pair_has_segments_and_equal_weights(lab, pair):
+    got = page_run(lab.page, *pair)
+    want = encoder.run(*pair)
+    assert got["tokens"] == want.tokens and got["typeIds"] == want.token_type_ids.tolist()
+    assert 1 in got["typeIds"]
+    assert float(np.abs(got["all"][0] - want.stacked("pattern").numpy()).max()) <= TOLERANCE
+
+
+def test_head_mask_is_zero_ablation_as_in_pytorch(lab):
+    text, off = corpus.RUNNING, (2, 7)
+    L, H = 6, 12
+    masks = [[1] * (L * H), [1] * (L * H)]
+    masks[1][off[0] * H + off[1]] = 0
+    got = page_run(lab.page, text, None, masks)
+    intact, ablated = encoder.run(text), encoder.run(text, ablate=[off])
+    assert float(np.abs(got["all"][0] - intact.stacked("pattern").numpy()).max()) <= TOLERANCE
+    assert float(np.abs(got["all"][1] - ablated.stacked("pattern").numpy()).max()) <= TOLERANCE
+    # layers up to the ablated one are untouched; later ones move (the ablation reaches them)
+    assert np.array_equal(got["all"][0][: off[0] + 1], got["all"][1][: off[0] + 1])
+    assert float(np.abs(got["all"][0][off[0] + 1:] - got["all"][1][off[0] + 1:]).max()) > 1e-3
+    want_h = ablated.stacked("resid_pre").numpy()
+    assert float(np.abs(got["hidden"][1] - want_h).max()) < 2e-2     # hidden states (not probabilities) in float16 weights
+
+
+def test_lab_runs_a_readers_minimal_pair_and_ablation(lab):
+    page = lab.page
+    uid = lab.page.get_attribute(".attnlib-xp[data-kind=model]", "id")
+    root = f"#{uid}"
+    page.fill(f"{root} [data-role=text-a]", "The bears ate the honey.")
+    page.fill(f"{root} [data-role=text-b]", "The dogs ate the honey.")
+    page.check(f"{root} [data-role=mode-minimal]")
+    page.click(f"{root} [data-role=run]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Ran in the browser')")
+    summary = page.inner_text(f"{root} [data-role=pair-summary]")
+    assert "shared queries change their strongest key" in summary
+    page.select_option(f"{root} [data-role=layer]", "1")
+    page.select_option(f"{root} [data-role=head]", "4")
+    readout = page.inner_text(f"{root} [data-role=readout-0]")
+    assert "looks most at" in readout and "sums to 1.000" in readout
+    # the page's readout names the strongest key PyTorch finds for the same query
+    r = encoder.run("The bears ate the honey.")
+    row = r.head("pattern", 1, 4)[1]
+    assert f"\u201c{r.tokens[int(row.argmax())]}\u201d (position {int(row.argmax())})" in readout
+    page.click(f"{root} [data-role=ablate]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=ablation]').textContent.includes('ranks')")
+    text = page.inner_text(f"{root} [data-role=ablation]")
+    want = float(evidence.layer_ablation("The bears ate the honey.", 1, mode="zero")[4])
+    got = float(page.get_attribute(f"{root} [data-role=ablation]", "data-change"))
+    assert abs(got - want) < 5e-5 + 0.03 * want, (got, want)
+    page.select_option(f"{root} [data-role=layer]", "5")                   # same run: every head was measured
+    page.select_option(f"{root} [data-role=head]", "5")
+    got = float(page.get_attribute(f"{root} [data-role=ablation]", "data-change"))
+    want = float(evidence.layer_ablation("The bears ate the honey.", 5, mode="zero")[5])
+    assert want > 0.05 and abs(got - want) < 5e-5 + 0.03 * want, (got, want)
+    assert "computed in your browser" in text and "of 72" in text
+    assert lab.errors == [] and lab.external == []
+
+
+@pytest.mark.parametrize("hostile, message", [
+    (" " * 40, "empty"),
+    ("word " * 2000, "512"),
+])
+def test_lab_refuses_bad_input_with_a_message_and_keeps_the_last_result(lab, hostile, message):
+    page = lab.page
+    root = "#" + page.get_attribute(".attnlib-xp[data-kind=model]", "id")
+    page.check(f"{root} [data-role=mode-one]")
+    page.fill(f"{root} [data-role=text-a]", "The cat sat.")
+    page.click(f"{root} [data-role=run]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Ran')")
+    before = page.inner_text(f"{root} [data-role=readout-0]")
+    page.fill(f"{root} [data-role=text-a]", hostile)
+    page.click(f"{root} [data-role=run]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Could not run')")
+    assert message in page.inner_text(f"{root} [data-role=status]")
+    assert page.inner_text(f"{root} [data-role=readout-0]") == before
+
+
+@pytest.mark.parametrize("text", ["<script>alert(1)</script> and <img src=x onerror=alert(1)>",
+                                  "שלום עולם and مرحبا بالعالم", "I 😀 café\u0000\u0007 日本語", "a" * 10000])
+def test_lab_runs_hostile_text_as_text(lab, text):
+    page = lab.page
+    root = "#" + page.get_attribute(".attnlib-xp[data-kind=model]", "id")
+    page.check(f"{root} [data-role=mode-one]")
+    page.fill(f"{root} [data-role=text-a]", text)
+    page.click(f"{root} [data-role=run]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Ran')")
+    got = page_run(page, text)
+    assert got["tokens"] == encoder.run(text).tokens
+    assert lab.dialogs == [] and page.query_selector(f"{root} img") is None and lab.errors == []
+
+
+def test_main_thread_stays_responsive_while_the_model_loads_and_runs(browser, site):  # noqa: F811
+    visit = Visit(browser, site["url"] + "lab.html")
+    page = visit.page
+    page.evaluate("""() => { window.__long = []; new PerformanceObserver(l => l.getEntries().forEach(
+        e => window.__long.push(e.duration))).observe({type: 'longtask'}); }""")
+    root = "#" + page.get_attribute(".attnlib-xp[data-kind=model]", "id")
+    page.click(f"{root} [data-role=load]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('The model is loaded')",
+                           timeout=60_000)
+    page.click(f"{root} [data-role=run]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Ran')")
+    longest = max(page.evaluate("() => window.__long") or [0])
+    assert longest < 200, f"a main-thread task took {longest:.0f} ms"
+    visit.close()
+
+
+def test_lab_says_why_it_cannot_load_in_a_notebook_or_from_a_file(browser, site):  # noqa: F811
+    visit = Visit(browser, site["url"] + "notebook.html")
+    root = "#" + visit.page.get_attribute(".attnlib-xp[data-kind=model]", "id")
+    assert visit.page.is_hidden(f"{root} [data-role=load]")
+    assert "not in a notebook" in visit.page.inner_text(f"{root} [data-role=status]")
+    visit.close()
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto((site["folder"] / "chapters" / "lab.html").as_uri())
+    assert "opened from a file" in page.inner_text(".attnlib-xp[data-kind=model] [data-role=status]")
+    context.close()
+
+
+@pytest.mark.parametrize("name, texts", [
+    ("break_previous", ["The cat sat on the mat."]),
+    ("break_previous", [" ".join(corpus.load_text().split()[:150])]),
+    ("break_previous", ["word " * 600]),
+    ("flip_pair", ["The cat sat, then it slept.", "The cat sat and then it slept."]),
+    ("flip_pair", ["The cat sat, then it slept.", "The dog sat, then it slept."]),
+    ("flip_pair", ["The cat sat.", ""]),
+])
+def test_sentence_exercises_give_the_kernels_verdict_on_the_pages_model(lab, name, texts):
+    """The reader types into the exercise, presses Check; the page's model reads the text and
+    the course's checker (Pyodide) grades it: same verdict and message as the kernel's
+    PyTorch reading graded in Python."""
+    page = lab.page
+    root = f'[data-exercise="8:{name}"]'
+    for k, text in enumerate(texts):
+        page.fill(f"{root} textarea >> nth={k}", text)
+    page.click(f"{root} button.attn-ex-check")
+    page.wait_for_selector(f"{root} .attn-ex-correct, {root} .attn-ex-wrong", timeout=180_000)
+    shown = page.inner_text(f"{root} .attn-ex-feedback")
+    reads = [ch08.PREV_HEAD] if name == "break_previous" else [ch08.FLIP_HEAD]
+    expected = check(8, name, model_answer(texts, reads) if all(t.strip() for t in texts) else {"texts": texts})
+    if name == "break_previous" and "512" in expected.message:   # the two tokenizers word their refusal differently
+        assert shown.startswith("Not yet. The model could not read your text") and "512" in shown
+        return
+    # same words; numbers (two decimals) may differ by one unit in the last place (float16 weights)
+    number = re.compile(r"\d+\.\d+")
+    assert number.sub("#", shown) == number.sub("#", expected.text), (shown, expected.text)
+    for a, b in zip(number.findall(shown), number.findall(expected.text)):
+        assert abs(float(a) - float(b)) <= 0.011, (shown, expected.text)
+    assert lab.errors == [] and lab.external == []
