@@ -156,6 +156,8 @@ def main() -> None:
              f"fetched once, on the reader's request.", "",
              f"Largest attention-weight difference from PyTorch on these sentences: {worst:.1e} "
              f"(build check: {info['check']['max_weight_diff']:.1e} over {info['check']['sentences']} sentences).", "",
+             "Chrome's CPU throttling slows the page's main thread; the model runs in a Web Worker, which the "
+             "throttle evidently slows far less (compare the rows): the page stays responsive either way.", "",
              "| setting | load (ms) | " + " | ".join(f"T={T}: first / median (ms)" for T in texts) +
              " | 73 runs for the ablation scale (ms) |",
              "|---|---|" + "---|" * len(texts) + "---|"]
