@@ -58,7 +58,8 @@ __all__ += ["induction"]
 # Chapter 10 (position, decoding) and chapter 9's Triton kernel (issue 17).
 from .attention import kv_head_of, repeat_kv
 from .positions import apply_rope, rope_scores, sinusoidal
-from .kv_cache import KVCache, generate, kv_cache_bytes
+from .kv_cache import KVCache, kv_cache_bytes
+from .transformer import generate
 from . import kernels
 
 

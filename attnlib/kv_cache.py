@@ -10,9 +10,11 @@ memory: ``2 * n_layers * B * H_kv * T * d_head`` numbers (:func:`kv_cache_bytes`
 the length ``T``; grouped-query attention (``H_kv < H``, :func:`attnlib.kv_head_of`) divides
 it by ``H / H_kv``.
 
-:class:`KVCache` is the cache of one attention layer.  :func:`generate` decodes greedily with
-the course's small causal model (:class:`attnlib.TinyTransformer`), with or without caches,
-so that the two can be compared and timed.
+:class:`KVCache` is the cache of one attention layer.  The course's small causal model reads
+and extends its caches in its own forward pass (``TinyTransformer(...)(tokens, cache=caches)``,
+:class:`attnlib.transformer.TinyTransformer`), and decodes with
+:meth:`~attnlib.transformer.TinyTransformer.generate`, with or without caches, so that the two
+can be compared and timed.
 
 Shapes legend: ``B`` batch, ``H`` query heads, ``H_kv`` key/value heads, ``t`` new tokens,
 ``T`` cached tokens, ``d_k`` key width, ``d_v`` value width, ``d_model`` model width.
@@ -28,8 +30,9 @@ import torch
 
 from . import _validate
 from .attention import scaled_dot_product_attention
+from .masks import causal_block
 
-__all__ = ["KVCache", "kv_cache_bytes", "generate", "cached_step_logits"]
+__all__ = ["KVCache", "kv_cache_bytes"]
 
 
 def kv_cache_bytes(*, n_layers: int, n_kv_heads: int, d_head: int, T: int, batch: int = 1,
@@ -136,7 +139,7 @@ class KVCache:
             raise TypeError(f"k and v must share a dtype, got k {k.dtype}, v {v.dtype}")
         _validate.same_device(k=k, v=v)
         if self.keys is None:
-            self.keys, self.values = k.detach().clone(), v.detach().clone()
+            self.keys, self.values = k.detach().clone(), v.detach().clone()   # never an alias of the caller's tensors
             return
         if k.dtype != self.keys.dtype:
             raise TypeError(f"the cache holds {self.keys.dtype}; k and v must be {self.keys.dtype}, got {k.dtype}")
@@ -149,9 +152,10 @@ class KVCache:
         self.keys = torch.cat([self.keys, k.detach()], dim=2)        # (B, H_kv, T + t, d_k)
         self.values = torch.cat([self.values, v.detach()], dim=2)    # (B, H_kv, T + t, d_v)
 
-    def attend(self, q, *, scale: float | None = None) -> torch.Tensor:
+    def attend(self, q, *, scale: float | None = None, return_weights: bool = False):
         """Output ``(B, H, t, d_v)`` of the ``t`` newest queries ``q (B, H, t, d_k)`` over
         the cache, causally (see the class docstring); ``scale`` defaults to ``1/sqrt(d_k)``.
+        With ``return_weights=True``, ``(out, weights)`` with weights ``(B, H, t, T)``.
         Call :meth:`append` with the same tokens' keys and values first."""
         if self.keys is None:
             raise ValueError("the cache is empty: append the new tokens' keys and values before attend(q)")
@@ -166,95 +170,10 @@ class KVCache:
                              "new tokens' keys and values first")
         if q.shape[0] != self.keys.shape[0]:
             raise ValueError(f"q must have the cache's batch size B = {self.keys.shape[0]}, got {_validate.shape_of(q)}")
-        # query i of the t new ones sits at position T - t + i and sees keys 0 .. T - t + i
-        mask = torch.arange(T, device=q.device)[None, :] <= (T - t + torch.arange(t, device=q.device))[:, None]
-        out, _ = scaled_dot_product_attention(q, self.keys, self.values, mask, scale=scale,
-                                              enable_gqa=q.shape[1] != self.keys.shape[1])
-        return out                                                     # (B, H, t, d_v)
-
-
-def _check_model(model):
-    from .transformer import TinyTransformer
-
-    if not isinstance(model, TinyTransformer):
-        raise TypeError(f"model must be an attnlib.TinyTransformer, got {type(model).__name__}")
-    return model
-
-
-@torch.no_grad()
-def cached_step_logits(model, tokens, caches: list, start: int) -> torch.Tensor:
-    """Run ``tokens`` (``B, t``), at positions ``start .. start + t - 1``, through
-    :class:`attnlib.TinyTransformer` ``model`` using and extending its per-layer caches;
-    return their logits ``(B, t, V)``.  Equal to the last ``t`` rows of ``model(all_tokens)``
-    (tested): the same modules, in the order of ``TinyTransformer.forward`` and
-    ``Block.forward`` (attention-only blocks ``x + attn(LN(x))``), with each layer's keys and
-    values projected once.
-
-    Raises:
-        TypeError: ``model`` is not a TinyTransformer.  ValueError: ``len(caches) != n_layers``; ``start`` differs from the cached length; positions
-            past ``model.max_len``.
-    """
-    from .multihead import merge_heads, split_heads
-
-    model = _check_model(model)
-    if len(caches) != len(model.blocks):
-        raise ValueError(f"need one KVCache per layer: {len(model.blocks)}, got {len(caches)}")
-    B, t = tokens.shape
-    if start != caches[0].length:
-        raise ValueError(f"start = {start} but the caches hold {caches[0].length} tokens")
-    if start + t > model.max_len:
-        raise ValueError(f"positions up to {start + t - 1} exceed the model's max_len = {model.max_len}")
-    positions = torch.arange(start, start + t, device=tokens.device)
-    x = model.tok_emb(tokens) + model.pos_emb(positions)                # (B, t, d_model)
-    for block, cache in zip(model.blocks, caches):
-        attn = block.attn
-        h = block.ln_attn(x)
-        q = split_heads(attn.q_proj(h), attn.n_heads)                   # (B, H, t, d_head)
-        cache.append(split_heads(attn.k_proj(h), attn.n_heads),         # only the new tokens
-                     split_heads(attn.v_proj(h), attn.n_heads))
-        x = x + attn.out_proj(merge_heads(cache.attend(q)))            # (B, t, d_model)
-    return model.unembed(model.ln_out(x))                               # (B, t, V)
-
-
-@torch.no_grad()
-def generate(model, prompt, n_new: int, *, use_cache: bool = True, return_caches: bool = False):
-    """Greedy decoding with :class:`attnlib.TinyTransformer` ``model``: append the most
-    likely next token (the argmax of the last position's logits) ``n_new`` times.
-
-    With ``use_cache=True`` the prompt is run once and then only the newest token, reading
-    the earlier keys and values from one :class:`KVCache` per layer
-    (:func:`cached_step_logits`).  With ``use_cache=False`` every step runs the model over the
-    whole sequence so far, recomputing every key and value.  Both give the same tokens.
-
-    Shapes:
-        prompt: ``(B, T_0)`` int64; returns ``(B, T_0 + n_new)`` (and the caches with
-        ``return_caches=True``, ``use_cache=True``).
-
-    Raises:
-        TypeError: ``model`` is not a TinyTransformer, ``n_new`` not an int, ``use_cache`` not
-            a bool.  ValueError: ``T_0 + n_new`` beyond ``model.max_len``,
-            ``prompt`` not ``(B, T_0)`` with ``T_0 >= 1``.
-    """
-    model = _check_model(model)
-    n_new = _validate.non_negative_int(n_new, "n_new")
-    use_cache = _validate.flag(use_cache, "use_cache")
-    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.shape[1] < 1:
-        raise ValueError(f"prompt must be a (B, T_0) tensor of token ids with T_0 >= 1, got "
-                         f"{getattr(prompt, 'shape', type(prompt).__name__)}")
-    if prompt.shape[1] + n_new > model.max_len:
-        raise ValueError(f"T_0 + n_new = {prompt.shape[1] + n_new} exceeds the model's max_len = {model.max_len}")
-    model.eval()
-    tokens = prompt
-    if not use_cache:
-        for _ in range(n_new):
-            logits, _ = model(tokens)                                   # (B, T, V)
-            tokens = torch.cat([tokens, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
-        return tokens
-    caches = [KVCache() for _ in model.blocks]
-    logits = cached_step_logits(model, tokens, caches, 0)               # the prompt, once
-    for _ in range(n_new):
-        nxt = logits[:, -1].argmax(-1, keepdim=True)                    # (B, 1)
-        tokens = torch.cat([tokens, nxt], dim=1)
-        if tokens.shape[1] < prompt.shape[1] + n_new:
-            logits = cached_step_logits(model, nxt, caches, tokens.shape[1] - 1)
-    return (tokens, caches) if return_caches else tokens
+        if q.shape[3] != self.keys.shape[3]:
+            raise ValueError(f"q must have the cached keys' width d_k = {self.keys.shape[3]}, got {_validate.shape_of(q)}")
+        # the t new queries sit at positions T - t .. T - 1: rows T - t .. T - 1 of the causal mask
+        mask = causal_block(T - t, T, 0, T, device=q.device)             # (t, T)
+        out, weights = scaled_dot_product_attention(q, self.keys, self.values, mask, scale=scale,
+                                                    enable_gqa=q.shape[1] != self.keys.shape[1])
+        return (out, weights) if return_weights else out               # (B, H, t, d_v), (B, H, t, T)

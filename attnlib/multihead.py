@@ -221,8 +221,22 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"{name} has batch size {x.shape[0]} but query has {batch}")
         return x
 
-    def forward(self, query, key=None, value=None, mask=None, *, is_causal: bool = False):
-        """``(out, weights)`` of multi-head attention; see the class docstring for shapes."""
+    def forward(self, query, key=None, value=None, mask=None, *, is_causal: bool = False, cache=None):
+        """``(out, weights)`` of multi-head attention; see the class docstring for shapes.
+
+        With ``cache`` (an :class:`attnlib.KVCache`), causal self-attention while decoding:
+        the keys and values of ``query``'s ``t`` tokens are appended to the cache and the
+        queries attend to everything cached (weights ``(B, H, t, T)``); ``key``, ``value``
+        and ``mask`` must then be left out."""
+        if cache is not None:
+            if key is not None or value is not None or mask is not None:
+                raise ValueError("with a cache, attention is causal self-attention: pass no key, value or mask")
+            query = self._check("query", query)
+            q = split_heads(self.q_proj(query), self.n_heads)  # (B, t, d_model) -> (B, H, t, d_head)
+            cache.append(split_heads(self.k_proj(query), self.n_heads),   # only the new tokens' keys
+                         split_heads(self.v_proj(query), self.n_heads))   # and values
+            heads, weights = cache.attend(q, return_weights=True)        # (B, H, t, d_head), (B, H, t, T)
+            return self.out_proj(merge_heads(heads)), weights
         query = self._check("query", query)
         key = query if key is None else self._check("key", key, query.shape[0])
         value = key if value is None else self._check("value", value, query.shape[0])

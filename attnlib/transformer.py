@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from . import _validate
+from .kv_cache import KVCache
 from .multihead import MultiHeadAttention, replace_heads
 
 __all__ = ["TinyTransformer", "STATIC_BOOK_ENV"]
@@ -41,7 +42,7 @@ class Block(nn.Module):
         self.ln_attn = nn.LayerNorm(d_model)
         self.attn = MultiHeadAttention(d_model, n_heads)
 
-    def forward(self, x, replace: dict | None = None, is_causal: bool = True):
+    def forward(self, x, replace: dict | None = None, is_causal: bool = True, cache=None):
         handle = None
         if replace:
 
@@ -50,7 +51,10 @@ class Block(nn.Module):
 
             handle = self.attn.out_proj.register_forward_pre_hook(swap)
         try:
-            a, weights = self.attn(self.ln_attn(x), is_causal=is_causal)  # (B, T, d_model), (B, H, T, T)
+            if cache is None:
+                a, weights = self.attn(self.ln_attn(x), is_causal=is_causal)  # (B, T, d_model), (B, H, T, T)
+            else:
+                a, weights = self.attn(self.ln_attn(x), cache=cache)          # (B, t, d_model), (B, H, t, T)
         finally:
             if handle is not None:
                 handle.remove()
@@ -124,8 +128,21 @@ class TinyTransformer(nn.Module):
             raise ValueError(f"token ids must lie in 0..{self.vocab_size - 1}, got {tokens.min().item()}..{tokens.max().item()}")
         return tokens
 
-    def forward(self, tokens, ablate=(), means=None):
+    def new_cache(self) -> list:
+        """One empty :class:`attnlib.KVCache` per layer, for ``forward(..., cache=...)``."""
+        return [KVCache() for _ in self.blocks]
+
+    def forward(self, tokens, ablate=(), means=None, cache=None):
         tokens = self._tokens(tokens)
+        start = 0
+        if cache is not None:
+            if not isinstance(cache, (list, tuple)) or len(cache) != self.n_layers or \
+                    not all(isinstance(c, KVCache) for c in cache):
+                raise TypeError(f"cache must be a list of {self.n_layers} KVCache (model.new_cache()), "
+                                f"got {type(cache).__name__}")
+            start = cache[0].length
+            if start + tokens.shape[1] > self.max_len:
+                raise ValueError(f"positions up to {start + tokens.shape[1] - 1} exceed max_len = {self.max_len}")
         pairs = _pairs(ablate, self.n_layers, self.n_heads)
         if means is not None:
             if not isinstance(means, torch.Tensor):
@@ -137,11 +154,11 @@ class TinyTransformer(nn.Module):
         for layer, head in pairs:
             replace[layer][head] = None if means is None else means[layer, head]
         B, T = tokens.shape
-        positions = torch.arange(T, device=tokens.device)
+        positions = torch.arange(start, start + T, device=tokens.device)   # after what the cache holds
         x = self.tok_emb(tokens) + self.pos_emb(positions)    # (B, T, d_model) + (T, d_model)
         weights = []
-        for block, rep in zip(self.blocks, replace):
-            x, w = block(x, rep)                               # (B, T, d_model), (B, H, T, T)
+        for layer, (block, rep) in enumerate(zip(self.blocks, replace)):
+            x, w = block(x, rep, cache=None if cache is None else cache[layer])  # (B, T, d_model), (B, H, T, start + T)
             weights.append(w)
         logits = self.unembed(self.ln_out(x))                  # (B, T, V)
         return logits, weights
@@ -165,3 +182,51 @@ class TinyTransformer(nn.Module):
                 hook.remove()
         # each captured: (B, T, H * d_head) -> (H, d_head)
         return torch.stack([c.mean(dim=(0, 1)).view(self.n_heads, self.d_head) for c in captured])
+
+
+    @torch.no_grad()
+    def generate(self, prompt, n_new: int, *, use_cache: bool = True, return_caches: bool = False):
+        """Greedy decoding: append the most likely next token (the argmax of the last
+        position's logits) ``n_new`` times.
+
+        With ``use_cache=True`` the prompt runs once and then only the newest token, the
+        earlier keys and values read from one :class:`attnlib.KVCache` per layer (the same
+        ``forward``, with ``cache=``).  With ``use_cache=False`` every step runs the model over
+        the whole sequence so far.  Both give the same tokens (tested).
+
+        Shapes:
+            prompt: ``(B, T_0)`` int64; returns ``(B, T_0 + n_new)`` (and the caches with
+            ``return_caches=True``, ``use_cache=True``).
+
+        Raises:
+            TypeError: ``n_new`` not an int, ``use_cache`` not a bool.  ValueError: ``T_0 + n_new``
+                beyond ``max_len``; ``prompt`` not ``(B, T_0)`` with ``T_0 >= 1``.
+        """
+        n_new = _validate.non_negative_int(n_new, "n_new")
+        use_cache = _validate.flag(use_cache, "use_cache")
+        if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.shape[1] < 1:
+            raise ValueError(f"prompt must be a (B, T_0) tensor of token ids with T_0 >= 1, got "
+                             f"{getattr(prompt, 'shape', type(prompt).__name__)}")
+        if prompt.shape[1] + n_new > self.max_len:
+            raise ValueError(f"T_0 + n_new = {prompt.shape[1] + n_new} exceeds the model's max_len = {self.max_len}")
+        self.eval()
+        tokens, caches = prompt, (self.new_cache() if use_cache else None)
+        new = prompt                                                   # what the next forward pass reads
+        for _ in range(n_new):
+            logits, _ = self(new if use_cache else tokens, cache=caches)   # (B, t, V)
+            nxt = logits[:, -1].argmax(-1, keepdim=True)               # (B, 1)
+            tokens = torch.cat([tokens, nxt], dim=1)
+            new = nxt
+        return (tokens, caches) if (return_caches and use_cache) else tokens
+
+
+def generate(model, prompt, n_new: int, *, use_cache: bool = True, return_caches: bool = False):
+    """``model.generate(...)`` (:meth:`TinyTransformer.generate`), for a model given as an
+    argument.
+
+    Raises:
+        TypeError: ``model`` is not a TinyTransformer; as :meth:`TinyTransformer.generate`.
+    """
+    if not isinstance(model, TinyTransformer):
+        raise TypeError(f"model must be an attnlib.TinyTransformer, got {type(model).__name__}")
+    return model.generate(prompt, n_new, use_cache=use_cache, return_caches=return_caches)

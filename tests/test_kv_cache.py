@@ -10,7 +10,8 @@ import torch.nn.functional as F
 
 import attnlib
 from attnlib.attention import kv_head_of, repeat_kv, scaled_dot_product_attention
-from attnlib.kv_cache import KVCache, cached_step_logits, generate, kv_cache_bytes
+from attnlib.kv_cache import KVCache, kv_cache_bytes
+from attnlib.transformer import generate
 
 
 def _qkv(B, H, H_kv, T, d_k=8, d_v=6, seed=0, dtype=torch.float32):
@@ -68,16 +69,43 @@ def _model(**kw):
     return attnlib.TinyTransformer(23, **args)
 
 
-def test_cached_step_logits_equal_the_model_rows():
+def test_forward_with_a_cache_equals_the_rows_of_one_causal_pass():
+    """One forward pass: a prompt, then one token at a time through model(tokens, cache=...),
+    gives the logits and the weights of one causal pass over the whole sequence."""
     model = _model().eval()
     tokens = torch.randint(0, 23, (2, 17), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        full, _ = model(tokens)                                          # (B, T, V)
-    caches = [KVCache() for _ in model.blocks]
-    rows = [cached_step_logits(model, tokens[:, :6], caches, 0)]
-    for t in range(6, 17):
-        rows.append(cached_step_logits(model, tokens[:, t:t + 1], caches, t))
+        full, full_w = model(tokens)                                     # (B, T, V), L x (B, H, T, T)
+        caches = model.new_cache()
+        rows, w_rows = [], []
+        logits, w = model(tokens[:, :6], cache=caches)
+        rows.append(logits)
+        w_rows.append(torch.nn.functional.pad(w[1], (0, 17 - 6)))       # (B, H, 6, 6) -> (B, H, 6, 17)
+        for t in range(6, 17):
+            logits, w = model(tokens[:, t:t + 1], cache=caches)
+            rows.append(logits)
+            assert w[1].shape == (2, 4, 1, t + 1)                        # the new query over every cached key
+            w_rows.append(torch.nn.functional.pad(w[1], (0, 17 - t - 1)))
     torch.testing.assert_close(torch.cat(rows, dim=1), full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(torch.cat(w_rows, dim=2), full_w[1], atol=1e-5, rtol=1e-5)
+    assert len(caches[0]) == 17
+    with pytest.raises(ValueError, match="max_len"):
+        model(torch.zeros(1, 30, dtype=torch.long), cache=caches)
+    with pytest.raises(TypeError, match="KVCache"):
+        model(tokens, cache=[KVCache()])
+
+
+def test_the_cache_keeps_its_own_copy_and_checks_widths():
+    cache = KVCache()
+    k, v = torch.ones(1, 2, 3, 4), torch.ones(1, 2, 3, 4)
+    cache.append(k, v)
+    k.zero_()                                                            # the caller reuses its buffer
+    assert cache.keys.sum() == 24
+    cache.append(k, v)
+    k.fill_(5.0)
+    assert cache.keys.sum() == 24 and len(cache) == 6
+    with pytest.raises(ValueError, match="d_k = 4"):
+        cache.attend(torch.zeros(1, 2, 1, 8))
 
 
 def test_generate_with_and_without_cache_agree():
