@@ -114,10 +114,25 @@ def binder_section(b: dict) -> list[str]:
     return [text]
 
 
+def browser_model_section(m: dict) -> list[str]:
+    desk, phone = m["settings"]["desktop 1280 px"], m["settings"]["phone 390 px, CPU 4x slower"]
+    short, long = sorted(int(k) for k in m["sentences"])
+    return [f"The in-page model of chapter 8's lab in headless Chromium (`bench/bench_browser_model.py`, "
+            f"{m['machine']['date']}, {m['machine']['cores']} cores; `bench/results/browser_model.md`): the reader "
+            f"downloads {m['download_bytes']['encoder.onnx'] / 1e6:.1f} MB of model (float16 weights) and "
+            f"{sum(m['runtime_bytes'].values()) / 1e6:.1f} MB of onnxruntime-web once, on request; loading from a local "
+            f"server takes {desk['load_ms'] / 1e3:.1f} s, then a {short}-token sentence runs in "
+            f"{desk[f'T={short}']['median_ms']:.0f} ms and a {long}-token one in {desk[f'T={long}']['median_ms']:.0f} ms "
+            f"(median; {phone[f'T={short}']['median_ms']:.0f} ms and {phone[f'T={long}']['median_ms']:.0f} ms at 390 px "
+            f"with the CPU throttled 4x), in a Web Worker.  Its attention weights differ from PyTorch's by at most "
+            f"{m['max_weight_diff_vs_pytorch']:.1e} on those sentences."]
+
+
 def render() -> str:
     parts = []
     for name, section in (("book.json", book_section), ("attention_cpu.json", attention_section),
-                          ("explorables.json", explorables_section), ("binder.json", binder_section)):
+                          ("explorables.json", explorables_section), ("binder.json", binder_section),
+                          ("browser_model.json", browser_model_section)):
         data = _load(name)
         if data is not None:
             parts.append("\n".join(section(data)))
