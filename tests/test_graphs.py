@@ -358,3 +358,12 @@ def test_rollout_accepts_half_precision_rows_that_sum_to_one_within_rounding():
         R = attention_rollout(layers.to(dtype))
         assert R.dtype == dtype
         torch.testing.assert_close(R.double(), attention_rollout(layers.double()), atol=3e-2, rtol=0)
+
+
+def test_threshold_keeps_a_weight_exactly_at_the_threshold():
+    """The boundary: an edge exists when its weight is >= threshold (and > 0)."""
+    w = torch.tensor([[0.25, 0.75], [0.5, 0.5]], dtype=torch.float64)
+    G = attention_graph(w, ["a", "b"], threshold=0.25)
+    assert G.has_edge(0, 0) and G.number_of_edges() == 4
+    G = attention_graph(w, ["a", "b"], threshold=0.5)
+    assert not G.has_edge(0, 0) and G.has_edge(1, 0) and G.has_edge(1, 1) and G.number_of_edges() == 3

@@ -348,3 +348,25 @@ def test_stretch_boundaries_fall_anywhere():
                          for row in x]).float().mean(0)                              # (T-1,) per position
     expected = (induction.CHUNK - 1) / induction.CHUNK                              # inside a stretch
     assert rate.min() > 0.8 * expected and rate.max() < 1.2 * expected + 0.05, rate
+
+
+def test_training_probe_reads_the_right_offset_and_each_half():
+    """The probe chapter 6 plots during training: induction at A[i, i - n + 1] of the second
+    copy, previous-token share, and the loss of each copy, checked against hand-built heads and
+    cross-entropy computed directly."""
+    repeated = induction.repeated_sequences(8, seed=1)
+    text = induction.text_sequences(8, seed=1)
+    hand = Patterned([[previous_pattern, uniform_pattern], [induction_pattern, previous_pattern]])
+    reading = induction._probe(hand, repeated, text)
+    assert reading["induction"][1, 0] == pytest.approx(1.0)          # the token after the earlier occurrence
+    assert reading["induction"][0, 0] == pytest.approx(0.0)          # a previous-token head: never
+    assert reading["previous"][0, 0] == pytest.approx(1.0) and reading["previous"][1, 1] == pytest.approx(1.0)
+    model = small_model(seed=5).eval()
+    reading = induction._probe(model, repeated, text)
+    with torch.no_grad():
+        logits, _ = model(repeated)
+    n = repeated.shape[1] // 2
+    first = F.cross_entropy(logits[:, :n - 1].reshape(-1, V), repeated[:, 1:n].reshape(-1)).item()
+    second = F.cross_entropy(logits[:, n:-1].reshape(-1, V), repeated[:, n + 1:].reshape(-1)).item()
+    assert reading["first_half"] == pytest.approx(first, rel=1e-5)
+    assert reading["second_half"] == pytest.approx(second, rel=1e-5)

@@ -112,3 +112,16 @@ def test_sinusoidal_matches_vaswani_formula():
 def test_errors(call, err, text):
     with pytest.raises(err, match=text):
         call()
+
+
+@pytest.mark.parametrize("base", [100.0, 10000.0, 1e6])
+def test_sinusoidal_uses_its_base_as_written_in_the_paper(base):
+    """PE[pos, 2i] = sin(pos / base^(2i/d)), PE[pos, 2i+1] = cos(...), written out entry by entry."""
+    T, d = 7, 6
+    pe = sinusoidal(T, d, base=base, dtype=torch.float64)
+    for pos in range(T):
+        for i in range(d // 2):
+            angle = pos / base ** (2 * i / d)
+            assert pe[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-12)
+            assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-12)
+    assert not torch.allclose(sinusoidal(T, d, base=base), sinusoidal(T, d, base=base * 10))
