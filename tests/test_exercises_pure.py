@@ -202,3 +202,60 @@ def test_graders_import_and_grade_without_torch_numpy_ipywidgets_networkx(tmp_pa
     assert got["heavy"] == [] and got["n"] == 10   # chapters with exercises: 1-10
     for c, n in ALL:
         assert got["out"][f"{c}:{n}"] == check(c, n, "1").text
+
+
+def _number_rule(chapter, name):
+    """The target and tolerances a number exercise grades with, read by spying on grade_number."""
+    import importlib
+
+    from attnlib.exercises import core
+
+    module = importlib.import_module(f"attnlib.exercises.ch{chapter:02d}")
+    seen = {}
+    original = module.grade_number
+
+    def spy(answer, target, *args, **kwargs):
+        seen.update(target=target, abs_tol=kwargs.get("abs_tol", 0.0), rel_tol=kwargs.get("rel_tol", 0.0),
+                    whole=kwargs.get("whole"))
+        return original(answer, target, *args, **kwargs)
+
+    assert original is core.grade_number, f"ch{chapter:02d} grades numbers with core.grade_number"  # noqa: F821
+    module.grade_number = spy
+    try:
+        check(chapter, name, "0", _data(chapter, name))
+    finally:
+        module.grade_number = original
+    return seen
+
+
+# Number exercises graded by their own rule, not target +- tolerance: 4:temperature accepts
+# every temperature whose largest weight passes 0.9 (an inequality), 3:longer_key a count.
+OWN_RULE = {(4, "temperature"), (3, "longer_key")}
+NUMBER = [(c, n) for c, n in ALL if definition(c, n).kind == "number" and (c, n) not in OWN_RULE]
+# The precision each number exercise promises, (abs_tol, rel_tol): part of its contract, so a
+# tolerance widened (or narrowed) in the checker fails here.  Whole-number answers: (0, 0).
+TOLERANCES = {
+    (1, "output"): (0.01, 0.0), (3, "row_entry"): (0.01, 0.01), (5, "padding_zero_keys"): (0.0, 0.0),
+    (6, "circuit_loss"): (0.1, 0.0), (7, "rollout"): (0.005, 0.0), (9, "weights_memory"): (0.0, 0.005),
+    (9, "rescale_factor"): (0.0, 0.01), (9, "state_per_query"): (0.0, 0.0), (10, "shifted_score"): (0.0005, 0.001),
+    (10, "cache_bytes"): (0.0, 0.005), (10, "gqa_head"): (0.0, 0.0),
+}
+
+
+@pytest.mark.parametrize("chapter,name", NUMBER)
+def test_number_exercises_accept_half_their_tolerance_and_refuse_twice_it(chapter, name):
+    """Generic: target +- tol/2 passes, target +- 2 tol fails (tol = abs_tol + rel_tol |target|),
+    so that widening (or narrowing) any exercise's tolerance tenfold fails a test."""
+    rule = _number_rule(chapter, name)
+    assert rule, f"{chapter}:{name} does not grade with grade_number"
+    assert (rule["abs_tol"], rule["rel_tol"]) == TOLERANCES[chapter, name]
+    data = _data(chapter, name)
+    target = rule["target"]
+    tol = rule["abs_tol"] + rule["rel_tol"] * abs(target)
+    assert check(chapter, name, repr(float(target)), data).correct
+    if rule["whole"] is not None or tol == 0:
+        assert not check(chapter, name, repr(float(target) + 1), data).correct
+        return
+    for sign in (1, -1):
+        assert check(chapter, name, repr(target + sign * tol / 2), data).correct, (sign, tol)
+        assert not check(chapter, name, repr(target + sign * 2 * tol), data).correct, (sign, tol)
