@@ -109,46 +109,26 @@ def toc_pages() -> list[str]:
     return [p for p in pages if "{bibliography}" not in (ROOT / f"{p}.md").read_text(encoding="utf-8")]
 
 
-def _bib_value(text: str, i: int) -> tuple[str, int]:
-    """Read one BibTeX field value starting at ``text[i]`` ({...}, "..." or a bare word)."""
-    if text[i] == "{":
-        depth, j = 0, i
-        while True:
-            depth += {"{": 1, "}": -1}.get(text[j], 0)
-            if depth == 0:
-                return text[i + 1:j], j + 1
-            j += 1
-    if text[i] == '"':
-        j = text.index('"', i + 1)
-        return text[i + 1:j], j + 1
-    m = re.match(r"[\w.-]+", text[i:])
-    return m.group(0), i + m.end()
+def _plain(value: str) -> str:
+    """A BibTeX value as text: braces (which only protect case) dropped, white space collapsed."""
+    return re.sub(r"\s+", " ", value.replace("{", "").replace("}", "")).strip()
 
 
 def read_bib(path: Path) -> dict[str, dict[str, str]]:
-    """The entries of a BibTeX file: ``key -> {field: value}`` (braces kept out of values).
+    """The entries of a BibTeX file, read with pybtex: ``key -> {field: value}``, the people
+    (``author``, ``editor``) as ``"Last, First and Last, First"``, braces kept out of values.
+    The book itself formats its bibliography with sphinxcontrib-bibtex (which uses pybtex too)."""
+    from pybtex.database import parse_file
 
-    A small reader for the fields a citation needs (author, year, title, venue); the book
-    itself formats its bibliography with sphinxcontrib-bibtex."""
-    entries: dict[str, dict[str, str]] = {}
     if not path.is_file():
-        return entries
-    text = path.read_text(encoding="utf-8")
-    for m in re.finditer(r"@(\w+)\s*\{\s*([^,\s]+)\s*,", text):
-        if m.group(1).lower() in ("comment", "preamble", "string"):
-            continue
-        fields, i = {"ENTRYTYPE": m.group(1).lower()}, m.end()
-        while True:
-            f = re.compile(r"\s*(\w[\w-]*)\s*=\s*").match(text, i)
-            if not f:
-                break
-            value, i = _bib_value(text, f.end())
-            fields[f.group(1).lower()] = re.sub(r"\s+", " ", value.replace("{", "").replace("}", "")).strip()
-            c = re.compile(r"\s*,").match(text, i)
-            if not c:
-                break
-            i = c.end()
-        entries[m.group(2)] = fields
+        return {}
+    entries: dict[str, dict[str, str]] = {}
+    for key, entry in parse_file(str(path), bib_format="bibtex").entries.items():
+        fields = {"ENTRYTYPE": entry.type.lower()}
+        fields.update({name.lower(): _plain(value) for name, value in entry.fields.items()})
+        for role, people in entry.persons.items():
+            fields[role.lower()] = " and ".join(_plain(str(person)) for person in people)
+        entries[key] = fields
     return entries
 
 
