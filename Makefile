@@ -63,9 +63,18 @@ $(ATTNLIB_STAMP): $(STAMP) pyproject.toml attnlib/__init__.py
 book: setup html
 	@echo "Open _build/html/index.html in a browser."
 
-# Build only (no set-up): every chapter is executed, warnings and cell errors are fatal.
+# Build only (no set-up): warnings and cell errors are fatal.  Chapters are executed through
+# Jupyter Book's execution cache, which re-executes a chapter only when its code changed; the
+# cache cannot see attnlib, its data, the configuration or the pins, so it is cleared first
+# whenever one of them is newer than it (a fresh clone has no cache: every chapter runs).
+JCACHE := _build/.jupyter_cache
+CACHE_INPUTS := attnlib _ext _config.yml requirements.txt constraints.txt references.bib
 html:
+	@if [ -d $(JCACHE) ] && [ -n "$$(find $(CACHE_INPUTS) -newer $(JCACHE) -not -path "*/__pycache__*" -print -quit)" ]; then \
+	  echo "attnlib, _ext or the configuration changed since the last execution: clearing $(JCACHE)"; \
+	  rm -rf $(JCACHE); fi
 	HF_HUB_OFFLINE=1 $(VENV)/bin/jupyter-book build . $(BOOK_FLAGS)
+	@touch $(JCACHE)
 
 unit: setup
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) --dist loadfile --doctest-modules -rs -m "not book" tests attnlib

@@ -20,6 +20,7 @@ import numbers
 
 import torch
 
+from . import encoder, evidence
 from ._xp_html import Explorable, render, standalone_page
 from .devices import as_tensor
 from .geometry import convex_hull_2d
@@ -453,8 +454,6 @@ def model_lab(text: str, text_b: str | None = None, *, mode: str = "one", layer:
         pair; a text is empty or longer than :data:`MAX_TOKENS` tokens.  IndexError: ``layer``
         or ``head`` outside the model.
     """
-    from . import encoder, evidence
-
     mode = _validate_choice(mode)
     if mode != "one" and text_b is None:
         raise ValueError(f"mode={mode!r} compares two sentences: pass text_b")

@@ -49,6 +49,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _validate, corpus
+from .evidence import uniform_weight
 from .devices import default_device
 from .measures import offset_share
 from .transformer import STATIC_BOOK_ENV, TinyTransformer
@@ -417,7 +418,6 @@ def uniform_induction_score(T: int = SEQ_LEN) -> float:
     Raises:
         TypeError: ``T`` not an int.  ValueError: ``T`` below 2 or odd.
     """
-    from .evidence import uniform_weight
     T = _validate.positive_int(T, "T")
     if T < 2 or T % 2:
         raise ValueError(f"T must be an even int >= 2 (two copies of T/2 tokens), got {T}")
@@ -431,7 +431,6 @@ def uniform_previous_score(T: int = SEQ_LEN) -> float:
     Raises:
         TypeError: ``T`` not an int.  ValueError: ``T`` below 2.
     """
-    from .evidence import uniform_weight
     T = _validate.positive_int(T, "T")
     if T < 2:
         raise ValueError(f"T must be an int >= 2 (a query needs a previous token), got {T}")

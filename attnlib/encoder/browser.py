@@ -29,7 +29,10 @@ import copy
 import hashlib
 import json
 import shutil
+import warnings
 from pathlib import Path
+
+import numpy as np
 
 import torch
 from torch import nn
@@ -141,8 +144,6 @@ def export(path) -> Path:
         FileNotFoundError: the model package is missing (see :func:`attnlib.encoder.load_encoder`).
         ImportError: ``onnx`` is not installed.
     """
-    import warnings
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     graph = BrowserGraph(_fresh_model())
@@ -182,7 +183,6 @@ def check(path, sentences=CHECK_SENTENCES, *, tolerance: float = BUILD_TOLERANCE
         ValueError: a weight differs by more than ``tolerance``; the message names the sentence.
         ImportError: ``onnxruntime`` is not installed.
     """
-    import numpy as np
     import onnxruntime as ort
 
     tolerance = _validate.real(tolerance, "tolerance", low=0.0)
