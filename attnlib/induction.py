@@ -44,6 +44,7 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -57,7 +58,7 @@ from .transformer import STATIC_BOOK_ENV, TinyTransformer
 __all__ = [
     "SEQ_LEN", "CHUNK", "SPAN_MIN", "D_MODEL", "N_HEADS", "BATCH_SIZE", "LR", "STEPS",
     "vocabulary", "encode", "decode", "training_batch", "repeated_sequences", "text_sequences",
-    "build_model", "train", "induction_scores", "previous_token_scores", "duplicate_token_scores",
+    "build_model", "TrainConfig", "train", "induction_scores", "previous_token_scores", "duplicate_token_scores",
     "repeated_loss",
     "uniform_induction_score", "uniform_previous_score", "offset_baseline", "head_patterns", "trained",
 ]
@@ -237,6 +238,30 @@ def _probe(model, repeated, text) -> dict:
             "first_half": loss[:, :n - 1].mean().item(), "second_half": loss[:, n:].mean().item()}
 
 
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that determines a training run of :func:`train` (kept in its history as
+    ``history["config"]``, so a figure can say exactly what produced it).
+
+    Attributes:
+        n_layers, seed, steps: :func:`train`'s arguments.  seq_len, d_model, n_heads,
+        batch_size, lr: the module's constants (``SEQ_LEN``, ``D_MODEL``, ``N_HEADS``,
+        ``BATCH_SIZE``, ``LR``; Adam with a cosine decay to 0).  vocab_size: the words of the
+        speech.  device: where it ran.
+    """
+
+    n_layers: int
+    seed: int
+    steps: int
+    seq_len: int = SEQ_LEN
+    d_model: int = D_MODEL
+    n_heads: int = N_HEADS
+    batch_size: int = BATCH_SIZE
+    lr: float = LR
+    vocab_size: int = 0
+    device: str = "cpu"
+
+
 def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: bool = True):
     """Train the chapter's model: :func:`build_model` (seeded by ``seed``) on
     :func:`training_batch` batches (drawn from a generator seeded by ``seed``) with Adam and
@@ -263,7 +288,7 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
         float per step, nats), ``probe_step`` (steps read), ``induction`` and ``previous``
         (one ``(n_layers, H)`` tensor per probe step), ``first_half`` and ``second_half``
         (repeated sequences' loss per probe step, nats), ``seconds`` (wall time) and
-        ``config``.
+        ``config`` (a :class:`TrainConfig`).
 
     Raises:
         TypeError: ``n_layers``, ``seed`` or ``steps`` not an int, ``progress`` not a bool.
@@ -286,9 +311,8 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
     probe_text = text_sequences(64, seed + _PROBE).to(device)
     history = {"loss": [], "probe_step": [], "induction": [], "previous": [], "first_half": [],
                "second_half": [],
-               "config": {"n_layers": n_layers, "seed": seed, "steps": steps, "seq_len": SEQ_LEN,
-                          "d_model": D_MODEL, "n_heads": N_HEADS, "batch_size": BATCH_SIZE, "lr": LR,
-                          "vocab_size": len(_speech()[0]), "device": str(device)}}
+               "config": TrainConfig(n_layers=n_layers, seed=seed, steps=steps,
+                                     vocab_size=len(_speech()[0]), device=str(device))}
 
     def record(step):
         reading = _probe(model, probe_repeated, probe_text)

@@ -227,7 +227,7 @@ def test_short_training_is_seeded_and_reproducible():
     for (name, a), (_, b) in zip(m1.state_dict().items(), m2.state_dict().items()):
         assert torch.equal(a, b), name
     assert h1["probe_step"] == [0, 6] and len(h1["induction"]) == 2 and h1["induction"][0].shape == (1, induction.N_HEADS)
-    assert h1["config"]["seed"] == 3 and not m1.training
+    assert h1["config"] == induction.TrainConfig(n_layers=1, seed=3, steps=6, vocab_size=V, device="cpu") and not m1.training
     assert h1["loss"][-1] < h1["loss"][0]                              # it learns something
     # the first step's loss is the untrained model's on the first batch of the seeded stream
     batch = induction.training_batch(induction.BATCH_SIZE, torch.Generator().manual_seed(3))
