@@ -30,12 +30,13 @@ PIP_INSTALL := $(PIP) install --quiet -c $(CONSTRAINTS)
 BOOK_FLAGS := --warningiserror --nitpick --builder html
 JOBS ?= 2
 
-.PHONY: book test setup html unit bench clean help chapter lock notebooks
+.PHONY: book test setup html unit bench clean help chapter lock notebooks gpu-check
 
 help:
 	@echo "make book   set up .venv, execute every chapter, build the HTML into _build/html"
 	@echo "make test   set up .venv, run the whole test suite (unit tests + executed book build)"
 	@echo "make bench  run the benchmarks under bench/"
+	@echo "make gpu-check  on a CUDA machine: CUDA tests + GPU benchmarks into bench/results (under 10 min)"
 	@echo "make notebooks  write the learners' notebooks (one .ipynb per chapter) into _build/notebooks"
 	@echo "make chapter NB=chapters/05_masking.md   execute one chapter (quick check while writing)"
 	@echo "make lock   re-resolve requirements.txt in a scratch venv and rewrite constraints.txt"
@@ -91,6 +92,11 @@ test: setup
 
 bench: setup
 	HF_HUB_OFFLINE=1 $(PY) bench/bench_book.py
+
+# Everything that needs a CUDA GPU (CUDA tests, bench_attention, bench_triton), in under 10
+# minutes, results into bench/results/.  Needs a CUDA build of torch in .venv.
+gpu-check: setup
+	bench/gpu_check.sh
 
 # Execute one chapter top to bottom in a fresh kernel, with the book's per-cell timeout and the
 # nbclient wake-up fix; fails on the first cell error or timeout and names the chapter and cell.
