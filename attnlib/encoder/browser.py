@@ -39,7 +39,7 @@ from torch import nn
 
 from .. import _validate
 from ..multihead import scale_heads
-from .loading import DEFAULT_MODEL_MANIFEST, default_model_dir, length_limit, load_encoder
+from .loading import DEFAULT_MODEL_MANIFEST, default_model_dir, length_limit, load_encoder, sha256_file
 from .run import run
 
 __all__ = ["BrowserGraph", "export", "check", "write_site_files", "BUILD_TOLERANCE", "LONG_TOLERANCE", "CHECK_SENTENCES",
@@ -232,14 +232,6 @@ def tokenizer_settings() -> dict:
             "clsToken": "[CLS]", "sepToken": "[SEP]", "maxLength": int(limit)}
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def write_site_files(folder, *, cache=None) -> dict:
     """Write what the page's model lab fetches into ``folder``: ``encoder.onnx``,
     ``vocab.txt`` and ``model.json`` (sizes, sha256, the layer and head counts, the
@@ -270,7 +262,7 @@ def write_site_files(folder, *, cache=None) -> dict:
             "model": "sentence-transformers/all-MiniLM-L6-v2", "graph_version": _GRAPH_VERSION,
             "n_layers": model.config.num_hidden_layers, "n_heads": model.config.num_attention_heads,
             "d_model": model.config.hidden_size, "tokenizer": tokenizer_settings(),
-            "files": {name: {"bytes": (source / name).stat().st_size, "sha256": _sha256(source / name)}
+            "files": {name: {"bytes": (source / name).stat().st_size, "sha256": sha256_file(source / name)}
                       for name in ("encoder.onnx", "vocab.txt")},
             "check": {**figures, "tolerance": BUILD_TOLERANCE, "sentences": len(CHECK_SENTENCES)},
         }

