@@ -267,3 +267,247 @@ def test_sentence_exercises_give_the_kernels_verdict_on_the_pages_model(lab, nam
     for a, b in zip(number.findall(shown), number.findall(expected.text)):
         assert abs(float(a) - float(b)) <= 0.011, (shown, expected.text)
     assert lab.errors == [] and lab.external == []
+
+
+# ------------------------------------------------------------------ the lab as a reader meets it
+# In a book-like column styled by the real theme stylesheet (as tests/test_page_explorables.py
+# does for the other explorables), on a phone and a desktop, light and dark.
+from test_page_explorables import CONTRASTS, MIN_CONTRAST, PAGE_SCROLL, SMALLEST_TEXT, ScreenVisit, theme_css  # noqa: E402
+
+LAB = ".attnlib-xp[data-kind=model]"
+PAIR_12 = ("The old keeper fed the bears some honey before winter.",     # 13 tokens each
+           "The old keeper fed the dogs some honey before winter.")
+LONG = " ".join(["The old keeper fed the bears some honey before the long winter came."] * 3)   # 44 tokens
+
+
+@pytest.fixture(scope="module")
+def themed(site):
+    """The lab in the book's column and theme: chapters/{light,dark}-column.html of ``site``."""
+    folder = site["folder"]
+    shutil.copy(theme_css(), folder / "_static" / "theme.css")
+    info = site["info"]
+    size = info["files"]["encoder.onnx"]["bytes"] + info["files"]["vocab.txt"]["bytes"]
+    for theme in ("light", "dark"):
+        (folder / "chapters" / f"{theme}-column.html").write_text(
+            f'<!DOCTYPE html><html lang="en" data-theme="{theme}" data-content_root="../"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<meta name="attnlib-model-bytes" content="{size}"><link rel="stylesheet" href="../_static/theme.css">'
+            '<title>model lab</title></head><body><main class="bd-article" style="max-width: 740px; margin: 0 auto; '
+            f'padding: 0 1.5rem"><h1 tabindex="-1">Lab</h1>\n{site["lab"].html}\n<p>After the lab.</p></main></body></html>\n',
+            encoding="utf-8")
+    return site["url"]
+
+
+def _lab_run(page, a, b=None):
+    """Type A (and B: a minimal pair) into the lab and press Run; wait for the result."""
+    root = "#" + page.get_attribute(LAB, "id")
+    page.check(f"{root} [data-role=mode-minimal]")                     # shows B, so it can be filled
+    page.fill(f"{root} [data-role=text-a]", a)
+    page.fill(f"{root} [data-role=text-b]", b or "")
+    page.check(f"{root} [data-role={'mode-minimal' if b else 'mode-one'}]")
+    page.evaluate("(sel) => { document.querySelector(sel).textContent = ''; }", f"{root} [data-role=status]")
+    page.click(f"{root} [data-role=run]")
+    page.wait_for_function("(sel) => document.querySelector(sel).textContent.startsWith('Ran in the browser')",
+                           arg=f"{root} [data-role=status]", timeout=60_000)
+    return root
+
+
+# Where the lab's heatmaps sit: each canvas and its scroll region against the lab's box.
+MAPS = """(sel) => { const f = document.querySelector(sel), box = f.getBoundingClientRect();
+  return [...f.querySelectorAll('.xp-panel')].filter(p => !p.hidden).map(p => {
+    const canvas = p.querySelector('canvas'), c = canvas.getBoundingClientRect(), s = canvas.closest('[role=region]');
+    return {left: c.left - box.left, right: box.right - c.right, top: c.top, bottom: c.bottom,
+            regionRight: box.right - s.getBoundingClientRect().right, scroll: s.scrollWidth, client: s.clientWidth,
+            tabindex: s.getAttribute('tabindex'), label: s.getAttribute('aria-label') || ''}; }); }"""
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_lab_fits_a_phone_with_a_minimal_pair_and_scrolls_a_long_sentence_in_its_own_region(browser, themed, theme):  # noqa: F811
+    visit = ScreenVisit(browser, themed + f"{theme}-column.html", "phone", theme)
+    try:
+        page = visit.page
+        root = _lab_run(page, *PAIR_12)
+        scroll_width, client_width = page.evaluate(PAGE_SCROLL)
+        assert scroll_width <= client_width, f"the page scrolls sideways ({scroll_width} > {client_width})"
+        fig = page.evaluate("(sel) => { const f = document.querySelector(sel); return [f.scrollWidth, f.clientWidth]; }", root)
+        assert fig[0] <= fig[1], f"the lab scrolls sideways inside itself: {fig}"
+        a, b = page.evaluate(MAPS, root)
+        for m in (a, b):  # 13 tokens fit the phone's column: no scrolling, nothing outside the lab
+            assert m["left"] >= 0 and m["right"] >= 0 and m["regionRight"] >= 0, m
+            assert m["scroll"] <= m["client"], f"a 13-token heatmap should fit a phone's column: {m}"
+        assert b["top"] >= a["bottom"], "the two heatmaps should stack on a phone"
+        tiny = page.evaluate(SMALLEST_TEXT, root)[0]["px"]
+        assert tiny >= 10, f"text of {tiny} px"
+        _lab_run(page, LONG)
+        scroll_width, client_width = page.evaluate(PAGE_SCROLL)
+        assert scroll_width <= client_width, f"a long sentence makes the page scroll sideways ({scroll_width} > {client_width})"
+        fig = page.evaluate("(sel) => { const f = document.querySelector(sel); return [f.scrollWidth, f.clientWidth]; }", root)
+        assert fig[0] <= fig[1], f"a long sentence makes the whole lab scroll sideways: {fig}"
+        (m,) = page.evaluate(MAPS, root)
+        assert m["scroll"] > m["client"] and m["regionRight"] >= 0, f"the long heatmap should scroll in its own region: {m}"
+        assert m["tabindex"] == "0" and "heatmap" in m["label"], m
+        assert visit.errors == [] and visit.external == []
+    finally:
+        visit.close()
+
+
+def test_lab_controls_are_touch_sized_on_a_phone(browser, themed):  # noqa: F811
+    visit = ScreenVisit(browser, themed + "light-column.html", "phone", "light")
+    try:
+        sizes = visit.page.evaluate("""(sel) => [...document.querySelectorAll(sel + ' button, ' + sel + ' input, ' + sel + ' select')]
+          .filter(e => e.getClientRects().length).map(e => {
+            const target = ['radio', 'checkbox'].includes(e.type) && e.labels.length ? e.labels[0] : e;  /* its label takes the tap */
+            const r = target.getBoundingClientRect();
+            return {what: e.dataset.role || e.type, w: r.width, h: r.height}; })""", LAB)
+        assert len(sizes) >= 9
+        small = [s for s in sizes if s["w"] < 44 or s["h"] < 44]
+        assert not small, f"touch targets under 44 px on a phone: {small}"
+    finally:
+        visit.close()
+
+
+ACTIVE = """() => { const e = document.activeElement, cs = getComputedStyle(e);
+  return {role: e.dataset.role || e.getAttribute('role') || e.tagName, inLab: !!e.closest('.attnlib-xp'),
+          ring: cs.outlineStyle !== 'none' && parseFloat(cs.outlineWidth) >= 2 || cs.boxShadow !== 'none'}; }"""
+
+
+def _accessible_name(page, cdp) -> str:
+    """The accessible name Chromium computes for the focused element."""
+    page.evaluate("() => { document.querySelectorAll('[data-probe]').forEach(e => e.removeAttribute('data-probe'));"
+                  " document.activeElement.setAttribute('data-probe', ''); }")
+    doc = cdp.send("DOM.getDocument", {"depth": 0})
+    node = cdp.send("DOM.querySelector", {"nodeId": doc["root"]["nodeId"], "selector": "[data-probe]"})
+    ax = cdp.send("Accessibility.getPartialAXTree", {"nodeId": node["nodeId"], "fetchRelatives": False})
+    return next(n for n in ax["nodes"] if not n.get("ignored"))["name"]["value"]
+
+
+def test_lab_works_by_keyboard_alone_and_names_every_control_by_its_visible_text(browser, themed):  # noqa: F811
+    visit = ScreenVisit(browser, themed + "dark-column.html", "desktop", "dark")
+    try:
+        page = visit.page
+        cdp = page.context.new_cdp_session(page)
+        root = "#" + page.get_attribute(LAB, "id")
+        # every control, with the text a sighted reader sees on it (a labelled control: its label)
+        want = page.evaluate("""(sel) => [...document.querySelectorAll(sel + ' button, ' + sel + ' input, ' + sel + ' select, '
+                                                                 + sel + ' [tabindex="0"]')]
+          .filter(e => e.getClientRects().length && !(e.type === 'radio' && !e.checked)).map(e => ({
+            role: e.dataset.role || e.getAttribute('role'),
+            text: ((e.labels && e.labels.length ? e.labels[0].innerText : (e.tagName === 'BUTTON' ? e.innerText : '')) || '').trim()}))""", root)
+        page.focus("h1")
+        reached = {}
+        for _ in range(40):
+            page.keyboard.press("Tab")
+            now = page.evaluate(ACTIVE)
+            if not now["inLab"]:
+                break
+            assert now["ring"], f"no visible focus ring on {now['role']}"
+            reached[now["role"]] = _accessible_name(page, cdp)
+        for control in want:
+            assert control["role"] in reached, f"{control['role']} cannot be reached with Tab (reached {list(reached)})"
+            name = reached[control["role"]]
+            assert name.strip(), f"{control['role']} has no accessible name"
+            assert " ".join(control["text"].split()) in " ".join(name.split()), (control, name)
+        # operate it: load, run a minimal pair, pick a query on the heatmap, switch a head off
+        page.focus(f"{root} [data-role=load]")
+        page.keyboard.press("Enter")
+        page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('The model is loaded')",
+                               timeout=60_000)
+        assert page.evaluate(ACTIVE)["role"] == "text-a", "after loading, the focus should go on to the sentence"
+        page.keyboard.type("The bears ate the honey.")
+        page.keyboard.press("Tab")
+        page.keyboard.press("Control+A")
+        page.keyboard.type("The dogs ate the honey.")
+        page.keyboard.press("Tab")
+        assert page.evaluate(ACTIVE)["role"] == "run"
+        page.keyboard.press("Enter")
+        assert page.evaluate(ACTIVE)["role"] == "run", "the focus should stay on Run while the model runs"
+        page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Ran in the browser')")
+        assert page.evaluate(ACTIVE)["role"] == "run", "the focus should stay on Run after the run"
+        page.focus(f"{root} [data-role=map-0]")
+        before = page.input_value(f"{root} [data-role=query]")
+        page.keyboard.press("ArrowDown")
+        assert int(page.input_value(f"{root} [data-role=query]")) == int(before) + 1
+        assert "looks most at" in page.inner_text(f"{root} [data-role=status]")
+        page.focus(f"{root} [data-role=ablate]")
+        page.keyboard.press("Space")
+        page.wait_for_function(f"() => document.querySelector('{root} [data-role=ablation]').textContent.includes('ranks')")
+        assert page.evaluate(ACTIVE)["role"] == "ablate", "the focus should stay on the ablation button"
+        assert visit.errors == [] and visit.external == []
+    finally:
+        visit.close()
+
+
+# Every fillText on a canvas is recorded with its colour and font, so that the heatmap's labels
+# (pixels, invisible to the DOM contrast check) can be checked like text.
+RECORD_LABELS = """(() => { const draw = CanvasRenderingContext2D.prototype.fillText;
+  CanvasRenderingContext2D.prototype.fillText = function (text) {
+    (this.canvas.__labels = this.canvas.__labels || []).push({text: String(text), fill: String(this.fillStyle), font: this.font});
+    return draw.apply(this, arguments); }; })();"""
+LABEL_CONTRAST = """(sel) => {
+  const parse = (c) => { if (c.startsWith('#')) return [1, 3, 5].map(k => parseInt(c.slice(k, k + 2), 16)).concat([1]);
+    const p = /rgba?\\(([^)]+)\\)/.exec(c)[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number); return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+  const over = (a, b) => [0, 1, 2].map(k => a[k] * a[3] + b[k] * (1 - a[3])).concat([1]);
+  const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const out = [];
+  for (const c of document.querySelectorAll(sel + ' canvas')) {
+    if (!c.getClientRects().length) continue;
+    let bg = [255, 255, 255, 1];
+    const chain = []; for (let n = c; n && n.nodeType === 1; n = n.parentElement) chain.push(n);
+    for (const n of chain.reverse()) { const b = getComputedStyle(n).backgroundColor; if (b && b !== 'transparent') bg = over(parse(b), bg); }
+    for (const l of c.__labels || []) {
+      const fg = over(parse(l.fill), bg), l1 = lum(fg), l2 = lum(bg);
+      out.push({text: l.text, fill: l.fill, px: parseFloat(/(\\d+(\\.\\d+)?)px/.exec(l.font)[1]),
+                ratio: (Math.max(l1, l2) + 0.05) / (Math.min(l1, l2) + 0.05)});
+    }
+  }
+  return out; }"""
+
+
+@pytest.mark.parametrize("opened_in", ["dark", "light"])
+def test_lab_text_and_heatmap_labels_are_legible_in_dark_mode(browser, themed, opened_in):  # noqa: F811
+    """Dark from the start, or switched to dark after the lab has drawn (the theme's toggle)."""
+    visit = ScreenVisit(browser, themed + f"{opened_in}-column.html", "desktop", opened_in)
+    try:
+        page = visit.page
+        page.evaluate(RECORD_LABELS)
+        root = _lab_run(page, "The bears ate the honey.", "The dogs ate the honey.")
+        page.evaluate("(sel) => document.querySelectorAll(sel + ' canvas').forEach(c => { c.__labels = []; })", root)
+        if opened_in == "light":
+            page.evaluate("() => document.documentElement.setAttribute('data-theme', 'dark')")
+        else:
+            page.select_option(f"{root} [data-role=head]", "3")
+        page.wait_for_timeout(100)
+        labels = page.evaluate(LABEL_CONTRAST, root)
+        assert len(labels) >= 2 * 2 * 8, f"the heatmaps were not redrawn: {len(labels)} labels"
+        low = [x for x in labels if x["ratio"] < MIN_CONTRAST]
+        assert not low, f"heatmap labels under {MIN_CONTRAST}:1 in dark mode: {low[:6]}"
+        assert min(x["px"] for x in labels) >= 10
+        low = [c for c in page.evaluate(CONTRASTS, root) if c["ratio"] < MIN_CONTRAST]
+        assert not low, f"text under {MIN_CONTRAST}:1 in dark mode: {low[:6]}"
+        assert visit.errors == [] and visit.external == []
+    finally:
+        visit.close()
+
+
+def test_lab_speaks_through_one_polite_status_and_its_heatmap_names_head_and_strongest_key(lab):
+    page = lab.page
+    root = _lab_run(page, "The bears ate the honey.", "The dogs ate the honey.")
+    live = page.evaluate("""(sel) => [...document.querySelectorAll(sel + ' [aria-live], ' + sel + ' [role=status], '
+                                       + sel + ' [role=alert], ' + sel + ' [role=log]')]
+                               .map(e => [e.dataset.role, e.getAttribute('aria-live') || e.getAttribute('role')])""", root)
+    assert live == [["status", "polite"]], f"the lab should speak through one polite status line, not {live}"
+    page.select_option(f"{root} [data-role=layer]", "1")
+    page.select_option(f"{root} [data-role=head]", "4")
+    r = encoder.run("The bears ate the honey.")
+    row = r.head("pattern", 1, 4)[1]
+    strongest = f"\u201c{r.tokens[int(row.argmax())]}\u201d (position {int(row.argmax())}"
+    said = page.inner_text(f"{root} [data-role=status]")
+    assert "head 4" in said and strongest in said, said
+    alt = page.get_attribute(f"{root} [data-role=map-0] canvas", "aria-label")
+    assert "layer 1, head 4" in alt and "\u201cthe\u201d (position 1)" in alt and strongest in alt, alt
+    # the progress bar and the radio group carry visible labels
+    labelled = page.evaluate("""(sel) => { const p = document.querySelector(sel + ' [data-role=progress]');
+      return [p.labels.length ? p.labels[0].textContent : '', document.querySelector(sel + ' fieldset legend').textContent]; }""", root)
+    assert "Downloading the model" in labelled[0] and labelled[1] == "What to run", labelled
+    assert lab.errors == [] and lab.external == []

@@ -114,9 +114,12 @@ function lift(rows, tokens, offset) {
   return n ? sum / n : null;
 }
 function argmax(row) { var k = 0; for (var j = 1; j < row.length; j++) if (row[j] > row[k]) k = j; return k; }
+/* The n keys with the largest weights, leaving out weights under 0.005 (they round to 0.00)
+ * except the first. */
 function topKeys(row, tokens, n) {
   var idx = row.map(function (w, j) { return j; }).sort(function (a, b) { return row[b] - row[a]; });
-  return idx.slice(0, n).map(function (j) { return {j: j, token: tokens[j], w: row[j]}; });
+  return idx.slice(0, n).filter(function (j, k) { return k === 0 || row[j] >= 0.005; })
+            .map(function (j) { return {j: j, token: tokens[j], w: row[j]}; });
 }
 /* Longest common subsequence of two token lists: the aligned positions [[i, i2], ...]. */
 function alignTokens(a, b) {
@@ -145,7 +148,11 @@ function sentenceVector(hidden, b, L, T, d) {
   return v;
 }
 
-/* A heatmap of one head on a canvas; returns {node, draw(rows, tokens, query), onPick}. */
+/* A heatmap of one head on a canvas; returns {node, canvas, draw(rows, tokens, query, width), describe(text), onPick}.
+ * Cells are 12 to 26 px: a sentence of about 12 tokens fits a phone's column, a longer one
+ * scrolls sideways inside the heatmap's own region.  Labels take the figure's text colour and
+ * the query's the lab's --xp-query colour (both read from the CSS at each draw, so a change
+ * of theme redraws them legibly); the query's label is also bold, its row outlined. */
 function heatmap(uid, label) {
   var wrap = el("div", {"class": "xp-heat"});
   var canvas = el("canvas", {"class": "xp-heat-canvas", role: "img", "aria-label": label});
@@ -154,26 +161,28 @@ function heatmap(uid, label) {
   function draw(rows, tokens, query, width) {
     state.rows = rows; state.tokens = tokens; state.query = query;
     var T = tokens.length, ratio = window.devicePixelRatio || 1;
-    var font = 12, room = Math.min(110, labelRoom(tokens, font));
-    var cell = Math.max(8, Math.min(26, Math.floor((width - room - 8) / T)));
-    if (cell < 11) font = 10;
+    var room = Math.min(110, labelRoom(tokens, 12));
+    var cell = Math.max(12, Math.min(26, Math.floor((width - room - 8) / T)));
+    var font = cell >= 14 ? 12 : 10;
     var W = room + T * cell + 8, Hh = room + T * cell + 8;
     canvas.width = Math.round(W * ratio); canvas.height = Math.round(Hh * ratio);
     canvas.style.width = W + "px"; canvas.style.height = Hh + "px";
     var ctx = canvas.getContext("2d");
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, W, Hh);
-    var ink = window.getComputedStyle(wrap).color || "#222";
-    ctx.font = font + "px sans-serif";
-    ctx.fillStyle = ink;
+    var cs = window.getComputedStyle(wrap);
+    var ink = cs.color || "#222";
+    var accent = (cs.getPropertyValue("--xp-query") || "").trim() || "#c0282d";
+    var bg = opaqueBackground(wrap), paper = "rgb(" + bg.slice(0, 3).map(Math.round).join(",") + ")";
     for (var i = 0; i < T; i++) {
       ctx.textAlign = "right"; ctx.textBaseline = "middle";
-      ctx.fillStyle = i === query ? "#d62728" : ink;
+      ctx.font = (i === query ? "bold " : "") + font + "px sans-serif";
+      ctx.fillStyle = i === query ? accent : ink;
       ctx.fillText(shortLabel(tokens[i]), room - 4, room + i * cell + cell / 2);
       ctx.save();
       ctx.translate(room + i * cell + cell / 2, room - 4);
       ctx.rotate(-Math.PI / 2);
-      ctx.textAlign = "left"; ctx.fillStyle = ink;
+      ctx.textAlign = "left"; ctx.fillStyle = ink; ctx.font = font + "px sans-serif";
       ctx.fillText(shortLabel(tokens[i]), 0, 0);
       ctx.restore();
       for (var j = 0; j < T; j++) {
@@ -181,8 +190,12 @@ function heatmap(uid, label) {
         ctx.fillRect(room + j * cell, room + i * cell, cell, cell);
       }
     }
-    ctx.strokeStyle = "#d62728"; ctx.lineWidth = 2;
-    ctx.strokeRect(room + 1, room + query * cell + 1, T * cell - 2, cell - 2);
+    if (query >= 0 && query < T) {  /* the query's row: the accent, edged with the page's colour */
+      ctx.lineWidth = 4; ctx.strokeStyle = paper;
+      ctx.strokeRect(room + 1, room + query * cell + 1, T * cell - 2, cell - 2);
+      ctx.lineWidth = 2; ctx.strokeStyle = accent;
+      ctx.strokeRect(room + 1, room + query * cell + 1, T * cell - 2, cell - 2);
+    }
     state.geom = {room: room, cell: cell, T: T};
   }
   function pickAt(event) {
@@ -191,11 +204,12 @@ function heatmap(uid, label) {
     var scale = rect.width / (g.room + g.T * g.cell + 8);
     var y = (event.clientY - rect.top) / scale - g.room;
     var i = Math.floor(y / g.cell);
-    if (i >= 0 && i < g.T && i !== state.query) state.pick(i);
+    if (i >= 0 && i < g.T && i !== state.query) state.pick(i, event.type === "click");
   }
   canvas.addEventListener("mousemove", pickAt);
   canvas.addEventListener("click", pickAt);
-  return {node: wrap, canvas: canvas, draw: draw, onPick: function (f) { state.pick = f; }};
+  return {node: wrap, canvas: canvas, draw: draw, onPick: function (f) { state.pick = f; },
+          describe: function (text) { canvas.setAttribute("aria-label", text); }};
 }
 
 function view(root, data, uid) {
@@ -205,17 +219,22 @@ function view(root, data, uid) {
            ablation: data.ablation, source: "PyTorch, when this page was built", busy: false};
 
   /* status line and loading */
-  var status = el("p", {"class": "xp-hint", "aria-live": "polite", "data-role": "status"});
+  /* the lab's one live region: loading, running, errors, and a short summary when the reader
+   * picks another layer, head or query (the readouts below are plain text, read on demand) */
+  var status = el("p", {"class": "xp-hint", role: "status", "aria-live": "polite", "aria-atomic": "true",
+                        "data-role": "status"});
   var loadRow = el("div", {"class": "xp-controls"});
   var why = api.available();
   var meta = document.querySelector('meta[name="attnlib-model-bytes"]');
   var mb = meta ? (Number(meta.getAttribute("content")) / 1e6).toFixed(1) : null;
   var loadButton = el("button", {type: "button", "data-role": "load"},
                       "Load the model in this page" + (mb ? " (" + mb + " MB, once)" : ""));
-  var progress = el("progress", {max: "1", value: "0", "data-role": "progress", hidden: "hidden",
-                                 "aria-label": "model download"});
+  var progressWrap = el("div", {"class": "xp-control xp-progress", hidden: "hidden"});
+  progressWrap.appendChild(el("label", {"for": uid + "-progress"}, "Downloading the model"));
+  var progress = el("progress", {id: uid + "-progress", max: "1", value: "0", "data-role": "progress", hidden: "hidden"});
+  progressWrap.appendChild(progress);
   loadRow.appendChild(loadButton);
-  loadRow.appendChild(progress);
+  loadRow.appendChild(progressWrap);
   root.appendChild(loadRow);
   root.appendChild(status);
   if (why) {
@@ -232,7 +251,7 @@ function view(root, data, uid) {
   [["one", "one sentence"], ["minimal", "a minimal pair (two runs, side by side)"],
    ["pair", "a sentence pair (one input: [CLS] A [SEP] B [SEP])"]].forEach(function (m) {
     var id = uid + "-mode-" + m[0];
-    var label = el("label", {"for": id});
+    var label = el("label", {"for": id, "class": "xp-choice"});
     var radio = el("input", {type: "radio", name: uid + "-mode", id: id, value: m[0], "data-role": "mode-" + m[0]});
     radio.checked = m[0] === s.mode;
     radio.addEventListener("change", function () { if (radio.checked) { s.mode = m[0]; showB(); } });
@@ -274,13 +293,13 @@ function view(root, data, uid) {
     pickers.appendChild(wrap);
     return select;
   }
-  picker("layer", "layer ", L, s.layer, function (v) { s.layer = v; s.ablationHead = null; update(); });
-  picker("head", "head ", H, s.head, function (v) { s.head = v; update(); });
+  picker("layer", "layer ", L, s.layer, function (v) { s.layer = v; s.ablationHead = null; update(); announce(); });
+  picker("head", "head ", H, s.head, function (v) { s.head = v; update(); announce(); });
   var queryWrap = el("div", {"class": "xp-control"});
   queryWrap.appendChild(el("label", {"for": uid + "-query"}, "query token "));
   var querySelect = el("select", {id: uid + "-query", "data-role": "query"});
   queryWrap.appendChild(querySelect);
-  querySelect.addEventListener("change", function () { s.query = parseInt(querySelect.value, 10); update(); });
+  querySelect.addEventListener("change", function () { s.query = parseInt(querySelect.value, 10); update(); announce(); });
   pickers.appendChild(queryWrap);
   root.appendChild(pickers);
 
@@ -290,14 +309,32 @@ function view(root, data, uid) {
     var panel = el("div", {"class": "xp-panel"});
     var title = el("p", {"class": "xp-head", "data-role": "map-title-" + k});
     var hm = heatmap(uid + "-map" + k, "attention weights of the selected head, sentence " + (k ? "B" : "A"));
-    hm.onPick(function (i) { s.query = k ? mapQuery(i) : i; update(); });
+    hm.onPick(function (i, clicked) {
+      var q = k ? mapQuery(i) : i;
+      if (q === null) return;
+      s.query = q; update();
+      if (clicked) announce();
+    });
+    /* its own region: scrolls sideways when the sentence is long; up and down arrows move the query */
     var scroller = el("div", {"class": "xp-scroll", tabindex: "0", role: "region",
-                              "aria-label": "heatmap of sentence " + (k ? "B" : "A") + " (scrolls sideways when wide)"});
+                              "aria-label": "heatmap of sentence " + (k ? "B" : "A") + ": up and down arrow keys pick the query token",
+                              "data-role": "map-" + k});
     scroller.appendChild(hm.node);
-    var readout = el("p", {"class": "xp-readout", "data-role": "readout-" + k, "aria-live": "polite"});
+    scroller.addEventListener("keydown", function (event) {
+      var step = event.key === "ArrowDown" ? 1 : event.key === "ArrowUp" ? -1 : 0;
+      if (!step || event.altKey || event.ctrlKey || event.metaKey) return;
+      event.preventDefault();
+      var r = s.runs[Math.min(k, s.runs.length - 1)], here = panels[k].q;
+      if (here === null || here === undefined) here = k ? -1 : s.query;
+      for (var i = here + step; i >= 0 && i < r.tokens.length; i += step) {
+        var q = k ? mapQuery(i) : i;
+        if (q !== null) { s.query = q; update(); announce(); return; }
+      }
+    });
+    var readout = el("p", {"class": "xp-readout", "data-role": "readout-" + k});
     panel.appendChild(title); panel.appendChild(scroller); panel.appendChild(readout);
     maps.appendChild(panel);
-    return {panel: panel, title: title, hm: hm, readout: readout};
+    return {panel: panel, title: title, hm: hm, readout: readout, scroller: scroller, q: null, summary: ""};
   });
   root.appendChild(maps);
   var baselines = el("div", {"class": "xp-readout", "data-role": "baselines"});
@@ -310,14 +347,20 @@ function view(root, data, uid) {
   var ablButton = el("button", {type: "button", "data-role": "ablate"}, "Switch this head off and measure");
   ablRow.appendChild(ablButton);
   root.appendChild(ablRow);
-  var ablOut = el("div", {"class": "xp-readout", "data-role": "ablation", "aria-live": "polite"});
+  var ablOut = el("div", {"class": "xp-readout", "data-role": "ablation"});
   root.appendChild(ablOut);
 
-  function mapQuery(iB) {  /* a query picked in B -> the aligned query of A (or keep) */
+  function mapQuery(iB) {  /* a query picked in B -> the aligned query of A (null: none) */
     if (s.runs.length < 2) return iB;
     var al = alignTokens(s.runs[0].tokens, s.runs[1].tokens);
     for (var k = 0; k < al.length; k++) if (al[k][1] === iB) return al[k][0];
-    return s.query;
+    return null;
+  }
+  /* Say the selected head's strongest key(s) in the status line (the one live region). */
+  function announce() {
+    var said = panels.filter(function (p) { return !p.panel.hidden && p.summary; })
+                     .map(function (p) { return p.summary; });
+    status.textContent = "Layer " + s.layer + ", head " + s.head + ": " + said.join("; ") + ".";
   }
   function rowsOf(r) { return headRows(r.attentions, L, H, r.tokens.length, s.layer, s.head); }
 
@@ -332,18 +375,28 @@ function view(root, data, uid) {
     var al = two ? alignTokens(A.tokens, s.runs[1].tokens) : null;
     var queryB = null;
     if (two) al.forEach(function (p) { if (p[0] === s.query) queryB = p[1]; });
+    panels.forEach(function (p, k) { p.panel.hidden = k === 1 && !two; });  /* lay out both before measuring */
     panels.forEach(function (p, k) {
-      p.panel.hidden = k === 1 && !two;
       if (p.panel.hidden) return;
       var r = s.runs[k], rows = rowsOf(r), q = k === 0 ? s.query : queryB;
-      var T = r.tokens.length;
+      var T = r.tokens.length, name = "sentence " + (k ? "B" : "A");
+      p.q = q;
       p.title.textContent = (two ? (k ? "B: " : "A: ") : "") + "layer " + s.layer + ", head " + s.head + " (" + T + " tokens)";
-      p.hm.draw(rows, r.tokens, q === null ? -1 : q, two && width > 620 ? width / 2 - 12 : width);
+      var fit = p.scroller.clientWidth > 0 ? p.scroller.clientWidth - 4 : (two && width > 620 ? width / 2 - 12 : width);
+      p.hm.draw(rows, r.tokens, q === null ? -1 : q, fit);
+      var heading = "Heatmap of the attention weights of layer " + s.layer + ", head " + s.head + " on " + name +
+                    " (" + T + " tokens, queries as rows, keys as columns)";
       if (q === null) {
         p.readout.textContent = "The query \u201c" + A.tokens[s.query] + "\u201d has no counterpart in B.";
+        p.summary = "query \u201c" + A.tokens[s.query] + "\u201d has no counterpart in B";
+        p.hm.describe(heading + ": the query \u201c" + A.tokens[s.query] + "\u201d of sentence A has no counterpart here.");
         return;
       }
-      var row = rows[q], total = row.reduce(function (a, b) { return a + b; }, 0);
+      var row = rows[q], total = row.reduce(function (a, b) { return a + b; }, 0), best = argmax(row);
+      p.summary = (two ? (k ? "in B, " : "in A, ") : "") + "query \u201c" + r.tokens[q] + "\u201d looks most at \u201c" +
+                  r.tokens[best] + "\u201d (position " + best + ", " + fmt(row[best], 2) + ")";
+      p.hm.describe(heading + ": query \u201c" + r.tokens[q] + "\u201d (position " + q + ") looks most at \u201c" +
+                    r.tokens[best] + "\u201d (position " + best + "), weight " + fmt(row[best], 2) + ".");
       var top = topKeys(row, r.tokens, 3).map(function (t) {
         return "\u201c" + t.token + "\u201d (position " + t.j + ") " + fmt(t.w, 3);
       });
@@ -409,9 +462,13 @@ function view(root, data, uid) {
       sorted.length + " (" + a.source + ").";
   }
 
+  /* While the model works, the buttons say they are unavailable (aria-disabled) but keep the
+   * keyboard focus where the reader left it (a disabled button would drop it to the page). */
   function setBusy(on, text) {
     s.busy = on;
-    runButton.disabled = on; ablButton.disabled = on; loadButton.disabled = on;
+    [runButton, ablButton, loadButton].forEach(function (b) {
+      if (on) b.setAttribute("aria-disabled", "true"); else b.removeAttribute("aria-disabled");
+    });
     if (text) status.textContent = text;
   }
   function fail(err) {
@@ -420,19 +477,21 @@ function view(root, data, uid) {
   }
   function loadModel() {
     if (why) return Promise.reject(new Error(why));
-    progress.hidden = false;
+    progress.hidden = false; progressWrap.hidden = false;
     setBusy(true, "Loading the model (it stays in your browser for later visits)\u2026");
     return api.load(function (loaded, total) {
       progress.value = total ? loaded / total : 0;
       progress.setAttribute("aria-valuetext", Math.round(loaded / 1e6) + " of " + Math.round(total / 1e6) + " MB");
     }).then(function (info) {
-      progress.hidden = true;
+      progress.hidden = true; progressWrap.hidden = true;
+      var hadFocus = document.activeElement === loadButton;
       loadButton.hidden = true;
+      if (hadFocus) fieldA.input.focus();  /* the button is gone: go on to the sentence */
       setBusy(false, "The model is loaded (" + info.n_layers + " layers \u00d7 " + info.n_heads +
                      " heads). Type a sentence and press Run.");
     });
   }
-  loadButton.addEventListener("click", function () { loadModel().catch(fail); });
+  loadButton.addEventListener("click", function () { if (!s.busy) loadModel().catch(fail); });
 
   form.addEventListener("submit", function (event) {
     event.preventDefault();
@@ -487,8 +546,10 @@ function view(root, data, uid) {
         var change = [];
         for (var k = 1; k < vectors.length; k++) change.push(cosineDistance(vectors[0], vectors[k]));
         s.ablation = {text: key, change: change, source: "computed in your browser"};
-        setBusy(false, "Measured the " + L * H + " single-head ablations.");
         showAblation();
+        var idx = s.layer * H + s.head, rank = change.slice().sort(function (x, y) { return y - x; }).indexOf(change[idx]) + 1;
+        setBusy(false, "Measured the " + L * H + " single-head ablations: layer " + s.layer + " head " + s.head +
+                       " ranks " + rank + " of " + L * H + " (details below the button).");
       });
     }).catch(fail);
   });
@@ -504,4 +565,9 @@ function view(root, data, uid) {
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(update, 150);
   });
+  /* the canvas paints its labels in the theme's colours: repaint when the reader switches theme */
+  if (typeof MutationObserver === "function") {
+    new MutationObserver(function () { update(); }).observe(document.documentElement,
+      {attributes: true, attributeFilter: ["data-theme", "data-mode"]});
+  }
 }
