@@ -211,6 +211,8 @@ def test_lab_runs_hostile_text_as_text(lab, text):
 def test_main_thread_stays_responsive_while_the_model_loads_and_runs(browser, site):  # noqa: F811
     visit = Visit(browser, site["url"] + "lab.html")
     page = visit.page
+    # as on a mid-range phone: the page's CPU throttled 4x (Chrome DevTools Protocol)
+    visit.context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": 4})
     page.evaluate("""() => { window.__long = []; new PerformanceObserver(l => l.getEntries().forEach(
         e => window.__long.push(e.duration))).observe({type: 'longtask'}); }""")
     root = "#" + page.get_attribute(".attnlib-xp[data-kind=model]", "id")
@@ -221,6 +223,39 @@ def test_main_thread_stays_responsive_while_the_model_loads_and_runs(browser, si
     page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Ran')")
     longest = max(page.evaluate("() => window.__long") or [0])
     assert longest < 200, f"a main-thread task took {longest:.0f} ms"
+    visit.close()
+
+
+def test_the_model_is_kept_by_the_browser_for_later_pages(browser, site):  # noqa: F811
+    """Loaded once, the model comes from the browser's Cache Storage on the next page of the
+    same visit: encoder.onnx is not requested again."""
+    context = browser.new_context()
+    requested = []
+    context.on("request", lambda r: requested.append(r.url))
+    for _ in range(2):
+        page = context.new_page()
+        page.goto(site["url"] + "lab.html", wait_until="load")
+        page.evaluate("() => window.attnlibModel.load()")
+        assert page.evaluate("async () => (await window.attnlibModel.run('The cat sat.')).tokens") == \
+            ["[CLS]", "the", "cat", "sat", ".", "[SEP]"]
+        page.close()
+    assert sum(url.endswith("/encoder.onnx") for url in requested) == 1, requested
+    context.close()
+
+
+def test_a_failed_download_says_so_and_keeps_the_precomputed_views(browser, site):  # noqa: F811
+    visit = Visit(browser, site["url"] + "lab.html")
+    page = visit.page
+    page.route("**/encoder.onnx", lambda route: route.fulfill(status=404, body="missing"))
+    root = "#" + page.get_attribute(".attnlib-xp[data-kind=model]", "id")
+    before = page.inner_text(f"{root} [data-role=readout-0]")
+    page.click(f"{root} [data-role=load]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Could not run')")
+    status = page.inner_text(f"{root} [data-role=status]")
+    assert "could not download" in status and "HTTP 404" in status
+    assert page.inner_text(f"{root} [data-role=readout-0]") == before     # the PyTorch views stay
+    page.select_option(f"{root} [data-role=head]", "5")                   # and stay usable
+    assert page.inner_text(f"{root} [data-role=readout-0]") != before
     visit.close()
 
 
