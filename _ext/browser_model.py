@@ -3,7 +3,7 @@
 Chapter 8's model lab (``attnlib.explorables.model_lab``) lets a reader run the pretrained
 encoder on their own sentences in the published page.  This extension:
 
-1. ``builder-inited``: exports the encoder that ``attnlib.load_encoder()`` verifies to ONNX
+1. ``builder-inited``: exports the encoder that ``attnlib.encoder.load_encoder()`` verifies to ONNX
    (float16 weights) and checks the exported graph against ``attnlib.encoder.run`` on fixed
    sentences with onnxruntime; the build fails when an attention weight differs by more than
    ``attnlib.encoder.browser.BUILD_TOLERANCE`` (``write_site_files``).  The export is cached

@@ -9,59 +9,27 @@ One idea per module, mirroring the chapters.  Shapes legend used in every docstr
 >>> out.shape, weights.shape
 (torch.Size([4, 3]), torch.Size([4, 6]))
 """
-from .attention import attention_scores, scaled_dot_product_attention
+# The public surface, by rule (CONTRIBUTING.md, "The public surface"; tests/test_build.py):
+# the top level holds the tensor mechanism the chapters build, attention, masks, softmax,
+# positions, multi-head attention (and the views and geometry of chapters 1 and 3), tiled
+# attention, the KV cache and the Triton kernel.  Reading models, measuring heads, graphs,
+# evidence, the tiny language model and its training live in their own namespaces:
+# attnlib.encoder, attnlib.measures, attnlib.graphs, attnlib.evidence, attnlib.transformer,
+# attnlib.induction, attnlib.corpus, attnlib.explorables, attnlib.plotting, attnlib.exercises.
+from .attention import attention_scores, kv_head_of, repeat_kv, scaled_dot_product_attention
 from .devices import as_tensor, default_device
-from .masks import causal_mask, padding_mask, to_additive, to_boolean
-from .encoder import (DEFAULT_MODEL, EncoderAttention, EncoderBatch, embed, get_attentions, get_batch_attentions,
-                      head_outputs, head_projections, head_qkv, layer_input, load_encoder, project_qkv, token_vectors)
-from .softmax import entropy, softmax, softmax_jacobian
 from .geometry import convex_hull_2d, in_convex_hull_2d, support_excess
-from .graphs import (attention_graph, attention_rollout, graph_attention, in_weight, is_dag_without_self_loops,
-                     layered_graph, neighbourhood_mask, path_flow, score_graph, stationary_distribution,
-                     strongest_edges)
+from .kv_cache import KVCache, kv_cache_bytes
+from .masks import causal_mask, padding_mask, to_additive, to_boolean
+from .multihead import MultiHeadAttention, merge_heads, replace_heads, scale_heads, split_heads
+from .positions import apply_rope, rope_scores, sinusoidal
+from .softmax import entropy, softmax, softmax_jacobian
 from .tiled import online_softmax, online_softmax_step, tiled_attention
-from . import explorables  # kernel-free interactive figures for the static book (chapters 1, 4, 5, 7, 8)
-from .multihead import MultiHeadAttention, merge_heads, split_heads
-from .transformer import TinyTransformer
-from .measures import (asymmetry, attention_share, cosine_similarities, offset_share,
-                       received_attention, sink_shares, token_groups, top_keys)
-from .corpus import load_text, words_of
-from . import evidence  # baselines, minimal pairs and ablations for reading a head (chapters 3, 8)
-
 from .views import column_view, dot_product_view, outer_product_view, row_view
+from . import (corpus, encoder, evidence, explorables, graphs, induction, kernels, measures,  # noqa: E402
+               transformer)
 
 __version__ = "0.1.0"
-
-__all__ = [
-    "scaled_dot_product_attention", "attention_scores",
-    "softmax", "entropy", "softmax_jacobian",
-    "convex_hull_2d", "in_convex_hull_2d", "support_excess",
-    "causal_mask", "padding_mask", "to_additive", "to_boolean",
-    "default_device", "as_tensor",
-    "load_encoder", "embed", "head_projections", "DEFAULT_MODEL", "layer_input", "project_qkv", "head_qkv",
-    "head_outputs", "get_batch_attentions", "EncoderBatch",
-    "MultiHeadAttention", "split_heads", "merge_heads",
-    "TinyTransformer",
-    "tiled_attention", "online_softmax", "online_softmax_step",
-    "get_attentions", "EncoderAttention", "token_vectors",
-    "attention_share", "received_attention", "sink_shares", "offset_share", "asymmetry", "top_keys",
-    "token_groups", "cosine_similarities", "load_text", "words_of",
-    "attention_graph", "score_graph", "strongest_edges", "in_weight",
-    "is_dag_without_self_loops", "stationary_distribution", "neighbourhood_mask", "graph_attention",
-    "attention_rollout", "layered_graph", "path_flow",
-    "explorables", "evidence",
-    "dot_product_view", "row_view", "column_view", "outer_product_view",
-]
-
-from . import induction  # heads that emerge in a tiny causal language model (chapter 6)
-__all__ += ["induction"]
-# Chapter 10 (position, decoding) and chapter 9's Triton kernel (issue 17).
-from .attention import kv_head_of, repeat_kv
-from .positions import apply_rope, rope_scores, sinusoidal
-from .kv_cache import KVCache, kv_cache_bytes
-from .transformer import generate
-from . import kernels
-
 
 def triton_attention(q, k, v, is_causal: bool = False, *, scale=None, block_m=None, block_n=None,
                      return_lse: bool = False):
@@ -80,5 +48,22 @@ def triton_attention(q, k, v, is_causal: bool = False, *, scale=None, block_m=No
         q, k, v, is_causal, scale=scale, block_m=block_m, block_n=block_n, return_lse=return_lse)
 
 
-__all__ += ["kv_head_of", "repeat_kv", "apply_rope", "rope_scores", "sinusoidal", "KVCache", "generate",
-            "kv_cache_bytes", "kernels", "triton_attention"]
+
+
+__all__ = [
+    # attention, masks, softmax (chapters 1-5)
+    "scaled_dot_product_attention", "attention_scores", "kv_head_of", "repeat_kv",
+    "causal_mask", "padding_mask", "to_additive", "to_boolean",
+    "softmax", "entropy", "softmax_jacobian",
+    # the three views and the convex hull (chapters 1, 3)
+    "dot_product_view", "row_view", "column_view", "outer_product_view",
+    "convex_hull_2d", "in_convex_hull_2d", "support_excess",
+    # heads, positions, scale, decoding (chapters 6, 9, 10)
+    "MultiHeadAttention", "split_heads", "merge_heads", "replace_heads", "scale_heads",
+    "sinusoidal", "apply_rope", "rope_scores",
+    "tiled_attention", "online_softmax", "online_softmax_step", "triton_attention",
+    "KVCache", "kv_cache_bytes",
+    "default_device", "as_tensor",
+    # the namespaces
+    "corpus", "encoder", "evidence", "explorables", "graphs", "induction", "kernels", "measures", "transformer",
+]

@@ -390,7 +390,7 @@ def rope_offset(q, k, query: str = "query", key: str = "key", *, base: float = 1
 
     Shapes:
         q, k: ``(d_k,)`` with ``d_k`` even (one query and one key of one head, e.g. from
-        :func:`attnlib.head_qkv`).
+        :func:`attnlib.encoder.head_qkv`).
 
     Raises:
         TypeError: non-tensor or non-float q/k, non-str labels, non-int positions.

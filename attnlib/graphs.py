@@ -76,10 +76,10 @@ def _threshold(value) -> float:
 def _graph(graph, name: str = "graph", *, directed: bool = False) -> nx.Graph:
     """``graph`` if it is a networkx graph (a directed one when ``directed``)."""
     if not isinstance(graph, nx.Graph):
-        raise TypeError(f"{name} must be a networkx graph (e.g. from attnlib.attention_graph), "
+        raise TypeError(f"{name} must be a networkx graph (e.g. from attnlib.graphs.attention_graph), "
                         f"got {type(graph).__name__}")
     if directed and not graph.is_directed():
-        raise TypeError(f"{name} must be a directed graph (networkx.DiGraph, as attnlib.attention_graph "
+        raise TypeError(f"{name} must be a directed graph (networkx.DiGraph, as attnlib.graphs.attention_graph "
                         f"returns), got an undirected {type(graph).__name__}")
     return graph
 
@@ -184,7 +184,7 @@ def in_weight(graph, *, share: bool = False) -> dict[int, float]:
     ``in_degree(weight="weight")``, a column sum of ``A``).
 
     With ``share=True`` it is the share of all attention that lands on the token, the one
-    definition :func:`attnlib.received_attention` (column means) applied to the graph's
+    definition :func:`attnlib.measures.received_attention` (column means) applied to the graph's
     weighted adjacency matrix: the in-degree divided by the number of nodes.
 
     Shapes:

@@ -1,7 +1,7 @@
 """Heads that emerge: a tiny causal language model trained on the words of a real text grows
 a previous-token head and an induction head (chapter 6).
 
-The model is :class:`attnlib.TinyTransformer`, attention only.  It is trained with the
+The model is :class:`attnlib.transformer.TinyTransformer`, attention only.  It is trained with the
 next-token loss and nothing else (no per-head target, no auxiliary loss) on sequences built
 from the words of Lincoln's Gettysburg Address (:func:`attnlib.corpus.load_text`):
 
@@ -196,7 +196,7 @@ def build_model(n_layers: int = 2, seed: int = 0) -> TinyTransformer:
 
 def _model(model) -> TinyTransformer:
     if not isinstance(model, TinyTransformer):
-        raise TypeError(f"model must be an attnlib.TinyTransformer (e.g. from attnlib.induction.train), "
+        raise TypeError(f"model must be an attnlib.transformer.TinyTransformer (e.g. from attnlib.induction.train), "
                         f"got {type(model).__name__}")
     if model.max_len < SEQ_LEN:
         raise ValueError(f"model.max_len = {model.max_len} is shorter than the test sequences ({SEQ_LEN})")
@@ -394,7 +394,7 @@ def induction_scores(model, seed: int = 0, *, ablate=()) -> torch.Tensor:
         returns ``(n_layers, H)`` float32, weights in [0, 1].
 
     Raises:
-        TypeError: ``model`` is not a :class:`attnlib.TinyTransformer`, ``seed`` not an int.
+        TypeError: ``model`` is not a :class:`attnlib.transformer.TinyTransformer`, ``seed`` not an int.
         ValueError: ``seed`` negative; the model is shorter than ``SEQ_LEN``.
     """
     model = _model(model)
@@ -491,7 +491,7 @@ def repeated_loss(model, ablate=(), seed: int = 0, *, half: str = "second", mode
     followed by it); ``half="first"`` those of the first copy (positions ``1 .. T/2 - 1``,
     random words nothing in the sequence predicts).  Both halves count ``T/2 - 1`` tokens.
     ``mode="zero"`` replaces each ablated head's output by zeros; ``mode="mean"`` by its mean
-    output over the same sequences (:meth:`attnlib.TinyTransformer.head_means`).
+    output over the same sequences (:meth:`attnlib.transformer.TinyTransformer.head_means`).
 
     Raises:
         TypeError: as :func:`induction_scores`; ``ablate`` not a list of pairs.

@@ -6,7 +6,7 @@ Each measure has one definition here, and the related ones are written through i
 
 * :func:`received_attention` (column means) is the share of all attention each key
   receives; :func:`attention_share` sums it over a set of keys, and
-  :func:`attnlib.in_weight` with ``share=True`` is the same number read off a graph.
+  :func:`attnlib.graphs.in_weight` with ``share=True`` is the same number read off a graph.
 * :func:`offset_share` is the mean weight on the key ``offset`` places away (the
   previous-token scores of chapters 6 and 8 are ``offset_share(weights, -1)``).
 
@@ -248,7 +248,7 @@ def sink_shares(texts, *, model=None, tokenizer=None) -> dict:
     (:func:`attention_share` of each :func:`token_groups` group), averaged over the sentences:
     the measurement behind "separator and [CLS] sinks" (Clark et al. 2019, sec. 3).
 
-    ``texts`` holds sentences (str) or results of :func:`attnlib.get_attentions` for them
+    ``texts`` holds sentences (str) or results of :func:`attnlib.encoder.get_attentions` for them
     (reused as they are, so one model run can serve several measurements).  The special
     tokens' names come from ``tokenizer`` (default: the course's encoder).
 
@@ -257,7 +257,7 @@ def sink_shares(texts, *, model=None, tokenizer=None) -> dict:
 
     Raises:
         TypeError: ``texts`` is a single str (pass a list of sentences).
-        ValueError: ``texts`` is empty; errors of :func:`attnlib.get_attentions` for a bad text.
+        ValueError: ``texts`` is empty; errors of :func:`attnlib.encoder.get_attentions` for a bad text.
     """
     if isinstance(texts, (str, bytes)) or not hasattr(texts, "__iter__"):
         raise TypeError(f"texts must be a list of sentences, got {type(texts).__name__}")

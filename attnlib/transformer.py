@@ -228,5 +228,5 @@ def generate(model, prompt, n_new: int, *, use_cache: bool = True, return_caches
         TypeError: ``model`` is not a TinyTransformer; as :meth:`TinyTransformer.generate`.
     """
     if not isinstance(model, TinyTransformer):
-        raise TypeError(f"model must be an attnlib.TinyTransformer, got {type(model).__name__}")
+        raise TypeError(f"model must be an attnlib.transformer.TinyTransformer, got {type(model).__name__}")
     return model.generate(prompt, n_new, use_cache=use_cache, return_caches=return_caches)

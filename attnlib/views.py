@@ -16,7 +16,7 @@ each following one reading of matrix multiplication as Gilbert Strang teaches it
 
 They are for teaching and testing, not speed: each must equal ``@`` / ``torch.einsum`` up to
 rounding, also for empty inputs (a sum over ``T_k = 0`` keys or ``d_k = 0`` features is 0).
-:func:`attnlib.head_qkv` (in :mod:`attnlib.encoder`) provides real inputs: one head's
+:func:`attnlib.encoder.head_qkv` (in :mod:`attnlib.encoder`) provides real inputs: one head's
 ``q, k, v`` in the pretrained encoder for a sentence.
 
 Shapes legend: ``B`` batch, ``H`` heads, ``T_q`` queries, ``T_k`` keys, ``d_k`` query/key

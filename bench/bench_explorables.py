@@ -82,8 +82,8 @@ TIMER = """async ([uid, body, repeats]) => {
 
 
 def real_figures() -> dict:
-    model, tokenizer = attnlib.load_encoder(device="cpu")
-    tokens, q, k, v = attnlib.head_qkv(" ".join(corpus.SINK_PROBES), 0, 3, model, tokenizer)
+    model, tokenizer = attnlib.encoder.load_encoder(device="cpu")
+    tokens, q, k, v = attnlib.encoder.head_qkv(" ".join(corpus.SINK_PROBES), 0, 3, model, tokenizer)
     tokens, q, k, v = tokens[:T], q[:T], k[:T], v[:T]  # (T, d_k) each
     d_k = q.shape[-1]
     scores = q @ k.T / math.sqrt(d_k)

@@ -36,4 +36,4 @@ def one_thread():
 @pytest.fixture(scope="session")
 def encoder():
     import attnlib
-    return attnlib.load_encoder(device="cpu")
+    return attnlib.encoder.load_encoder(device="cpu")

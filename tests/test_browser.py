@@ -164,11 +164,11 @@ def respond(page, uid: str, kind: str) -> bool:
 def real():
     """Real inputs: one head (layer 0, head 3) of the running sentence, and a left-padded
     real batch (so that causal + padding masks leave whole rows with no key)."""
-    model, tokenizer = attnlib.load_encoder(device="cpu")
-    tokens, q, k, v = attnlib.head_qkv(corpus.RUNNING, 0, 3, model, tokenizer)  # (T, d_k) each
+    model, tokenizer = attnlib.encoder.load_encoder(device="cpu")
+    tokens, q, k, v = attnlib.encoder.head_qkv(corpus.RUNNING, 0, 3, model, tokenizer)  # (T, d_k) each
     d_k = q.shape[-1]
-    enc = attnlib.get_batch_attentions(corpus.PADDED_BATCH, model=model, tokenizer=tokenizer, padding_side="left")
-    qp, kp, _ = attnlib.project_qkv(enc.hidden_states[0][2], model, 0, 3)  # "Hello there!" padded left
+    enc = attnlib.encoder.get_batch_attentions(corpus.PADDED_BATCH, model=model, tokenizer=tokenizer, padding_side="left")
+    qp, kp, _ = attnlib.encoder.project_qkv(enc.hidden_states[0][2], model, 0, 3)  # "Hello there!" padded left
     tokens = list(tokens)
     tokens[2] = PROBE  # the escaping probe replaces "cat"
     centred = v - v.mean(0)
@@ -191,7 +191,7 @@ def figures(real):
         "mask": xp.mask_explorer(r["pad_scores"], r["pad_tokens"], r["pad_mask"]),
         "graph": xp.graph_threshold(r["weights"], r["tokens"], threshold=0.1),
         "hover": xp.head_hover(r["weights"], r["tokens"], query=it),
-        "heads": xp.induction_heads([a[:, :4] for a in attnlib.get_attentions(corpus.RUNNING).attentions[:2]],
+        "heads": xp.induction_heads([a[:, :4] for a in attnlib.encoder.get_attentions(corpus.RUNNING).attentions[:2]],
                                     r["tokens"], query=it),
         "rope": xp.rope_offset(r["q"][it], r["k"][1], "it", r["tokens"][1]),
     }

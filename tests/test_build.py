@@ -74,7 +74,8 @@ def test_runtime_dependencies_cover_every_import():
     """Every third-party module attnlib imports belongs to a distribution that pyproject.toml
     lists itself (not one that only arrives as a dependency of another), and nothing listed
     is unused."""
-    declared = {canonicalize_name(Requirement(r).name) for r in PYPROJECT["project"]["dependencies"]}
+    optional = [r for extra in PYPROJECT["project"].get("optional-dependencies", {}).values() for r in extra]
+    declared = {canonicalize_name(Requirement(r).name) for r in PYPROJECT["project"]["dependencies"] + optional}
     dist_of = md.packages_distributions()
     imported = set()
     for path in (ROOT / "attnlib").rglob("*.py"):
@@ -218,3 +219,45 @@ def test_book_build_fails_fast_naming_a_hung_cell(tmp_path):
     assert "CellTimeoutError" in log and "after 5 seconds" in log, log[-3000:]
     assert f"ExecutionError: {tmp_path / 'hung.md'}" in log, log[-3000:]   # the page
     assert "time.sleep(300)  # never finishes in time" in log                # the cell
+
+
+# ------------------------------------------------------------------ the public surface (CONTRIBUTING)
+MECHANISM = {"attention", "masks", "softmax", "positions", "multihead", "tiled", "kv_cache", "kernels", "views",
+             "geometry", "devices"}
+NAMESPACES = {"corpus", "encoder", "evidence", "explorables", "graphs", "induction", "kernels", "measures",
+              "transformer"}
+
+
+def test_the_top_level_holds_the_tensor_mechanism_and_the_namespaces_only():
+    """CONTRIBUTING's rule: every name of attnlib.__all__ is defined in a mechanism module (or is
+    the triton_attention loader), or is one of the namespaces; nothing that reads a model,
+    measures heads or builds graphs is at the top level, and each name is used by a chapter or
+    the doctests."""
+    import inspect
+
+    import attnlib
+
+    for name in attnlib.__all__:
+        obj = getattr(attnlib, name)
+        if name in NAMESPACES:
+            assert inspect.ismodule(obj), name
+            continue
+        home = obj.__module__.split(".")[1] if obj.__module__ != "attnlib" else "kernels"
+        assert home in MECHANISM, f"attnlib.{name} comes from attnlib.{home}, which is not the tensor mechanism"
+    for module in ("encoder", "measures", "graphs", "evidence", "induction", "transformer"):
+        public = set(getattr(attnlib, module).__all__)
+        leaked = public & set(attnlib.__all__)
+        assert not leaked, f"{sorted(leaked)} of attnlib.{module} must not be re-exported at the top level"
+
+
+def test_chapters_reach_model_reading_through_its_namespace():
+    import attnlib
+
+    model_names = set()
+    for module in ("encoder", "measures", "graphs", "induction", "transformer"):
+        model_names |= set(getattr(attnlib, module).__all__)
+    pattern = re.compile(r"\battnlib\.(\w+)\b")
+    for page in sorted((ROOT / "chapters").glob("*.md")) + [ROOT / "intro.md"]:
+        used = set(pattern.findall(page.read_text(encoding="utf-8")))
+        wrong = sorted(used & model_names - set(attnlib.__all__))
+        assert not wrong, f"{page.name} uses attnlib.{wrong[0]}: write attnlib.<namespace>.{wrong[0]}"

@@ -235,7 +235,7 @@ def test_pair_tokens_and_sentence_b_start(encoder):
 
 def test_defaults_to_the_course_encoder_offline(encoder):
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
-    att = get_attentions(RUNNING)  # no model given: attnlib.load_encoder()
+    att = get_attentions(RUNNING)  # no model given: attnlib.encoder.load_encoder()
     model, _ = load_encoder()
     assert att.tokens[0] == "[CLS]" and att.attentions[0].device == model.device
     assert load_encoder() is load_encoder()  # the loader caches per (name, device, manifest)
@@ -243,7 +243,7 @@ def test_defaults_to_the_course_encoder_offline(encoder):
 
 def test_fresh_process_with_empty_hf_cache_and_no_network(tmp_path):
     """The default model needs neither the network nor the Hugging Face cache."""
-    code = ("import attnlib; a = attnlib.get_attentions('time flies like an arrow', 'fruit flies like a banana'); "
+    code = ("import attnlib; a = attnlib.encoder.get_attentions('time flies like an arrow', 'fruit flies like a banana'); "
             "print(a.sentence_b_start, len(a.attentions), tuple(a.attentions[0].shape))")
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_HOME=str(tmp_path),
                PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
@@ -645,7 +645,7 @@ def test_head_scores_softmax_is_the_models_attention(encoder, layer):
     for head in (2, 11):
         scores = head_scores(att, model, layer, head)
         torch.testing.assert_close(scores.softmax(dim=-1), out.attentions[layer][0, head], atol=1e-5, rtol=1e-4)
-        assert attnlib.asymmetry(scores).item() > 0.1  # W_Q != W_K, so the scores themselves are not symmetric
+        assert attnlib.measures.asymmetry(scores).item() > 0.1  # W_Q != W_K, so the scores themselves are not symmetric
 
 
 def test_head_scores_negative_and_bad_indices(encoder):
@@ -742,10 +742,10 @@ def test_token_vectors_multi_piece_and_errors(encoder):
 
 def test_encoder_attention_is_what_every_reader_returns(encoder):
     assert isinstance(get_attentions(RUNNING, model=encoder[0], tokenizer=encoder[1]), EncoderAttention)
-    assert attnlib.EncoderAttention is EncoderAttention and attnlib.get_attentions is get_attentions
+    assert attnlib.encoder.EncoderAttention is EncoderAttention and attnlib.encoder.get_attentions is get_attentions
     for name in ("load_encoder", "embed", "head_projections", "get_attentions", "head_qkv", "token_vectors",
                  "layer_input", "project_qkv", "head_outputs", "get_batch_attentions"):
-        assert getattr(attnlib, name) is getattr(attnlib.encoder, name)
+        assert not hasattr(attnlib, name), f"{name} reads the model: it lives in attnlib.encoder only"
 
 
 # ---------------------------------------------------------------------- feed_forward
@@ -755,7 +755,7 @@ def test_feed_forward_against_the_written_formula_and_the_model():
     applied to the attention sub-layer's output (captured with a hook)."""
     import torch.nn.functional as F
     from attnlib.encoder import feed_forward
-    model, tokenizer = attnlib.load_encoder()
+    model, tokenizer = attnlib.encoder.load_encoder()
     layer = 1
     block = model.encoder.layer[layer]
     captured = {}
@@ -765,7 +765,7 @@ def test_feed_forward_against_the_written_formula_and_the_model():
 
     hook = block.attention.register_forward_hook(keep)
     try:
-        att = attnlib.get_attentions(attnlib.corpus.RUNNING)
+        att = attnlib.encoder.get_attentions(attnlib.corpus.RUNNING)
     finally:
         hook.remove()
     h = captured["h"][0]                                                # (T, d_model)
@@ -779,7 +779,7 @@ def test_feed_forward_against_the_written_formula_and_the_model():
 
 def test_feed_forward_is_position_wise():
     from attnlib.encoder import feed_forward
-    tokens, X = attnlib.layer_input(attnlib.corpus.RUNNING, 1)
+    tokens, X = attnlib.encoder.layer_input(attnlib.corpus.RUNNING, 1)
     changed = X.clone()
     changed[2] += 1.0
     diff = (feed_forward(changed, 1) - feed_forward(X, 1)).norm(dim=-1)

@@ -69,14 +69,14 @@ def test_every_reader_is_a_view_of_one_run(model_tok):
     model, tokenizer = model_tok
     kw = {"model": model, "tokenizer": tokenizer}
     r = run(TEXT, **kw)
-    att = attnlib.get_attentions(TEXT, **kw)
+    att = attnlib.encoder.get_attentions(TEXT, **kw)
     assert att.tokens == r.tokens
     assert all(torch.equal(a[0], p) for a, p in zip(att.attentions, r.pattern))
-    tokens, q, k, v = attnlib.head_qkv(TEXT, 4, 3, **kw)
+    tokens, q, k, v = attnlib.encoder.head_qkv(TEXT, 4, 3, **kw)
     assert torch.equal(q, r.head("q", 4, 3)) and torch.equal(v, r.head("v", 4, 3))
-    _, X = attnlib.layer_input(TEXT, 3, **kw)
+    _, X = attnlib.encoder.layer_input(TEXT, 3, **kw)
     assert torch.equal(X, r["resid_pre", 3])
-    _, z = attnlib.head_outputs(TEXT, 2, **kw)
+    _, z = attnlib.encoder.head_outputs(TEXT, 2, **kw)
     assert torch.equal(z, r["z", 2])
 
 

@@ -21,7 +21,7 @@ BAD_INPUTS = [None, "", "abc", float("nan"), float("inf"), -float("inf"), [1.0, 
 @pytest.fixture(scope="module")
 def hf_row():
     """Tokens and the query's row of weights, straight from the model's eager attentions."""
-    model, tokenizer = attnlib.load_encoder()
+    model, tokenizer = attnlib.encoder.load_encoder()
     s = TOP_KEY_SETUP
     enc = tokenizer(s["text"], return_tensors="pt").to(model.device)
     with torch.no_grad():
@@ -164,7 +164,7 @@ def tied():
 def test_tied_data_against_the_model(tied):
     """untied = the model's own eager attentions; tied = softmax(q q^T / sqrt(d_k)) with q
     recomputed from the embeddings and the head's slice of the query layer."""
-    model, tokenizer = attnlib.load_encoder()
+    model, tokenizer = attnlib.encoder.load_encoder()
     s = TIED_SETUP
     enc = tokenizer(s["text"], return_tensors="pt").to(model.device)
     with torch.no_grad():
@@ -172,7 +172,7 @@ def test_tied_data_against_the_model(tied):
     hf = out.attentions[s["layer"]][0, s["head"]].cpu().double()
     assert torch.allclose(torch.tensor(tied["untied"], dtype=torch.double), hf, atol=1e-5)
     x = out.hidden_states[s["layer"]][0].cpu().double()
-    p = attnlib.head_projections(model, s["layer"], s["head"])
+    p = attnlib.encoder.head_projections(model, s["layer"], s["head"])
     q = x @ p["W_Q"].double() + p["b_Q"].double()
     ours = torch.softmax(q @ q.T / 32 ** 0.5, dim=-1)
     assert torch.allclose(torch.tensor(tied["weights"], dtype=torch.double), ours, atol=1e-5)

@@ -7,7 +7,7 @@ import torch
 
 from attnlib import softmax
 from attnlib.exercises import ch03, exercise, exercise_names
-from attnlib import head_qkv
+from attnlib.encoder import head_qkv
 
 BAD_INPUTS = [None, "", "abc", float("nan"), float("inf"), [1.0, 2.0], np.ones((2, 2)), torch.ones(3), True]
 
@@ -23,7 +23,7 @@ def _matvec(rows, vec):
 
 def test_example_is_the_real_head(data):
     # Oracle: the encoder's own attention for layer 0, head 5, rounded like the table.
-    from attnlib import load_encoder
+    from attnlib.encoder import load_encoder
 
     model, tokenizer = load_encoder()
     enc = tokenizer(ch03.SENTENCE, return_tensors="pt").to(model.device)
@@ -103,7 +103,7 @@ def test_longer_key_example_against_the_model(longer):
     and its own eager attention weights; the longer key is that key row times 2, in float64."""
     import attnlib
     from attnlib.corpus import RUNNING
-    model, tokenizer = attnlib.load_encoder()
+    model, tokenizer = attnlib.encoder.load_encoder()
     enc = tokenizer(RUNNING, return_tensors="pt").to(model.device)
     with torch.no_grad():
         out = model(**enc, output_attentions=True, output_hidden_states=True)
@@ -241,7 +241,7 @@ def test_claim_verdict_follows_the_data_not_a_fixed_option():
 
 def test_claim_evidence_reads_the_encoder(encoder):
     data = ch03.claim_evidence()
-    from attnlib import get_attentions
+    from attnlib.encoder import get_attentions
     for sentence, subject, ws, other, wo in data["rows"]:
         att = get_attentions(sentence)
         A, t = att.head(ch03.EVIDENCE_LAYER, ch03.EVIDENCE_HEAD), att.tokens

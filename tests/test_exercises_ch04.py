@@ -7,7 +7,7 @@ import torch
 
 from attnlib import entropy, softmax
 from attnlib.exercises import ch04, exercise, exercise_names
-from attnlib import head_qkv
+from attnlib.encoder import head_qkv
 
 BAD_INPUTS = [None, "", "abc", float("nan"), float("inf"), float("-inf"), [0.5, 0.1], np.ones(3), torch.ones(2, 2), True]
 

@@ -35,7 +35,7 @@ def test_bad_inputs_never_raise(bad, shift_data):
 
 # ----------------------------------------------------------------------------- shifted_score
 def test_shift_data_is_rope_on_the_encoders_q_and_k(shift_data):
-    tokens, q, k, _ = attnlib.head_qkv(SHIFT["text"], SHIFT["layer"], SHIFT["head"])
+    tokens, q, k, _ = attnlib.encoder.head_qkv(SHIFT["text"], SHIFT["layer"], SHIFT["head"])
     i, j = tokens.index(SHIFT["query"]), tokens.index(SHIFT["key"])
     assert (shift_data["i"], shift_data["j"]) == (i, j)
     rotated_q = attnlib.apply_rope(q.double(), torch.arange(len(tokens)) + SHIFT["shift"])

@@ -151,7 +151,7 @@ def test_pure_rollout_matches_attention_rollout():
     layers = torch.softmax(torch.randn(3, 5, 5, generator=gen, dtype=torch.float64), dim=-1)
     for residual in (0.0, 0.5, 0.8):
         ours = torch.tensor(ch07.rollout(layers.tolist(), residual), dtype=torch.float64)
-        torch.testing.assert_close(ours, attnlib.attention_rollout(layers, residual=residual))
+        torch.testing.assert_close(ours, attnlib.graphs.attention_rollout(layers, residual=residual))
 
 
 def test_pure_cycle_and_order_agree_with_networkx():

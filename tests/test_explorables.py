@@ -21,7 +21,7 @@ PROBE = "<img src=x onerror=alert(1)>"
 def head(encoder):
     """Tokens and one real head (layer 0, head 3) of the running sentence."""
     model, tokenizer = encoder
-    tokens, q, k, v = attnlib.head_qkv(corpus.RUNNING, 0, 3, model, tokenizer)  # (T, d_k) each
+    tokens, q, k, v = attnlib.encoder.head_qkv(corpus.RUNNING, 0, 3, model, tokenizer)  # (T, d_k) each
     raw = q @ k.T  # (T, T) unscaled dot products
     scores = raw / math.sqrt(q.shape[-1])
     return {"tokens": tokens, "raw": raw, "scores": scores, "weights": attnlib.softmax(scores), "v": v,
@@ -90,7 +90,7 @@ def test_tokens_cannot_escape_the_script(head):
 
 def test_round_attentions_shrinks_bertviz_json(encoder):
     model, tokenizer = encoder
-    att = attnlib.get_attentions(*corpus.PAIR, model=model, tokenizer=tokenizer).attentions
+    att = attnlib.encoder.get_attentions(*corpus.PAIR, model=model, tokenizer=tokenizer).attentions
     small = xp.round_attentions(att)
     assert len(small) == len(att) and all(s.shape == a.shape and s.dtype == torch.float64 for s, a in zip(small, att))
     assert max((s - a.double()).abs().max().item() for s, a in zip(small, att)) <= 5e-4 + 1e-12

@@ -187,7 +187,7 @@ def test_complete_graph_attention_is_the_real_encoder(encoder):
     with torch.no_grad():
         out = model(**enc, output_attentions=True)                  # the oracle: the model called directly
     layer, head = 5, 11
-    tokens, q, k, v = attnlib.head_qkv(RUNNING, layer, head, model, tok)  # (T, d_k) each, from layer 5's input
+    tokens, q, k, v = attnlib.encoder.head_qkv(RUNNING, layer, head, model, tok)  # (T, d_k) each, from layer 5's input
     n = q.shape[0]
     G = nx.complete_graph(n, create_using=nx.DiGraph)
     G.add_edges_from((i, i) for i in range(n))

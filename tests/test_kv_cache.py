@@ -66,7 +66,7 @@ def test_kv_cache_bytes_formula():
 def _model(**kw):
     args = dict(d_model=32, n_heads=4, n_layers=2, max_len=40, seed=3)
     args.update(kw)
-    return attnlib.TinyTransformer(23, **args)
+    return attnlib.transformer.TinyTransformer(23, **args)
 
 
 def test_forward_with_a_cache_equals_the_rows_of_one_causal_pass():

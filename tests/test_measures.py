@@ -50,10 +50,10 @@ def test_received_attention_sums_to_one_and_follows_dtype_and_device(device):
 def test_received_attention_is_networkx_in_degree_over_T():
     """Independent oracle: networkx's weighted in-degree of the attention graph, divided by T."""
     w = random_weights(6, 6, seed=3)
-    graph = attnlib.attention_graph(w, list("abcdef"))
+    graph = attnlib.graphs.attention_graph(w, list("abcdef"))
     in_degree = dict(graph.in_degree(weight="weight"))
     np.testing.assert_allclose(received_attention(w).numpy(), [in_degree[j] / 6 for j in range(6)], atol=1e-12)
-    share = attnlib.in_weight(graph, share=True)
+    share = attnlib.graphs.in_weight(graph, share=True)
     np.testing.assert_allclose([share[j] for j in range(6)], [in_degree[j] / 6 for j in range(6)], atol=1e-12)
 
 
@@ -97,7 +97,7 @@ def test_offset_share_by_hand_and_against_loops():
 
 def test_offset_share_of_the_real_encoder_finds_its_previous_token_head(encoder):
     """The chapter's claim: layer 0, head 2 of the course's encoder looks at the previous token."""
-    att = attnlib.get_attentions(SINK_PROBES[0], model=encoder[0], tokenizer=encoder[1])
+    att = attnlib.encoder.get_attentions(SINK_PROBES[0], model=encoder[0], tokenizer=encoder[1])
     prev = offset_share(att.stacked(), -1)                    # (n_layers, H)
     assert prev.shape == (6, 12)
     assert prev[0, 2] > 0.5 and prev[0, 2] == prev[0].max()
@@ -121,7 +121,7 @@ def test_asymmetry_by_hand_against_loops_and_relative():
 
 
 def test_every_real_head_is_asymmetric(encoder):
-    att = attnlib.get_attentions(SINK_PROBES[1], model=encoder[0], tokenizer=encoder[1])
+    att = attnlib.encoder.get_attentions(SINK_PROBES[1], model=encoder[0], tokenizer=encoder[1])
     assert asymmetry(att.stacked()).min().item() > 1e-3
 
 
@@ -156,7 +156,7 @@ def test_sink_shares_against_direct_model_calls(encoder):
             want[name] += torch.einsum("lhij,j->lh", A, indicator) / len(tokens) / len(texts)
     for name in want:
         torch.testing.assert_close(got[name], want[name], atol=1e-5, rtol=1e-5)
-    reused = [attnlib.get_attentions(t, model=model, tokenizer=tokenizer) for t in texts]
+    reused = [attnlib.encoder.get_attentions(t, model=model, tokenizer=tokenizer) for t in texts]
     again = sink_shares(reused, model=model, tokenizer=tokenizer)  # results reused, same numbers
     assert all(torch.equal(again[name], got[name]) for name in got)
 

@@ -229,7 +229,7 @@ def bertviz_views():
     import attnlib
     from attnlib import corpus
     from attnlib.bertviz_offline import head_view, model_view
-    pair = attnlib.get_attentions(*corpus.PAIR)
+    pair = attnlib.encoder.get_attentions(*corpus.PAIR)
     shown = tuple(a.double().round(decimals=3).cpu() for a in pair.attentions)
     return [head_view(shown, pair.tokens, sentence_b_start=pair.sentence_b_start, layer=1, heads=[9]),
             model_view(shown, pair.tokens, sentence_b_start=pair.sentence_b_start, include_layers=[0, 1])]

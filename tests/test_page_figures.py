@@ -181,7 +181,7 @@ def test_static_graph_figure_draws_earlier_keys_above_the_line():
     later = torch.tensor([[0, 0, 1.0], [0, 0, 1.0], [0, 0, 1.0]])     # 0 -> 2 and 1 -> 2 (and a loop on 2)
     static = {}
     for name, w in (("earlier", earlier), ("later", later)):
-        fig = draw_attention_graph(attnlib.attention_graph(w, tokens, threshold=0.5))
+        fig = draw_attention_graph(attnlib.graphs.attention_graph(w, tokens, threshold=0.5))
         fig.canvas.draw()
         ax = fig.axes[0]
         rgba = np.asarray(fig.canvas.buffer_rgba())[::-1]          # rows from the bottom, as display y

@@ -151,7 +151,7 @@ def test_panels_lays_out_a_column_wide_grid():
 def test_every_figure_function_draws_for_the_column_with_readable_text(encoder):
     """Under the book's style, each figure function makes a figure no wider than the column
     whose smallest text is at least MIN_FONT_PT before render_png has anything to fix."""
-    att = attnlib.get_attentions(RUNNING, model=encoder[0], tokenizer=encoder[1])
+    att = attnlib.encoder.get_attentions(RUNNING, model=encoder[0], tokenizer=encoder[1])
     v = torch.tensor([[0., 0.], [4., 0.], [0., 4.]])
     w = torch.tensor([0.2, 0.3, 0.5])
     calls = {
@@ -163,9 +163,9 @@ def test_every_figure_function_draws_for_the_column_with_readable_text(encoder):
         "layer_grid": lambda: layer_grid(att, 1),
         "head_table": lambda: head_table(torch.rand(6, 12), title="t", colorbar_label="c"),
         "layer_curves": lambda: layer_curves(torch.rand(7, 2), ["a", "b"], ylabel="y", title="t"),
-        "draw_attention_graph": lambda: draw_attention_graph(attnlib.attention_graph(att.head(5, 11), att.tokens)),
+        "draw_attention_graph": lambda: draw_attention_graph(attnlib.graphs.attention_graph(att.head(5, 11), att.tokens)),
         "draw_layered_graph": lambda: draw_layered_graph(
-            attnlib.layered_graph(torch.stack([att.head(i, 0) for i in range(3)]), att.tokens, threshold=0.1)),
+            attnlib.graphs.layered_graph(torch.stack([att.head(i, 0) for i in range(3)]), att.tokens, threshold=0.1)),
     }
     problems = {}
     with matplotlib.rc_context(BOOK_RC):
@@ -180,9 +180,9 @@ def test_every_figure_function_draws_for_the_column_with_readable_text(encoder):
 
 def test_every_figure_function_draws_into_a_given_axes(encoder):
     """Each figure function with an ``ax`` draws there and returns that Axes' figure."""
-    att = attnlib.get_attentions(RUNNING, model=encoder[0], tokenizer=encoder[1])
-    G = attnlib.attention_graph(random_weights(), TOKENS)
-    L = attnlib.layered_graph(torch.softmax(torch.randn(2, T, T), -1), TOKENS)
+    att = attnlib.encoder.get_attentions(RUNNING, model=encoder[0], tokenizer=encoder[1])
+    G = attnlib.graphs.attention_graph(random_weights(), TOKENS)
+    L = attnlib.graphs.layered_graph(torch.softmax(torch.randn(2, T, T), -1), TOKENS)
     v = torch.tensor([[0., 0.], [4., 0.], [0., 4.]])
     calls = [
         lambda ax: attention_heatmap(random_weights(), TOKENS, ax=ax),
@@ -265,9 +265,9 @@ def test_to_numpy_converts_and_refuses_non_numbers():
     (lambda: head_table(torch.rand(6), title="t", colorbar_label="c"), ValueError, r"\(n_layers, H\) table"),
     (lambda: layer_curves(torch.rand(7, 2), ["a", "b", "c"], ylabel="y", title="t"), ValueError, r"expected \(n_points, 3\)"),
     (lambda: draw_attention_graph(None), TypeError, "networkx graph"),
-    (lambda: draw_attention_graph(attnlib.attention_graph(random_weights(10), TOKENS, threshold=0.99)), ValueError, "no edges"),
+    (lambda: draw_attention_graph(attnlib.graphs.attention_graph(random_weights(10), TOKENS, threshold=0.99)), ValueError, "no edges"),
     (lambda: draw_attention_graph(nx.DiGraph([("a", "b")])), ValueError, "nodes 0..T-1"),
-    (lambda: draw_layered_graph(attnlib.attention_graph(random_weights(), TOKENS)), ValueError, "layered_graph"),
+    (lambda: draw_layered_graph(attnlib.graphs.attention_graph(random_weights(), TOKENS)), ValueError, "layered_graph"),
     (lambda: draw_layered_graph(None), ValueError, "layered_graph"),
 ])
 def test_figure_functions_reject_bad_input(call, error, match):
@@ -306,7 +306,7 @@ def test_hull_plot_draws_and_validates():
 # --- heads (chapter 8) -------------------------------------------------------------------------------
 
 def test_head_figures_have_labels_and_colour_bars(encoder):
-    att = attnlib.get_attentions(RUNNING, model=encoder[0], tokenizer=encoder[1])
+    att = attnlib.encoder.get_attentions(RUNNING, model=encoder[0], tokenizer=encoder[1])
     fig = head_heatmap(att, -1, -1)
     ax = fig.axes[0]
     assert ax.get_title() == "layer 5, head 11: attention weights"
@@ -336,19 +336,19 @@ def test_head_figures_have_labels_and_colour_bars(encoder):
 # --- graphs (chapter 7) -------------------------------------------------------------------------------
 
 def test_draw_attention_graph_draws_every_edge_and_a_colorbar():
-    G = attnlib.attention_graph(random_weights(10), TOKENS, threshold=0.2)
-    fig = draw_attention_graph(G, node_values=attnlib.in_weight(G), title="t")
+    G = attnlib.graphs.attention_graph(random_weights(10), TOKENS, threshold=0.2)
+    fig = draw_attention_graph(G, node_values=attnlib.graphs.in_weight(G), title="t")
     ax = fig.axes[0]
     assert len(ax.patches) == G.number_of_edges()  # one arrow patch per edge, self-loops included
     assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "edge weight"
     assert sorted(t.get_text() for t in ax.texts) == sorted(TOKENS)
-    S = attnlib.score_graph(torch.randn(T, T), TOKENS)
+    S = attnlib.graphs.score_graph(torch.randn(T, T), TOKENS)
     fig = draw_attention_graph(S, cmap="cividis")
     assert fig.axes[1].get_ylabel() == "edge score"
 
 
 def test_draw_layered_graph_labels_tokens_and_layers():
-    L = attnlib.layered_graph(torch.softmax(torch.randn(3, T, T), -1), TOKENS, threshold=0.1)
+    L = attnlib.graphs.layered_graph(torch.softmax(torch.randn(3, T, T), -1), TOKENS, threshold=0.1)
     fig = draw_layered_graph(L, title="rollout paths")
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS

@@ -270,5 +270,5 @@ def check_length(n_tokens: int, model, tokenizer, truncate: bool, what: str = "t
 
 def model_and_tokenizer(model, tokenizer):
     if (model is None) != (tokenizer is None):
-        raise ValueError("pass both model and tokenizer, or neither (to use attnlib.load_encoder())")
+        raise ValueError("pass both model and tokenizer, or neither (to use attnlib.encoder.load_encoder())")
     return load_encoder() if model is None else (model, tokenizer)

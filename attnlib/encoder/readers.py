@@ -29,7 +29,7 @@ def _forward(model, enc, *, attention_mask=None):
         out = model(**inputs, output_attentions=True, output_hidden_states=True)
     if not out.attentions or any(a is None for a in out.attentions):
         raise ValueError("the model returned no attention weights; load it with attn_implementation=\"eager\" "
-                         "(attnlib.load_encoder does), since fused SDPA kernels never form the weights")
+                         "(attnlib.encoder.load_encoder does), since fused SDPA kernels never form the weights")
     return out
 
 

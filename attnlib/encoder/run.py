@@ -327,7 +327,7 @@ def run(text, text_pair=None, *, ablate=(), replace=None, model=None, tokenizer=
             handle.remove()
     if not out.attentions or any(a is None for a in out.attentions):
         raise ValueError("the model returned no attention weights; load it with attn_implementation=\"eager\" "
-                         "(attnlib.load_encoder does), since fused SDPA kernels never form the weights")
+                         "(attnlib.encoder.load_encoder does), since fused SDPA kernels never form the weights")
     per_layer = {name: tuple(split_heads(qkv[name, l], n_heads)[0] for l in range(n_layers))   # (H, T, d_k)
                  for name in ("q", "k", "v")}
     d_k = per_layer["q"][0].shape[-1]

@@ -28,7 +28,7 @@ TOP_KEY_SETUP = {"text": "She bears the weight of the whole team.", "layer": 0, 
 def head_weights(text: str, layer: int, head: int, model=None, tokenizer=None):
     """Tokens and the ``(T_q, T_k)`` attention weights of one head of the course encoder,
     computed with chapter 2's recipe from that layer's own input ``hidden_states[layer]``
-    (:func:`attnlib.head_qkv`): ``softmax(q k^T / sqrt(d_k))``.
+    (:func:`attnlib.encoder.head_qkv`): ``softmax(q k^T / sqrt(d_k))``.
 
     Shapes:
         returns ``tokens`` (list of ``T`` str) and ``weights`` ``(T, T)`` on the CPU, rows

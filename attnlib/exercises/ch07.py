@@ -204,7 +204,7 @@ def _matmul(a, b):
 
 
 def rollout(layers, residual: float = ROLLOUT_RESIDUAL):
-    """Attention rollout in pure Python, the definition of :func:`attnlib.attention_rollout`:
+    """Attention rollout in pure Python, the definition of :func:`attnlib.graphs.attention_rollout`:
     ``R = Â_{L-1} ... Â_1 Â_0`` (layers counted from 0) with ``Â = residual I + (1 - residual) A``, rows renormalised.
 
     Shapes:

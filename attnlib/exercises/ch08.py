@@ -1,7 +1,7 @@
 """Chapter 8 exercises: reading the pretrained encoder's real heads.
 
 The right answers are not stored here: each checker runs the course's encoder
-(:func:`attnlib.load_encoder`) on the exercise's sentence and reads the head, so the answers
+(:func:`attnlib.encoder.load_encoder`) on the exercise's sentence and reads the head, so the answers
 always agree with the model the chapter shows.  Nothing is computed at import time.
 """
 from __future__ import annotations

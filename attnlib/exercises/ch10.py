@@ -32,7 +32,7 @@ def shifted_score_data() -> dict:
     alone moved by the shift, and no rotation at all.  Runs the encoder (kernel only)."""
     import attnlib
 
-    tokens, q, k, _ = attnlib.head_qkv(SHIFT["text"], SHIFT["layer"], SHIFT["head"])
+    tokens, q, k, _ = attnlib.encoder.head_qkv(SHIFT["text"], SHIFT["layer"], SHIFT["head"])
     i, j = tokens.index(SHIFT["query"]), tokens.index(SHIFT["key"])
     qi, kj = q[i].double()[None], k[j].double()[None]
     scale = math.sqrt(q.shape[-1])

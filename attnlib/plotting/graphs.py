@@ -35,13 +35,13 @@ def draw_attention_graph(
     cmap: str = "viridis", vmin=None, vmax=None, colorbar_label: str | None = None,
     max_width: float = 4.0, rad: float = 0.5,
 ):
-    """Node-link drawing of a graph from :func:`attnlib.attention_graph` or :func:`attnlib.score_graph`.
+    """Node-link drawing of a graph from :func:`attnlib.graphs.attention_graph` or :func:`attnlib.graphs.score_graph`.
 
     Tokens sit on a line in reading order.  Each edge is an arc: in a directed graph, edges
     that point back to an earlier token bend above the line, edges to a later token bend
     below, and self-loops are small loops on the node.  Width, opacity and colour grow with
     the edge value (``attr``: ``"weight"`` for weight graphs, ``"score"`` for score graphs).
-    ``node_values`` (a dict node -> value, e.g. from :func:`attnlib.in_weight`) sets the area
+    ``node_values`` (a dict node -> value, e.g. from :func:`attnlib.graphs.in_weight`) sets the area
     of the disc behind each token.
 
     Returns:
@@ -52,7 +52,7 @@ def draw_attention_graph(
         ValueError: the graph has no edges to draw, or nodes are not ``0..T-1``.
     """
     if not isinstance(graph, nx.Graph):
-        raise TypeError(f"graph must be a networkx graph from attnlib.attention_graph or score_graph, "
+        raise TypeError(f"graph must be a networkx graph from attnlib.graphs.attention_graph or score_graph, "
                         f"got {type(graph).__name__}")
     attr = attr or ("score" if graph.graph.get("kind") == "scores" else "weight")
     nodes = sorted(graph.nodes)
@@ -106,7 +106,7 @@ def draw_layered_graph(
     graph, *, ax=None, title: str | None = None, cmap: str = "viridis", max_width: float = 3.0,
     colorbar_label: str = "edge weight (attention with residual)",
 ):
-    """Layered drawing of a graph from :func:`attnlib.layered_graph`: one row of tokens per
+    """Layered drawing of a graph from :func:`attnlib.graphs.layered_graph`: one row of tokens per
     layer (input at the bottom), an edge from each token to the tokens it reads from in the
     layer below, width/opacity/colour by weight.  Following edges downward from a top node
     traces the paths whose weight products attention rollout adds up.
@@ -118,7 +118,7 @@ def draw_layered_graph(
         ValueError: the graph is not a layered graph (nodes ``(layer, position)``) or has no edges.
     """
     if not isinstance(graph, nx.Graph) or graph.graph.get("kind") != "layered":
-        raise ValueError("draw_layered_graph expects a graph from attnlib.layered_graph")
+        raise ValueError("draw_layered_graph expects a graph from attnlib.graphs.layered_graph")
     edges = sorted(graph.edges(data="weight"), key=lambda e: e[2])
     if not edges:
         raise ValueError("the graph has no edges to draw (threshold too high?)")

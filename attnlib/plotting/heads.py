@@ -19,7 +19,7 @@ __all__ = ["head_heatmap", "layer_grid", "head_table", "layer_curves"]
 def head_heatmap(att, layer: int, head: int, *, ax=None, title: str | None = None, **kwargs):
     """Labelled heatmap of one head's weights (rows = queries, columns = keys) of an
     :class:`attnlib.encoder.EncoderAttention`; other keywords go to
-    :func:`attnlib.plotting.attention_heatmap`.  ``att`` is what :func:`attnlib.get_attentions`
+    :func:`attnlib.plotting.attention_heatmap`.  ``att`` is what :func:`attnlib.encoder.get_attentions`
     returns.
 
     Shapes:
