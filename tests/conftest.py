@@ -14,6 +14,14 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="CUDA not available on this machine"))]
 
 
+#: Per-dtype tolerances of a comparison with an oracle (PyTorch's kernels, float64 loops),
+#: defined once: ``torch.testing.assert_close(ours, oracle, **TOL[dtype])``.  float32: a few
+#: products and reductions over widths up to 128 (multi-head attention's four projections are
+#: the longest chain); float16 / bfloat16: their 11- and 8-bit mantissas.
+TOL = {torch.float64: dict(atol=1e-12, rtol=1e-12), torch.float32: dict(atol=2e-5, rtol=2e-5),
+       torch.float16: dict(atol=2e-3, rtol=2e-3), torch.bfloat16: dict(atol=3e-2, rtol=3e-2)}
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "book: builds and checks the whole executed book (slow)")
 

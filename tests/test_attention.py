@@ -10,11 +10,10 @@ import torch.nn.functional as F
 
 import attnlib
 from attnlib import scaled_dot_product_attention as sdpa
+from conftest import TOL  # per-dtype tolerances, defined once
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float64: dict(atol=1e-12, rtol=1e-12),
-       torch.bfloat16: dict(atol=3e-2, rtol=3e-2), torch.float16: dict(atol=2e-3, rtol=2e-3)}
 BACKENDS = ["reference", "torch"]
 
 # (batch dims, T_q, T_k, d_k, d_v)

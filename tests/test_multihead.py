@@ -8,10 +8,10 @@ from torch import nn
 
 import attnlib
 from attnlib import MultiHeadAttention, merge_heads, split_heads
+from conftest import TOL  # per-dtype tolerances, defined once
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TOL = {torch.float32: dict(atol=2e-5, rtol=2e-5), torch.float64: dict(atol=1e-12, rtol=1e-12)}
 
 
 def torch_mha(d_model, n_heads, *, bias=True, dtype=torch.float32, device="cpu", seed=0):

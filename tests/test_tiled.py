@@ -9,10 +9,10 @@ from torch.overrides import TorchFunctionMode
 
 import attnlib
 from attnlib import online_softmax, online_softmax_step, scaled_dot_product_attention, tiled_attention
+from conftest import TOL  # per-dtype tolerances, defined once
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TOL = {torch.float32: 1e-5, torch.float64: 1e-12}
 
 
 def qkv(shape_q, shape_k, d_v, dtype=torch.float64, device="cpu", seed=0):
@@ -24,10 +24,9 @@ def qkv(shape_q, shape_k, d_v, dtype=torch.float64, device="cpu", seed=0):
 
 
 def assert_close(actual, expected, dtype):
-    tol = TOL[dtype]
     assert actual.shape == expected.shape
     assert actual.dtype == expected.dtype
-    torch.testing.assert_close(actual, expected, atol=tol, rtol=tol)
+    torch.testing.assert_close(actual, expected, **TOL[dtype])
 
 
 # ---------------------------------------------------------------- equality with the oracles
