@@ -209,18 +209,22 @@ def test_lab_runs_hostile_text_as_text(lab, text):
 
 
 def test_main_thread_stays_responsive_while_the_model_loads_and_runs(browser, site):  # noqa: F811
+    """No main-thread task over 200 ms from "Load" to the first result, with the page's CPU
+    throttled 4x (a mid-range phone).  The taps are dispatched in the page (element.click())
+    and the status is polled every 500 ms: Playwright's own actionability checks run scripts
+    in the page, which under the throttle take 200-300 ms themselves and are not the page's
+    work."""
     visit = Visit(browser, site["url"] + "lab.html")
     page = visit.page
-    # as on a mid-range phone: the page's CPU throttled 4x (Chrome DevTools Protocol)
     visit.context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": 4})
     page.evaluate("""() => { window.__long = []; new PerformanceObserver(l => l.getEntries().forEach(
         e => window.__long.push(e.duration))).observe({type: 'longtask'}); }""")
     root = "#" + page.get_attribute(".attnlib-xp[data-kind=model]", "id")
-    page.click(f"{root} [data-role=load]")
-    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('The model is loaded')",
-                           timeout=60_000)
-    page.click(f"{root} [data-role=run]")
-    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Ran')")
+    status = f"document.querySelector('{root} [data-role=status]').textContent"
+    page.evaluate(f"() => document.querySelector('{root} [data-role=load]').click()")
+    page.wait_for_function(f"() => {status}.startsWith('The model is loaded')", timeout=60_000, polling=500)
+    page.evaluate(f"() => document.querySelector('{root} [data-role=run]').click()")
+    page.wait_for_function(f"() => {status}.startsWith('Ran')", polling=500)
     longest = max(page.evaluate("() => window.__long") or [0])
     assert longest < 200, f"a main-thread task took {longest:.0f} ms"
     visit.close()
