@@ -214,6 +214,27 @@ def text_list(value, name: str = "texts") -> list:
     return [text(t, f"{name}[{i}]") for i, t in enumerate(value)]
 
 
+def head_pairs(value, n_layers: int, n_heads: int, name: str = "ablate") -> list:
+    """``value`` as a list of ``(layer, head)`` int pairs inside the model (``None``: none);
+    negative indices count from the end.  The one check of "which heads" for the encoder's
+    :func:`attnlib.encoder.run` and the tiny model's ``forward(ablate=...)``.
+
+    Raises:
+        TypeError: not a list of pairs (the message shows the form, e.g. ``[(1, 3)]``).
+        IndexError: a layer or head outside the model.
+    """
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be a list of (layer, head) pairs, got {type(value).__name__} {value!r}")
+    pairs = []
+    for pair in value:
+        if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
+            raise TypeError(f"{name} must hold (layer, head) pairs, got {pair!r} (e.g. {name}=[(1, 3)])")
+        pairs.append((index(pair[0], n_layers, "layer"), index(pair[1], n_heads, "head")))
+    return pairs
+
+
 def same_device(**tensors) -> torch.device:
     """The one device that every tensor given by keyword is on.
 

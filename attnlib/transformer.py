@@ -61,19 +61,6 @@ class Block(nn.Module):
         return x + a, weights
 
 
-def _pairs(ablate, n_layers: int, n_heads: int) -> list:
-    if ablate is None:
-        return []
-    if isinstance(ablate, (str, bytes)) or not hasattr(ablate, "__iter__"):
-        raise TypeError(f"ablate must be a list of (layer, head) pairs, got {type(ablate).__name__} {ablate!r}")
-    pairs = []
-    for pair in ablate:
-        if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
-            raise TypeError(f"ablate must hold (layer, head) pairs, got {pair!r} (e.g. ablate=[(1, 3)])")
-        pairs.append((_validate.index(pair[0], n_layers, "layer"), _validate.index(pair[1], n_heads, "head")))
-    return pairs
-
-
 class TinyTransformer(nn.Module):
     """A small attention-only causal language model.
 
@@ -143,7 +130,7 @@ class TinyTransformer(nn.Module):
             start = cache[0].length
             if start + tokens.shape[1] > self.max_len:
                 raise ValueError(f"positions up to {start + tokens.shape[1] - 1} exceed max_len = {self.max_len}")
-        pairs = _pairs(ablate, self.n_layers, self.n_heads)
+        pairs = _validate.head_pairs(ablate, self.n_layers, self.n_heads)
         if means is not None:
             if not isinstance(means, torch.Tensor):
                 raise TypeError(f"means must be a tensor (n_layers, H, d_head), got {type(means).__name__}")

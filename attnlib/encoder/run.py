@@ -212,19 +212,14 @@ def encode(tokenizer, model, text, text_pair=None, *, truncate: bool = False):
 
 def _edits(ablate, replace, n_layers: int, n_heads: int) -> dict:
     """``{layer: {head: None | tensor}}`` from ``ablate`` and ``replace``, checked."""
-    edits: dict = {}
-    if isinstance(ablate, (str, bytes)) or not hasattr(ablate, "__iter__"):
-        raise TypeError(f"ablate must be a list of (layer, head) pairs, got {type(ablate).__name__}")
     if replace is None:
         replace = {}
     if not isinstance(replace, dict):
         raise TypeError(f"replace must be a dict {{(layer, head): tensor}}, got {type(replace).__name__}")
-    items = [(pair, None) for pair in ablate] + list(replace.items())
-    for pair, value in items:
-        if not (isinstance(pair, tuple) and len(pair) == 2):
-            raise TypeError(f"heads are named by (layer, head) pairs, e.g. (4, 3); got {pair!r}")
-        layer = _validate.index(pair[0], n_layers, "layer")
-        head = _validate.index(pair[1], n_heads, "head")
+    pairs = _validate.head_pairs(ablate, n_layers, n_heads, "ablate")
+    keys = _validate.head_pairs(list(replace), n_layers, n_heads, "replace")
+    edits: dict = {}
+    for (layer, head), value in zip(pairs + keys, [None] * len(pairs) + list(replace.values())):
         if head in edits.setdefault(layer, {}):
             raise ValueError(f"head ({layer}, {head}) is edited twice (in ablate and replace?)")
         edits[layer][head] = value
