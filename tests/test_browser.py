@@ -139,6 +139,11 @@ WEIGHTS = "(sel) => [...document.querySelectorAll(sel)].map(e => parseFloat(e.ge
 
 def respond(page, uid: str, kind: str) -> bool:
     """Move the control of explorable ``uid`` once; True when its readout changed."""
+    if kind == "model":  # chapter 8's lab: another head, read off the PyTorch run the page embeds
+        before = page.inner_text(f"#{uid} [data-role=readout-0]")
+        head = page.eval_on_selector(f"#{uid} [data-role=head]", "e => e.value")
+        page.select_option(f"#{uid} [data-role=head]", "5" if head != "5" else "3")
+        return page.inner_text(f"#{uid} [data-role=readout-0]") != before
     before = page.inner_text(f"#{uid} [data-role=readout]")
     if kind == "convex":
         page.evaluate(SET_RANGE, [f"#{uid}-score-0", 9])
