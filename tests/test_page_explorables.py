@@ -132,7 +132,13 @@ class ScreenVisit(Visit):
         self.page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
         self.page.on("response", lambda r: self.failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
         self.page.goto(url, wait_until="load")
-        self.page.wait_for_load_state("networkidle", timeout=90000)
+        try:
+            self.page.wait_for_load_state("networkidle", timeout=90000)
+        except Exception as err:  # playwright's TimeoutError: once, on a loaded machine, a page took longer
+            if "Timeout" not in str(err):
+                raise
+            self.page.reload(wait_until="load")                # a page that never settles fails here
+            self.page.wait_for_load_state("networkidle", timeout=90000)
 
 
 SETTINGS = [(v, t) for v in VIEWPORTS for t in THEMES]
