@@ -1,4 +1,4 @@
-"""Interactive figures that work without a kernel: chapters 1, 4, 5, 6, 7, 8 and 10.
+"""Interactive figures that work without a kernel: chapters 1 to 10.
 
 Each function takes real tensors and the matching token strings, checks them, and returns
 an :class:`~attnlib._xp_html.Explorable`: a self-contained HTML + JavaScript figure with
@@ -113,6 +113,25 @@ def _stochastic(weights, name: str = "weights") -> torch.Tensor:
     return w.clamp_min(0)
 
 
+def _head_menu(stacked: torch.Tensor, name: str, layer, head, *, decimals: int, check=None):
+    """Every head of ``stacked`` ``(n_layers, H, T_q, T_k)`` as a menu ``[{label, <name>}]``
+    (labels ``"layer l, head h"``, values rounded to ``decimals``; ``-inf`` kept as null)
+    and the index of ``(layer, head)`` in it (the last head when both are None)."""
+    n_layers, n_heads = stacked.shape[:2]
+    if stacked.shape[-1] != stacked.shape[-2]:
+        raise ValueError(f"{name} must be square (n_layers, H, T_q, T_k) with T_q = T_k, got {tuple(stacked.shape)}")
+    if (layer is None) != (head is None):
+        raise ValueError(f"pass both layer and head (the head shown first), got layer={layer!r}, head={head!r}")
+    layer = n_layers - 1 if layer is None else _index(layer, n_layers, "layer")
+    head = n_heads - 1 if head is None else _index(head, n_heads, "head")
+    menu = []
+    for l in range(n_layers):
+        for h in range(n_heads):
+            x = stacked[l, h] if check is None else check(stacked[l, h], f"{name}[{l}][{h}]")
+            menu.append({"label": f"layer {l}, head {h}", name: _numbers(torch.round(x, decimals=decimals))})
+    return menu, layer * n_heads + head
+
+
 def convex_combination(values_2d, tokens, scores, *, title: str | None = None) -> Explorable:
     """Chapter 1: drag each score; watch ``softmax(scores)`` and ``softmax(scores) @ values_2d``.
 
@@ -148,7 +167,8 @@ def convex_combination(values_2d, tokens, scores, *, title: str | None = None) -
 
 
 def temperature_explorer(scores, tokens, d_k: int | None = None, *, query: int = 0,
-                         temperature: float = 1.0, title: str | None = None) -> Explorable:
+                         temperature: float = 1.0, layer: int | None = None, head: int | None = None,
+                         title: str | None = None) -> Explorable:
     """Chapter 4: a temperature slider (and a divide-by-``sqrt(d_k)`` toggle) on softmax.
 
     Shows ``softmax(scores / (tau * sqrt(d_k)))`` (or ``/ tau`` with the toggle off) as bars,
@@ -156,20 +176,35 @@ def temperature_explorer(scores, tokens, d_k: int | None = None, *, query: int =
     products ``q k^T`` with ``d_k`` to compare with and without the scaling of Vaswani et
     al. (2017), eq. (1); without ``d_k`` the toggle is hidden.  ``tau`` spans 0.01 to 100.
 
+    With the scores of **every head**, ``(n_layers, H, T_q, T_k)`` (e.g. ``q @ k.transpose(-1, -2)``
+    of :func:`attnlib.encoder.run`'s stacked ``q`` and ``k``), a menu picks the layer and head
+    (labelled ``"layer l, head h"``, as :func:`induction_heads`), opening on ``layer``,
+    ``head``; those scores are embedded rounded to 4 decimals to keep the page light.
+
     Shapes:
         scores: ``(T_k,)`` for one query, or ``(T_q, T_k)`` with ``T_q = T_k`` (a query menu
-        appears); ``-inf`` entries are masked keys (weight 0).  tokens: ``T_k`` str.
+        appears), or ``(n_layers, H, T_q, T_k)`` (a head menu too); ``-inf`` entries are masked
+        keys (weight 0).  tokens: ``T_k`` str.
 
     Raises:
         TypeError: non-tensor or non-float scores, tokens not a list of str, non-int
-            ``d_k``/``query``, non-number ``temperature``.
+            ``d_k``/``query``/``layer``/``head``, non-number ``temperature``.
         ValueError: wrong shape, NaN or ``+inf``, ``len(tokens) != T_k``, ``d_k < 1``,
-            ``query`` out of range, ``temperature`` outside [0.01, 100].
+            ``query``, ``layer`` or ``head`` out of range, ``layer``/``head`` given with
+            scores of one head, ``temperature`` outside [0.01, 100].
 
     >>> temperature_explorer(torch.tensor([2.0, 1.0, -1.0]), ["a", "b", "c"], d_k=4).kind
     'temperature'
+    >>> temperature_explorer(torch.zeros(2, 3, 4, 4), list("abcd"), d_k=4, layer=1, head=2).kind
+    'temperature'
     """
-    s = _float_tensor(scores, "scores", "(T_k,) or (T_q, T_k)", (1, 2))
+    s = _float_tensor(scores, "scores", "(T_k,), (T_q, T_k) or (n_layers, H, T_q, T_k)", (1, 2, 4))
+    menu = None
+    if s.dim() == 4:
+        menu, pick = _head_menu(s, "scores", layer, head, decimals=4)
+        s = s[pick // s.shape[1], pick % s.shape[1]]
+    elif layer is not None or head is not None:
+        raise ValueError(f"layer and head pick from scores of every head (n_layers, H, T_q, T_k), got {tuple(s.shape)}")
     rows = s.reshape(1, -1) if s.dim() == 1 else s
     if s.dim() == 2 and s.shape[0] != s.shape[1]:
         raise ValueError(f"2-D scores must be square (T_q, T_k) with T_q = T_k, got {tuple(s.shape)}; pass one row instead")
@@ -186,16 +221,26 @@ def temperature_explorer(scores, tokens, d_k: int | None = None, *, query: int =
         raise ValueError(f"temperature must be in [0.01, 100], got {temperature}")
     data = {"tokens": toks, "scores": _numbers(rows), "d_k": None if d_k is None else int(d_k),
             "query": q, "temperature": float(temperature)}
+    if menu is not None:
+        data.update(heads=menu, head=pick)
+        del data["scores"]  # the picked head's scores are in the menu
     return render("temperature", data, _title(title, "Temperature and the \u221ad\u2096 scaling"), len(toks))
 
 
-def mask_explorer(scores, tokens, attention_mask=None, *, title: str | None = None) -> Explorable:
-    """Chapter 5: toggle a causal and a padding mask on a heatmap of attention weights.
+def mask_explorer(scores, tokens, attention_mask=None, *, editable: bool = True,
+                  title: str | None = None) -> Explorable:
+    """Chapter 5: toggle a causal and a padding mask, and single cells, on a heatmap of
+    attention weights.
 
     Masked scores are set to ``-inf`` before the row softmax, so their weights are exactly 0
     and the other keys of the row are renormalised; a row with every key masked gets all-zero
     weights (as :func:`attnlib.softmax` returns).  The causal mask hides keys ``j > i``; the
     padding mask hides keys whose ``attention_mask`` is 0, as :func:`attnlib.padding_mask`.
+    With ``editable`` the reader also removes (or restores) single cells ``(i, j)``: a click
+    or tap, or, in the grid (one Tab stop), the arrow keys and Space or Enter.  The cells
+    combine with the two masks by logical *and* (a cell is kept when every mask keeps it).
+    Focusing or hovering a cell reads out its score, its weight and what masks it, in a
+    polite live region.
 
     Shapes:
         scores: ``(T_q, T_k)`` with ``T_q = T_k`` (``-inf`` entries stay masked);
@@ -203,7 +248,7 @@ def mask_explorer(scores, tokens, attention_mask=None, *, title: str | None = No
 
     Raises:
         TypeError: non-tensor or non-float scores, tokens not a list of str, a mask that is
-            not a tensor or numpy array.
+            not a tensor or numpy array, a non-bool ``editable``.
         ValueError: non-square scores, NaN or ``+inf``, a length mismatch, mask values
             other than 0 and 1.
 
@@ -228,7 +273,9 @@ def mask_explorer(scores, tokens, attention_mask=None, *, title: str | None = No
         if not bool(((m == 0) | (m == 1)).all()):
             raise ValueError(f"attention_mask must hold only 0 and 1, got values {sorted(set(m.tolist()))[:4]}")
         pad = [int(v) for v in m.tolist()]
-    data = {"tokens": toks, "scores": _numbers(s), "pad": pad}
+    if not isinstance(editable, bool):
+        raise TypeError(f"editable must be a bool, got {type(editable).__name__}")
+    data = {"tokens": toks, "scores": _numbers(s), "pad": pad, "editable": editable}
     return render("mask", data, _title(title, "Causal and padding masks"), len(toks))
 
 
@@ -265,7 +312,8 @@ def graph_threshold(weights, tokens, *, threshold: float = 0.1, title: str | Non
     return render("graph", data, _title(title, "The attention graph, thresholded"), len(toks))
 
 
-def head_hover(weights, tokens, *, query: int = 0, title: str | None = None) -> Explorable:
+def head_hover(weights, tokens, *, query: int = 0, layer: int | None = None, head: int | None = None,
+               title: str | None = None) -> Explorable:
     """Chapter 8: hover over (or focus) a token to highlight its row of one head.
 
     The tokens are shown as a sentence; the hovered token is the query ``i`` and every
@@ -274,18 +322,36 @@ def head_hover(weights, tokens, *, query: int = 0, title: str | None = None) -> 
     outlined and the three keys it weights most.  :func:`induction_heads` shows several heads
     in the same view, with a menu.
 
+    With the weights of **every head**, ``(n_layers, H, T_q, T_k)``, a menu picks the layer and
+    head (the pattern of :func:`induction_heads`), opening on ``layer``, ``head``; the weights
+    are embedded rounded to 3 decimals and drawn on one colour scale from 0 to 1.
+
     Shapes:
         weights: ``(T_q, T_k)`` with ``T_q = T_k``, rows summing to 1, e.g.
-        ``attentions[layer][0, head]`` from a Hugging Face model; tokens: ``T_k`` str.
+        ``attentions[layer][0, head]`` from a Hugging Face model, or ``(n_layers, H, T_q, T_k)``
+        (e.g. ``attnlib.encoder.run(text).stacked("pattern")``); tokens: ``T_k`` str.
 
     Raises:
-        TypeError: non-tensor or non-float weights, tokens not a list of str, non-int query.
+        TypeError: non-tensor or non-float weights, tokens not a list of str, non-int
+            ``query``, ``layer`` or ``head``.
         ValueError: non-square, negative or non-finite weights, rows not summing to 1,
-            a length mismatch, ``query`` out of range.
+            a length mismatch, ``query``, ``layer`` or ``head`` out of range, ``layer``/``head``
+            given with the weights of one head.
 
     >>> head_hover(torch.eye(3), ["[CLS]", "hi", "[SEP]"], query=1).kind
     'hover'
+    >>> head_hover(torch.eye(3).repeat(2, 4, 1, 1), ["[CLS]", "hi", "[SEP]"], layer=1, head=3).kind
+    'hover'
     """
+    w4 = _float_tensor(weights, "weights", "(T_q, T_k) or (n_layers, H, T_q, T_k)", (2, 4))
+    if w4.dim() == 4:
+        menu, pick = _head_menu(w4, "weights", layer, head, decimals=3, check=_stochastic)
+        toks = _tokens(tokens, w4.shape[-1], "key")
+        data = {"tokens": toks, "heads": menu, "head": pick, "query": _index(query, w4.shape[-2], "query"),
+                "vmax": 1.0}  # weights are probabilities: one scale for every head, compared colour for colour
+        return render("hover", data, _title(title, "Where each token looks: pick a layer and head"), len(toks))
+    if layer is not None or head is not None:
+        raise ValueError(f"layer and head pick from the weights of every head (n_layers, H, T_q, T_k), got {tuple(w4.shape)}")
     w = _stochastic(weights)
     toks = _tokens(tokens, w.shape[1], "key")
     rows = _numbers(w)
@@ -494,3 +560,105 @@ def _validate_choice(mode):
     if mode not in ("one", "minimal", "pair"):
         raise ValueError(f"mode must be 'one', 'minimal' or 'pair', got {mode!r}")
     return mode
+
+
+# ------------------------------------------------- chapters 2, 3 and 9: computations step by step
+def _qkv_rows(q, k, v):
+    """Checked float64 copies of self-attention ``q (T, d_k)``, ``k (T, d_k)``, ``v (T, d_v)``."""
+    qv = _float_tensor(q, "q", "(T_q, d_k)", (2,))
+    kv = _float_tensor(k, "k", "(T_k, d_k)", (2,))
+    vv = _float_tensor(v, "v", "(T_k, d_v)", (2,))
+    for t, name in ((qv, "q"), (kv, "k"), (vv, "v")):
+        _finite(t, name)
+    if qv.shape[1] != kv.shape[1]:
+        raise ValueError(f"q and k must share d_k: q {tuple(qv.shape)} vs k {tuple(kv.shape)}")
+    if kv.shape[0] != vv.shape[0]:
+        raise ValueError(f"k and v must share T_k: k {tuple(kv.shape)} vs v {tuple(vv.shape)}")
+    if qv.shape[0] != kv.shape[0]:
+        raise ValueError(f"q and k must have one row per token (self-attention, T_q = T_k): "
+                         f"q {tuple(qv.shape)} vs k {tuple(kv.shape)}")
+    return qv, kv, vv
+
+
+def score_steps(q, k, v, tokens, *, query: int = 0, key: int = 0, title: str | None = None) -> Explorable:
+    """Chapters 2 and 3: one query-key computation of a real head, one step at a time.
+
+    The reader picks a query token ``i`` and a key token ``j`` (two menus) and steps with
+    Previous/Next through: the dot product ``q_i . k_j = sum_c q_ic k_jc`` (its ``d_k`` terms
+    drawn as bars, with the count of positive terms and the three largest in size), the
+    scaled score ``s_ij = q_i . k_j / sqrt(d_k)``, ``exp(s_ij - m_i)`` with the row maximum
+    ``m_i = max_j s_ij`` subtracted, the sum of those exponentials over all keys, the weight
+    ``a_ij`` (the ratio; :func:`attnlib.softmax`'s recipe), and the output row
+    ``out_i = sum_j a_ij v_j``: its first four dimensions and its Euclidean norm, next to
+    those of the key's own share ``a_ij v_j`` (Vaswani et al. 2017, eq. 1).  All arithmetic
+    runs in the page in float64 on the embedded ``q, k, v``; the browser test compares it
+    with PyTorch.
+
+    Shapes:
+        q: ``(T, d_k)``, k: ``(T, d_k)``, v: ``(T, d_v)``: one head of one sentence, e.g. from
+        :func:`attnlib.encoder.head_qkv`; tokens: ``T`` str.
+
+    Raises:
+        TypeError: non-tensor or non-float q/k/v, tokens not a list of str, non-int
+            ``query``/``key``.
+        ValueError: wrong shapes, NaN or infinity, ``q`` and ``k`` not sharing ``d_k``,
+            ``k`` and ``v`` not sharing ``T``, ``len(tokens) != T``, ``query`` or ``key``
+            out of range.
+
+    >>> x = torch.eye(3)
+    >>> score_steps(x, x, x, ["a", "b", "c"], query=1, key=2).kind
+    'steps'
+    """
+    qv, kv, vv = _qkv_rows(q, k, v)
+    toks = _tokens(tokens, kv.shape[0], "token")
+    data = {"tokens": toks, "q": _numbers(qv), "k": _numbers(kv), "v": _numbers(vv),
+            "query": _index(query, qv.shape[0], "query"), "key": _index(key, kv.shape[0], "key")}
+    return render("steps", data, _title(title, "One query and one key, step by step"), len(toks))
+
+
+def online_softmax_steps(q, k, v, tokens, *, query: int = 0, block_size: int = 5,
+                         title: str | None = None) -> Explorable:
+    """Chapter 9: the online softmax of one query row, one block of keys at a time.
+
+    The scores ``s_j = q_i . k_j / sqrt(d_k)`` of query ``i`` arrive in blocks of
+    ``block_size`` keys (a menu changes the size).  Each Next folds one block into the
+    running maximum ``m``, the running sum ``l = sum_j exp(s_j - m)`` and the running
+    weighted sum of values ``acc = sum_j exp(s_j - m) v_j``, after rescaling the old ``l``
+    and ``acc`` by ``exp(m_old - m_new)``, as :func:`attnlib.online_softmax_step` and
+    :func:`attnlib.tiled_attention` do.  After the last block ``out = acc / l`` is set beside
+    the output of the whole row's softmax, ``softmax(s) V``, with their largest difference.
+    Four dimensions of ``acc`` and ``out`` and their norms are shown.  The arithmetic runs in
+    the page in float64; the browser test compares it with attnlib.
+
+    Shapes:
+        q: ``(T, d_k)``, k: ``(T, d_k)``, v: ``(T, d_v)``: one head of one sentence, e.g.
+        :func:`attnlib.encoder.head_qkv`; tokens: ``T`` str.  Only row ``query`` of ``q`` is
+        embedded.
+
+    Raises:
+        TypeError: non-tensor or non-float q/k/v, tokens not a list of str, non-int
+            ``query``/``block_size``.
+        ValueError: wrong shapes, NaN or infinity, mismatched ``d_k`` or ``T``,
+            ``query`` out of range, ``block_size`` outside ``1..T``.
+
+    Source: Milakov & Gimelshein (2018), algorithm 3; Dao et al. (2022), algorithm 1.
+
+    >>> x = torch.eye(4)
+    >>> online_softmax_steps(x, x, x, list("abcd"), query=2, block_size=2).kind
+    'online'
+    """
+    qv, kv, vv = _qkv_rows(q, k, v)
+    toks = _tokens(tokens, kv.shape[0], "token")
+    i = _index(query, qv.shape[0], "query")
+    if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral):
+        raise TypeError(f"block_size must be an int, got {type(block_size).__name__}")
+    T = kv.shape[0]
+    if not 1 <= block_size <= T:
+        raise ValueError(f"block_size must be in 1..{T} (T = {T} keys), got {block_size}")
+    sizes = sorted({b for b in (1, 2, 3, 4, 5, 8, 16, 32, 64, 128) if b <= T} | {int(block_size), T})
+    data = {"tokens": toks, "q": _numbers(qv[i]), "k": _numbers(kv), "v": _numbers(vv), "query": i,
+            "block": int(block_size), "sizes": sizes}
+    return render("online", data, _title(title, "The online softmax, one block of keys at a time"), len(toks))
+
+
+__all__ += ["score_steps", "online_softmax_steps"]

@@ -159,6 +159,9 @@ def respond(page, uid: str, kind: str) -> bool:
         page.hover(f"#{uid} .xp-chip[data-j='{1 if q == '0' else 0}']")
     elif kind == "rope":
         page.evaluate(SET_RANGE, [f"#{uid}-offset", 5])
+    elif kind in ("steps", "online"):  # chapters 2, 3 and 9: one step on (or back from the last)
+        last = page.get_attribute(f"#{uid}-next", "aria-disabled") == "true"
+        page.click(f"#{uid}-{'prev' if last else 'next'}")
     else:
         raise AssertionError(f"no control known for explorable kind {kind!r}")
     return page.inner_text(f"#{uid} [data-role=readout]") != before

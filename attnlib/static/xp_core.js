@@ -184,3 +184,32 @@ function opaqueBackground(node) {
   for (var k = layers.length - 1; k >= 0; k--) bg = blend(layers[k], bg);
   return bg;
 }
+
+/* How a screen reader should say each token: the word itself, with its position when the
+ * same word occurs more than once ("the (position 5)"), never "token 5". */
+function tokenNames(tokens) {
+  var seen = {}, k;
+  for (k = 0; k < tokens.length; k++) seen[tokens[k]] = (seen[tokens[k]] || 0) + 1;
+  return tokens.map(function (t, n) { return seen[t] > 1 ? t + " (position " + n + ")" : t; });
+}
+
+/* Previous / Next buttons and a "step n of N" counter for the step-through views; onStep
+ * receives the new step.  Returns {wrap, set(step), get()}. */
+function stepper(uid, count, onStep) {
+  var wrap = el("div", {"class": "xp-controls xp-stepper"}), step = 0;
+  var prev = el("button", {type: "button", id: uid + "-prev", "data-role": "prev"}, "\u2190 Previous");
+  var next = el("button", {type: "button", id: uid + "-next", "data-role": "next"}, "Next \u2192");
+  var where = el("span", {"class": "xp-step-count", "data-role": "step-count"});
+  wrap.appendChild(prev); wrap.appendChild(next); wrap.appendChild(where);
+  function set(n) {
+    step = Math.max(0, Math.min(count() - 1, n));
+    /* aria-disabled, not disabled: focus stays on the button at either end */
+    prev.setAttribute("aria-disabled", step === 0 ? "true" : "false");
+    next.setAttribute("aria-disabled", step === count() - 1 ? "true" : "false");
+    where.textContent = "step " + (step + 1) + " of " + count();
+    onStep(step);
+  }
+  prev.addEventListener("click", function () { set(step - 1); });
+  next.addEventListener("click", function () { set(step + 1); });
+  return {wrap: wrap, set: set, get: function () { return step; }};
+}

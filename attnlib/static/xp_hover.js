@@ -23,10 +23,10 @@ function view(root, data, uid) {
   }
 
   var sentence = el("div", {"class": "xp-tokens", "data-role": "tokens"});
-  var chips = [];
+  var chips = [], names = tokenNames(data.tokens);
   for (j = 0; j < T; j++) {
     var chip = el("span", {"class": "xp-chip", tabindex: "0", "data-j": String(j), role: "button",
-                           "aria-label": "show where token " + j + " looks"});
+                           "aria-pressed": "false", "aria-label": names[j] + ": show where it looks"});
     chip.appendChild(el("span", {"class": "xp-chip-tok"}, data.tokens[j]));
     var num = el("span", {"class": "xp-chip-num"});
     chip.appendChild(num);
@@ -85,7 +85,11 @@ function view(root, data, uid) {
       c.node.style.color = contrast(ink, fill) >= contrast(DARK, fill) ? "" : "rgb(17,17,17)";
       c.node.setAttribute("data-weight", String(w[k]));
       c.node.classList.toggle("xp-query", k === q);
+      c.node.setAttribute("aria-pressed", k === q ? "true" : "false");
       c.num.textContent = fmt(w[k], 2);
+      /* the word (with its position when it repeats) and the number shown under it */
+      c.node.setAttribute("aria-label", names[k] + ", weight " + fmt(w[k], 2) + " from \u201c" + data.tokens[q] +
+                          "\u201d: show where it looks");
       best.push(k);
     }
     best.sort(function (a, b) { return w[b] - w[a]; });

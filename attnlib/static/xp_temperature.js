@@ -1,14 +1,30 @@
 /* Chapter 4: temperature and 1/sqrt(d_k) scaling of one row of scores.
- * data: {tokens (T_k), scores: T_q rows of T_k numbers (null = -inf), d_k or null,
- *        query: initial row, title} */
+ * data: {tokens (T_k), d_k or null, query: initial row, title, and either
+ *        scores: T_q rows of T_k numbers (null = -inf), one head, or
+ *        heads: [{label, scores}] with head: the initial head (a layer-and-head menu, the
+ *        pattern of xp_hover.js)} */
 function view(root, data, uid) {
+  var heads = data.heads || [{label: "", scores: data.scores}], head = data.heads ? data.head : 0;
   var T = data.tokens.length, row = data.query, pos = 1.5 * Math.log10(data.temperature), scaled = data.d_k !== null;
   /* bar width chosen for the column (about 700 px on a desktop, 330 px on a phone) */
   var bw = Math.max(8, Math.min(40, Math.floor((columnWidth(root) - 70) / T))), W = 70 + T * bw, top = 16, plotH = 150;
   var H = top + plotH + Math.round(0.82 * labelRoom(data.tokens, bw < 13 ? 10 : 12)) + 16;
 
   var controls = el("div", {"class": "xp-controls"});
-  if (data.scores.length > 1) {
+  if (heads.length > 1) {
+    var hwrap = el("div", {"class": "xp-control"});
+    hwrap.appendChild(el("label", {"for": uid + "-head"}, "head "));
+    var picker = el("select", {id: uid + "-head", "data-role": "head"});
+    heads.forEach(function (h, n) {
+      var opt = el("option", {value: String(n)}, h.label);
+      if (n === head) opt.selected = true;
+      picker.appendChild(opt);
+    });
+    picker.addEventListener("change", function () { head = parseInt(picker.value, 10); update(); });
+    hwrap.appendChild(picker);
+    controls.appendChild(hwrap);
+  }
+  if (heads[head].scores.length > 1) {
     var wrap = el("div", {"class": "xp-control"});
     wrap.appendChild(el("label", {"for": uid + "-query"}, "query token "));
     var select = el("select", {id: uid + "-query", "data-role": "query"});
@@ -57,7 +73,7 @@ function view(root, data, uid) {
   function update() {
     var tau = Math.pow(10, pos / 1.5);  /* slider -3..3 -> tau from 0.01 to 100 */
     var divisor = tau * (scaled ? Math.sqrt(data.d_k) : 1);
-    var scores = data.scores[row], w = softmax(scores, divisor), h = entropy(w), best = 0, k;
+    var scores = heads[head].scores[row], w = softmax(scores, divisor), h = entropy(w), best = 0, k;
     var n = 0;
     for (k = 0; k < T; k++) { if (scores[k] !== null) n++; if (w[k] > w[best]) best = k; }
     for (k = 0; k < T; k++) {
@@ -66,9 +82,11 @@ function view(root, data, uid) {
     }
     temp.out.textContent = "\u03c4 = " + (tau < 0.1 ? tau.toFixed(3) : tau.toFixed(2));
     root.setAttribute("data-divisor", String(divisor));
+    root.setAttribute("data-head", String(head));
     root.setAttribute("data-entropy", String(h));
     entropyFill.style.width = (n > 1 ? 100 * h / Math.log(n) : 0).toFixed(1) + "%";
-    readout.textContent = "scores divided by " + fmt(divisor, 3) + ";  entropy = " + fmt(h, 3) +
+    readout.textContent = (heads[head].label ? heads[head].label + ", query \u201c" + data.tokens[row] + "\u201d: " : "") +
+      "scores divided by " + fmt(divisor, 3) + ";  entropy = " + fmt(h, 3) +
       " nats (uniform over " + n + " keys: " + fmt(Math.log(n), 3) + ");  largest weight " +
       fmt(w[best], 3) + " on \u201c" + data.tokens[best] + "\u201d";
   }
