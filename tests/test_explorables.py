@@ -24,7 +24,7 @@ def head(encoder):
     tokens, q, k, v = attnlib.encoder.head_qkv(corpus.RUNNING, 0, 3, model, tokenizer)  # (T, d_k) each
     raw = q @ k.T  # (T, T) unscaled dot products
     scores = raw / math.sqrt(q.shape[-1])
-    return {"tokens": tokens, "raw": raw, "scores": scores, "weights": attnlib.softmax(scores), "v": v,
+    return {"tokens": tokens, "raw": raw, "scores": scores, "weights": attnlib.softmax(scores), "q": q, "k": k, "v": v,
             "d_k": q.shape[-1]}
 
 
@@ -44,11 +44,20 @@ def all_views(h, tokens=None):
         xp.mask_explorer(h["scores"], t, torch.ones(len(t), dtype=torch.long)),
         xp.graph_threshold(h["weights"], t),
         xp.head_hover(h["weights"], t),
+        xp.score_steps(h["q"], h["k"], h["v"], t, query=8, key=2),
+        xp.online_softmax_steps(h["q"], h["k"], h["v"], t, query=8, block_size=4),
     ]
 
 
 def test_embedded_data_equals_the_tensors(head):
-    conv, temp, mask, graph, hover = all_views(head)
+    conv, temp, mask, graph, hover, steps, online = all_views(head)
+    d = embedded_data(steps)
+    assert (d["query"], d["key"]) == (8, 2)
+    for name in ("q", "k", "v"):
+        np.testing.assert_allclose(np.array(d[name]), head[name].double().numpy(), rtol=1e-6, atol=1e-6)
+    d = embedded_data(online)
+    np.testing.assert_allclose(np.array(d["q"]), head["q"][8].double().numpy(), rtol=1e-6, atol=1e-6)
+    assert d["block"] == 4 and d["sizes"][0] == 1 and d["sizes"][-1] == len(head["tokens"])
     d = embedded_data(temp)
     assert d["tokens"] == head["tokens"] and d["d_k"] == head["d_k"] and d["query"] == 8
     np.testing.assert_allclose(np.array(d["scores"]), head["raw"].double().numpy(), rtol=1e-6, atol=1e-6)

@@ -25,7 +25,7 @@ import attnlib
 from attnlib import corpus
 from attnlib import explorables as xp
 
-from test_browser import Visit, browser, respond, serve  # noqa: F401  (fixtures)
+from test_browser import Visit, browser, explorer_page, figures, real, respond, serve  # noqa: F401  (fixtures)
 from test_page_explorables import (CONTRASTS, FIT, MIN_CONTRAST, MIN_TEXT_PX, PAGE_SCROLL, SETTINGS,
                                    SMALLEST_TEXT, ScreenVisit, THEMES, theme_css)
 
@@ -367,6 +367,16 @@ def test_every_control_has_a_name_that_contains_its_visible_text(page, figs):
     assert len(controls) > 40
     bad = [c for c in controls if not c["name"] or any(w not in c["name"] for w in c["visible"].split())]
     assert not bad, bad[:6]
+
+
+def test_every_control_of_the_older_explorables_is_named_too(explorer_page, figures):  # noqa: F811
+    """Chapters 1, 4, 5, 6, 7, 8 and 10's explorables (tests/test_browser.py's page) by the same rule."""
+    controls = explorer_page.page.evaluate(NAMES, ".attnlib-xp")
+    assert {c["tag"] for c in controls} >= {"INPUT", "SELECT", "BUTTON", "SPAN"}
+    bad = [c for c in controls if not c["name"] or any(w not in c["name"] for w in c["visible"].split())]
+    assert not bad, bad[:6]
+    chips = [c["name"] for c in controls if c["role"] == "button"]
+    assert chips and not any(re.search(r"token \d", n) for n in chips)
 
 
 def test_hover_tokens_are_announced_as_words(page, figs):
