@@ -169,11 +169,11 @@ def _raise_small_text(fig, minimum: float) -> None:
         t.set_fontsize(new)
 
 
-def render_png(fig, *, minimum: float = MIN_FONT_PT, dpi: float = DPI) -> bytes:
+def render_png(fig, *, minimum: float = MIN_FONT_PT, dpi: float = DPI, meta: dict[str, str] | None = None) -> bytes:
     """PNG bytes of ``fig`` at ``dpi``, every text at least ``minimum`` points (smaller text
     is raised to it), cropped to its drawn content; the PNG carries the smallest text size in
     image pixels under the text key :data:`MIN_TEXT_KEY` (read it back with
-    ``PIL.Image.open(...).text``).
+    ``PIL.Image.open(...).text``), its ``dpi`` (pHYs chunk) and the text chunks in ``meta``.
 
     Raises:
         ValueError: ``minimum`` or ``dpi`` is not positive.
@@ -185,20 +185,23 @@ def render_png(fig, *, minimum: float = MIN_FONT_PT, dpi: float = DPI) -> bytes:
     smallest_px = "none" if smallest == float("inf") else f"{smallest * dpi / 72:.2f}"
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", pad_inches=0.04,
-                facecolor=fig.get_facecolor(), metadata={MIN_TEXT_KEY: smallest_px})
+                facecolor=fig.get_facecolor(), metadata={**(meta or {}), MIN_TEXT_KEY: smallest_px})
     return buf.getvalue()
 
 
 def _png_formatter(fig, **_ignored):
     if not fig.axes and not fig.lines:
         return None
-    return base64.b64encode(render_png(fig)).decode("ascii")
+    from ._variants import figure_png   # (it imports this module)
+    return base64.b64encode(figure_png(fig)).decode("ascii")
 
 
 def book_style():
     """Apply the book's figure style (:data:`BOOK_RC`: 100 dpi, text of at least 8 pt,
     mathtext in the sans face) and, inside IPython, show every figure through
-    :func:`render_png`.  Chapters call it once, in their set-up cell; returns None.
+    :func:`render_png` (in the book build, with its phone and zoom renderings packed inside:
+    :func:`attnlib.plotting.figure_png`).  Chapters call it once, in their set-up cell;
+    returns None.
     """
     matplotlib.rcParams.update(BOOK_RC)
     try:
