@@ -433,7 +433,8 @@ class MystToMarkdown:
             return self._blocks(_join(data["text/markdown"]))
         for mime in ("image/png", "image/jpeg", "image/gif"):
             if mime in data:
-                return self._attach(mime, _join(data[mime]).replace("\n", ""), key, alt or key)
+                b64 = _join(data[mime]).replace("\n", "")
+                return self._attach(mime, single_png(b64) if mime == "image/png" else b64, key, alt or key)
         if "image/svg+xml" in data:
             return self._attach("image/svg+xml", base64.b64encode(_join(data["image/svg+xml"]).encode()).decode(), key, alt or key)
         if "text/html" in data and "<script" not in _join(data["text/html"]):
@@ -590,6 +591,16 @@ RUN_NOTE = {"text/markdown": "*(Run this cell to show the interactive widget: a 
             "text/plain": "(Run this cell to show the interactive widget.)"}
 
 
+def single_png(data_b64: str) -> str:
+    """A figure PNG (base64) without the phone and zoom renderings the book build packs into
+    it (:func:`attnlib.plotting.strip_variants`): a learner's notebook holds one rendering."""
+    raw = base64.b64decode(data_b64)
+    if b"atVr" not in raw:   # attnlib.plotting.CHUNK_TYPE: nothing packed (the common case outside the book)
+        return data_b64
+    from attnlib.plotting import strip_variants
+    return base64.b64encode(strip_variants(raw)).decode("ascii")
+
+
 def learner_outputs(outputs: list) -> list:
     """Outputs as the notebook keeps them: glue records dropped, widget views replaced by a
     note to run the cell (also their page-only HTML twin), errors kept."""
@@ -603,6 +614,8 @@ def learner_outputs(outputs: list) -> list:
                 continue
             meta.pop("scrapbook")
         data = out.get("data", {})
+        if "image/png" in data:
+            data["image/png"] = single_png(_join(data["image/png"]).replace("\n", ""))
         if WIDGET_VIEW in data:
             if not noted:
                 kept.append(nbformat.v4.new_output("display_data", data=dict(RUN_NOTE)))
