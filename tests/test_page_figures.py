@@ -10,8 +10,15 @@ number times the scale.  Here, at a 1280 px window:
   style), and its smallest text is at least 10 CSS px on screen;
 * no figure is shrunk (scale 1: figures are drawn for the column);
 * every image has alt text that describes it (not empty, not a file name);
-* at a 390 px window, where figures shrink to the phone's column, each figure is a link to
-  its full-size PNG, which opens at its natural size.
+* at a 390 px window the page shows each figure's phone rendering (the ``<picture>``'s
+  ``<source>``, written by ``_ext/figure_zoom.py``), whose smallest text is at least 9 CSS px
+  as shown; the desktop reader never downloads it, nor the phone reader the desktop file;
+* a tap on a figure opens its zoom rendering: the desktop layout at a higher pixel density
+  than the image shown (PNG ``pHYs``), with the text chunk of its own.
+
+The smallest text on screen is computed from the file the browser chose (``currentSrc``):
+its chunk's size in image px times ``shown width / the file's pixel width`` (a 2x phone
+file has twice the pixels of its CSS size).
 
 The per-figure numbers (natural width, shown width at 1280 and 390 px, smallest text) are
 written by ``bench/bench_figures.py``, which reuses :func:`measure_figures`.
@@ -27,7 +34,9 @@ import pytest
 from test_browser import HTML, book, book_pages, browser, serve  # noqa: F401  (fixtures)
 
 MIN_TEXT_KEY = "attnlib:min-text-px"
+VARIANT_KEY = "attnlib:variant"
 MIN_SCREEN_PX = 10.0
+MIN_PHONE_PX = 9.0   # issue 26: smallest figure text on screen at a 390 px window
 
 # Every <img> in the article: where it comes from, its natural and shown size, its alt text,
 # the figure it belongs to, and the link around it (if any).
@@ -37,7 +46,7 @@ MEASURE = """() => [...document.querySelectorAll('article img, .bd-article img')
   return {src: img.currentSrc || img.src, alt: img.getAttribute('alt'), natural_w: img.naturalWidth,
           natural_h: img.naturalHeight, shown_w: r.width, complete: img.complete,
           figure: fig ? ((num && num.textContent.trim()) || fig.id || '') : null,
-          link: a ? a.href : null};
+          link: a ? a.href : null, sources: img.closest('picture') ? img.closest('picture').querySelectorAll('source').length : 0};
 })"""
 COLUMN = """() => { const a = document.querySelector('.bd-article') || document.querySelector('article');
   const s = getComputedStyle(a); return a.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); }"""
@@ -45,13 +54,20 @@ COLUMN = """() => { const a = document.querySelector('.bd-article') || document.
 
 def png_text(path: Path) -> dict:
     """The text chunks of a PNG file (``{}`` when it has none or is not a PNG)."""
+    return png_info(path)[0]
+
+
+def png_info(path: Path) -> tuple[dict, int | None, float | None]:
+    """A PNG file's text chunks, pixel width and dpi (``({}, None, None)`` when it is not
+    an image)."""
     from PIL import Image
 
     try:
         with Image.open(path) as im:
-            return dict(getattr(im, "text", {}) or {})
+            dpi = im.info.get("dpi")
+            return dict(getattr(im, "text", {}) or {}), im.size[0], (float(dpi[0]) if dpi else None)
     except OSError:
-        return {}
+        return {}, None, None
 
 
 def local_file(url: str, html: Path) -> Path:
@@ -73,9 +89,12 @@ def measure_figures(browser, base: str, rel: str, html: Path, width: int) -> dic
     text from its PNG chunk in image px and in CSS px as shown."""
     context = browser.new_context(viewport={"width": width, "height": 900})
     context.route("**/*", _local_only)
+    fetched = []
     try:
         page = context.new_page()
+        page.on("requestfinished", lambda r: fetched.append(r.url) if r.resource_type == "image" else None)
         page.goto(base + rel, wait_until="load", timeout=120_000)
+        page.evaluate("() => { for (const i of document.images) i.loading = 'eager'; }")
         page.wait_for_function("() => [...document.images].every((i) => i.complete)", timeout=60_000)
         column = page.evaluate(COLUMN)
         images = page.evaluate(MEASURE)
@@ -83,12 +102,17 @@ def measure_figures(browser, base: str, rel: str, html: Path, width: int) -> dic
         context.close()
     for img in images:
         img["file"] = local_file(img["src"], html).relative_to(html).as_posix()
-        text = png_text(html / img["file"])
+        text, pixel_w, img["dpi"] = png_info(html / img["file"])
+        img["variant"] = text.get(VARIANT_KEY)
         img["min_text_px"] = float(text[MIN_TEXT_KEY]) if text.get(MIN_TEXT_KEY, "none") != "none" else None
-        img["scale"] = img["shown_w"] / img["natural_w"] if img["natural_w"] else None
+        img["pixel_w"] = pixel_w or img["natural_w"]
+        img["density"] = img["pixel_w"] / img["natural_w"] if img["natural_w"] else None
+        img["scale"] = img["shown_w"] / img["pixel_w"] if img["pixel_w"] else None   # CSS px per file px
         img["min_text_shown_px"] = (img["min_text_px"] * img["scale"]
                                     if img["min_text_px"] is not None and img["scale"] else None)
-    return {"page": rel, "width": width, "column_px": column, "images": images}
+    downloaded = sorted({local_file(u, html).relative_to(html).as_posix() for u in fetched
+                         if urlparse(u).hostname == "127.0.0.1"})
+    return {"page": rel, "width": width, "column_px": column, "images": images, "downloaded": downloaded}
 
 
 def chapter_pages() -> list[str]:
@@ -145,20 +169,60 @@ def test_every_figure_has_alt_text_that_describes_it(desktop):
     assert not bad, "images whose alt text is missing, a file name, or under five words:\n" + "\n".join(bad)
 
 
+@pytest.fixture(scope="module")
+def phone(book, browser):  # noqa: F811
+    base = serve(str(book))
+    return [measure_figures(browser, base, rel, book, 390) for rel in chapter_pages()]
+
+
 @pytest.mark.book
-def test_on_a_phone_each_figure_opens_at_full_size(book, browser):  # noqa: F811
-    base, problems, checked = serve(str(book)), [], 0
-    for rel in chapter_pages():
-        page = measure_figures(browser, base, rel, book, 390)
-        for img in page["images"]:
-            if not img["file"].endswith(".png"):
-                continue
-            checked += 1
-            if img["scale"] is not None and img["scale"] > 1.005:
-                problems.append(f"{rel} {img['figure']}: enlarged to scale {img['scale']:.2f}")
-            if not img["link"] or local_file(img["link"], book) != book / img["file"]:
-                problems.append(f"{rel} {img['figure'] or img['file']}: no link to its full-size PNG "
-                                f"(link: {img['link']})")
+def test_on_a_phone_each_figure_is_its_phone_rendering_with_text_of_9_px(phone):
+    figures = _figures(phone)
+    problems = []
+    for page, img in figures:
+        name = f"{page} {img['figure'] or img['file']}"
+        if img["variant"] != "phone":
+            problems.append(f"{name}: shows {img['file']} ({img['variant']} rendering), not a phone rendering")
+        elif img["min_text_shown_px"] is None or img["min_text_shown_px"] < MIN_PHONE_PX:
+            problems.append(f"{name}: smallest text {img['min_text_shown_px']} px on screen "
+                            f"({img['min_text_px']} image px at {img['scale']:.2f} CSS px per image px)")
+        if img["scale"] is not None and img["density"] and img["scale"] * img["density"] > 1.005:
+            problems.append(f"{name}: enlarged beyond its natural size (scale {img['scale'] * img['density']:.2f})")
+    assert len(figures) >= 35 and not problems, "\n".join(problems[:40])
+
+
+@pytest.mark.book
+def test_each_reader_downloads_only_the_rendering_for_its_window(desktop, phone):
+    """The desktop page fetches no phone or zoom file; the phone page no desktop or zoom file
+    (a ``<picture>`` fetches only its chosen source; the zoom file only on a tap)."""
+    problems = []
+    for pages, wrong in ((desktop, ("-phone.png", "-zoom.png")), (phone, ("-zoom.png",))):
+        for p in pages:
+            problems += [f"{p['page']} at {p['width']} px: downloaded {f}" for f in p["downloaded"] if f.endswith(wrong)]
+    for p in phone:
+        shown = {img["file"] for img in p["images"]}
+        problems += [f"{p['page']} at 390 px: downloaded the desktop file {f}" for f in p["downloaded"]
+                     if f.startswith("_images/") and f.endswith(".png") and not f.endswith("-phone.png")
+                     and f not in shown]
+    assert not problems, "\n".join(problems[:40])
+
+
+@pytest.mark.book
+def test_a_tap_opens_the_zoom_rendering_at_a_higher_pixel_density(book, phone):  # noqa: F811
+    problems, checked = [], 0
+    for page, img in _figures(phone):
+        checked += 1
+        name = f"{page} {img['figure'] or img['file']}"
+        if not img["link"]:
+            problems.append(f"{name}: not a link")
+            continue
+        target = local_file(img["link"], book)
+        text, _, dpi = png_info(target)
+        shown_dpi = img["dpi"] or 0
+        if text.get(VARIANT_KEY) != "zoom" or MIN_TEXT_KEY not in text:
+            problems.append(f"{name}: the link opens {target.name} ({text.get(VARIANT_KEY)}), not a zoom rendering")
+        elif not (dpi and dpi > shown_dpi):
+            problems.append(f"{name}: the zoom file is {dpi} dpi, not above the {shown_dpi} dpi image shown")
     assert checked >= 35 and not problems, "\n".join(problems[:40])
 
 
