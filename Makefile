@@ -70,8 +70,11 @@ book: setup html
 # whenever one of them is newer than it (a fresh clone has no cache: every chapter runs).
 JCACHE := _build/.jupyter_cache
 CACHE_INPUTS := attnlib _ext _config.yml requirements.txt constraints.txt references.bib
+# Files the executed chapters never read (the page's grader scripts and styles): editing them
+# rebuilds the pages without re-executing the chapters.
+PAGE_ONLY := -not -path "attnlib/static/exercises.*" -not -path "attnlib/static/grader_worker.js"
 html:
-	@if [ -d $(JCACHE) ] && [ -n "$$(find $(CACHE_INPUTS) -newer $(JCACHE) -not -path "*/__pycache__*" -print -quit)" ]; then \
+	@if [ -d $(JCACHE) ] && [ -n "$$(find $(CACHE_INPUTS) -newer $(JCACHE) -not -path "*/__pycache__*" $(PAGE_ONLY) -print -quit)" ]; then \
 	  echo "attnlib, _ext or the configuration changed since the last execution: clearing $(JCACHE)"; \
 	  rm -rf $(JCACHE); fi
 	HF_HUB_OFFLINE=1 $(VENV)/bin/jupyter-book build . $(BOOK_FLAGS)

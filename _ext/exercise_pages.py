@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "attnlib"
-ASSETS = ("exercises.js", "exercises.css")
+ASSETS = ("exercises.js", "grader_worker.js", "exercises.css")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_SCRIPTS = ("vendor/requirejs/require.js", "vendor/html-manager/embed-amd.js")

@@ -205,9 +205,12 @@ def check_overflow(answer, data=None):
 
 
 def _temperature_question(data) -> str:
-    cells = "".join(f"<td>{html.escape(t)}<br>{s:.2f}</td>" for t, s in zip(data["tokens"], data["scores"]))
+    # a list that wraps on any screen (a one-row table would scroll sideways, and take a Tab stop)
+    cells = "".join(f'<li><span class="attn-ex-key">{html.escape(t)}</span> {s:.2f}</li>'
+                    for t, s in zip(data["tokens"], data["scores"]))
     return (f"Real scaled scores of the query {html.escape(repr(data['query']))} (layer {LAYER}, head "
-            f"{HEAD}) over the {len(data['scores'])} keys:<table><tr>{cells}</tr></table>Give a "
+            f"{HEAD}) over the {len(data['scores'])} keys (key, then its score):"
+            f'<ul class="attn-ex-chips">{cells}</ul>Give a '
             f"temperature τ such that the largest weight of softmax(scores / τ) is at least {THRESHOLD}.")
 
 

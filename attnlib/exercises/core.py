@@ -22,8 +22,11 @@ from dataclasses import dataclass
 __all__ = [
     "Feedback", "right", "wrong", "checker", "parse_number", "parse_matrix",
     "parse_choice", "parse_token", "grade_choice", "grade_number", "as_plain",
-    "parse_model_answer", "head_key", "strongest", "align_tokens", "CLOSE_CALL",
+    "parse_model_answer", "head_key", "strongest", "align_tokens", "CLOSE_CALL", "excerpt", "EXCERPT_CHARS",
 ]
+
+#: Feedback quotes at most this many characters of a learner's answer (:func:`excerpt`).
+EXCERPT_CHARS = 40
 
 #: Two weights closer than this are "too close to call": a sentence exercise never rests its
 #: verdict on them, so the kernel (PyTorch, float32) and the page (float16 weights, within
@@ -59,6 +62,23 @@ class Feedback:
         return {"correct": self.correct, "message": self.message, "hint": self.hint, "text": self.text}
 
 
+def excerpt(value, limit: int = EXCERPT_CHARS) -> str:
+    """``repr(value)`` for quoting in feedback, cut to about ``limit`` characters: a longer
+    answer is quoted by its start, an ellipsis and its length, so feedback never echoes a
+    whole pasted essay.
+
+    >>> excerpt("0.5")
+    "'0.5'"
+    >>> excerpt("x" * 1000, 10)
+    "'xxxxxxxxxx…' (1,000 characters)"
+    """
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return repr(value) if isinstance(value, str) else text
+    head = repr(text[:limit])
+    return f"{head[:-1]}…{head[-1]} ({len(text):,} characters)"
+
+
 def right(message: str) -> Feedback:
     return Feedback(True, message)
 
@@ -76,7 +96,7 @@ def checker(func):
         try:
             result = func(answer, *args, **kwargs)
         except Exception as err:  # noqa: BLE001 - learner input must never raise
-            return wrong(f"Your answer could not be checked ({type(err).__name__}: {err}).")
+            return wrong(f"Your answer could not be checked ({type(err).__name__}: {excerpt(str(err), 200)[1:-1]}).")
         if not isinstance(result, Feedback):
             return wrong("The checker could not grade this answer.")
         return result
@@ -124,7 +144,7 @@ def parse_number(answer, what: str = "a number"):
         try:
             answer = float(answer.strip().replace(",", "."))
         except ValueError:
-            return None, wrong(f"Expected {what}, got the text {answer!r}.")
+            return None, wrong(f"Expected {what}, got the text {excerpt(answer)}.")
     if not isinstance(answer, numbers.Real):
         return None, wrong(f"Expected {what}, got a {type(answer).__name__}.")
     try:
@@ -191,7 +211,7 @@ def parse_choice(answer, options):
         known = False
     if not known:
         shown = ", ".join(map(str, options))
-        return None, wrong(f"{answer!r} is not one of the options ({shown}).")
+        return None, wrong(f"{excerpt(answer)} is not one of the options ({shown}).")
     return answer, None
 
 
@@ -216,8 +236,8 @@ def parse_token(answer, tokens):
         if len(hits) == 1:
             return hits[0], None
         if not hits:
-            return None, wrong(f"{answer!r} is not a token of this sentence: {' '.join(tokens)}")
-        return None, wrong(f"{answer!r} occurs {len(hits)} times; give its position instead ({hits}).")
+            return None, wrong(f"{excerpt(answer)} is not a token of this sentence: {' '.join(tokens)}")
+        return None, wrong(f"{excerpt(answer)} occurs {len(hits)} times; give its position instead ({hits}).")
     return None, wrong(f"Expected a token or its position, got a {type(answer).__name__}.")
 
 
@@ -338,7 +358,7 @@ def parse_model_answer(answer, n_texts: int, reads):
     if any(not t.strip() for t in texts):
         return None, None, wrong("Please write a sentence: the box is empty.")
     if answer.get("error"):
-        return None, None, wrong(f"The model could not read your text: {answer['error']}.")
+        return None, None, wrong(f"The model could not read your text: {excerpt(str(answer['error']), 200)[1:-1]}.")
     runs = answer.get("runs")
     if not isinstance(runs, list) or len(runs) != n_texts:
         return None, None, wrong("The model's reading of your sentence is missing; press Check again.")

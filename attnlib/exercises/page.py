@@ -37,21 +37,30 @@ def _number_control(d, uid: str) -> str:
             f'autocomplete="off" spellcheck="false" placeholder="{html.escape(d.placeholder)}">')
 
 
+def _sr(text: str) -> str:
+    """Text for screen readers only (visually hidden; part of the accessible name)."""
+    return f'<span class="attn-ex-sr">{html.escape(text)}</span>'
+
+
 def _choice_control(d, uid: str) -> str:
     items = "".join(
         f'<label class="attn-ex-option"><input type="radio" name="{uid}-choice" '
         f'value="{html.escape(str(option), quote=True)}"> <span>{html.escape(str(option))}</span></label>'
         for option in d.options)
-    return (f'<fieldset class="attn-ex-choices"><legend class="attn-ex-legend">Choose one</legend>'
+    return (f'<fieldset class="attn-ex-choices"><legend class="attn-ex-legend">Choose one{_sr(": " + d.title)}</legend>'
             f"{items}</fieldset>")
 
 
-def _token_control(tokens, uid: str) -> str:
+def _token_control(d, tokens, uid: str) -> str:
+    words = [str(tok) for tok in tokens]
+    repeated = {w for w in words if words.count(w) > 1}
     buttons = "".join(
         f'<button type="button" class="attn-ex-token" aria-pressed="false" data-value="{i}">'
-        f"{html.escape(str(tok))}</button>" for i, tok in enumerate(tokens))
+        f"{html.escape(w)}{_sr(f' (position {i})') if w in repeated else ''}</button>"
+        for i, w in enumerate(words))
     return (f'<div class="attn-ex-tokens" role="group" aria-labelledby="{uid}-tokens-label">'
-            f'<span class="attn-ex-legend" id="{uid}-tokens-label">Pick one token:</span> {buttons}</div>')
+            f'<span class="attn-ex-legend" id="{uid}-tokens-label">Pick one token{_sr(" for: " + d.title)}:</span> '
+            f"{buttons}</div>")
 
 
 def _matrix_control(d, uid: str) -> str:
@@ -101,17 +110,19 @@ def render_html(chapter: int, name: str, data=None) -> str:
     control = {
         "number": lambda: _number_control(d, uid),
         "choice": lambda: _choice_control(d, uid),
-        "token": lambda: _token_control(d.token_list(data), uid),
+        "token": lambda: _token_control(d, d.token_list(data), uid),
         "matrix": lambda: _matrix_control(d, uid),
         "sentence": lambda: _sentence_control(d, uid),
     }[d.kind]()
     return (
-        f'<div class="attn-exercise" data-exercise="{d.key}" data-kind="{d.kind}" id="{uid}">'
+        f'<div class="attn-exercise" data-exercise="{d.key}" data-kind="{d.kind}" id="{uid}" role="group" '
+        f'aria-labelledby="{uid}-title">'
         f'<script type="application/json" class="attn-ex-data">{_json_for_script(data)}</script>'
-        f'<p class="attn-ex-title">{html.escape(d.title)}</p>'
+        f'<p class="attn-ex-title" id="{uid}-title">{html.escape(d.title)}</p>'
         f'<div class="attn-ex-question" id="{uid}-q">{d.question_html(data)}</div>'
         f'<div class="attn-ex-control">{control}</div>'
-        f'<div class="attn-ex-actions"><button type="button" class="attn-ex-check">Check</button></div>'
+        f'<div class="attn-ex-actions"><button type="button" class="attn-ex-check" '
+        f'aria-label="Check your answer to: {html.escape(d.title, quote=True)}">Check</button></div>'
         f'<div class="attn-ex-feedback" role="status" aria-live="polite" id="{uid}-feedback"></div>'
         "</div>"
     )

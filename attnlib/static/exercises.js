@@ -7,8 +7,15 @@
  * _static/vendor/pyodide/), on the very files the notebook uses (graders.json, written by
  * _ext/exercise_pages.py), and shows Feedback.text: "Correct. ..." or "Not yet. ... Hint: ...".
  *
- * Pyodide starts loading when a reader first focuses, types in or clicks any exercise, so
- * that the first Check is quick; nothing is fetched from another host.
+ * Pyodide runs in a Web Worker (grader_worker.js), started when a reader first focuses,
+ * types in or taps any exercise and shared by all the exercises of the page, so the page
+ * never freezes while it loads; a Check pressed meanwhile is graded as soon as it is ready.
+ * Nothing is fetched from another host.
+ *
+ * Progress is kept in the browser (localStorage, one entry per exercise, see STORE): the last
+ * answer checked, its verdict and the number of tries, restored on the next visit; a "Clear"
+ * button forgets it.  After TRIES_FOR_SOLUTION answers that are not yet right, a button opens
+ * the chapter's worked answer (the solution that follows the exercise).
  */
 (function () {
   "use strict";
@@ -16,43 +23,115 @@
   var BASE = new URL(".", script ? script.src : window.location.href);
   var PYODIDE_URL = new URL("../vendor/pyodide/", BASE).href;
   var GRADERS_URL = new URL("graders.json", BASE).href;
+  var WORKER_URL = new URL("grader_worker.js", BASE).href;
   var LOADING = "Loading the checker (first time only)\u2026";
-  var checker = null; // Promise of the Python function check_json
+  var WARMING = "Loading the checker in the background: you can write your answer meanwhile.";
+  var CHECK_LIMIT_MS = 20000;   // a check (pure Python on a few numbers) that takes longer is stopped
+  var TRIES_FOR_SOLUTION = 3;
+  var STORE = "attnlib-course:v1:";
+  var checker = null;           // Promise of {worker}, resolved when Pyodide and the graders are loaded
+  var worker = null, pending = {}, nextId = 1;
 
-  function loadScript(src) {
-    return new Promise(function (resolve, reject) {
-      var s = document.createElement("script");
-      s.src = src;
-      s.onload = resolve;
-      s.onerror = function () { reject(new Error("could not load " + src)); };
-      document.head.appendChild(s);
-    });
+  function failAll(message) {
+    Object.keys(pending).forEach(function (id) { pending[id].reject(new Error(message)); });
+    pending = {};
   }
 
   function startChecker() {
     if (checker) return checker;
     var t0 = performance.now();
-    checker = Promise.all([
-      window.loadPyodide ? Promise.resolve() : loadScript(PYODIDE_URL + "pyodide.js"),
-      fetch(GRADERS_URL).then(function (r) {
-        if (!r.ok) throw new Error("could not load the graders (" + r.status + ")");
-        return r.json();
-      }),
-    ]).then(function (results) {
-      var sources = results[1];
-      return window.loadPyodide({indexURL: PYODIDE_URL, packages: []}).then(function (py) {
-        var root = "/home/pyodide/attnlib";
-        py.FS.mkdirTree(root + "/exercises");
-        py.FS.writeFile(root + "/__init__.py", "");  // the graders need nothing else of attnlib
-        Object.keys(sources).forEach(function (path) { py.FS.writeFile(root + "/" + path, sources[path]); });
-        py.runPython("import sys\nif '/home/pyodide' not in sys.path: sys.path.insert(0, '/home/pyodide')");
-        var fn = py.pyimport("attnlib.exercises").check_json;
-        window.attnExercises.loadMs = performance.now() - t0;
-        return fn;
+    checker = new Promise(function (resolve, reject) {
+      try {
+        worker = new Worker(WORKER_URL, {type: "module"});
+      } catch (err) {
+        reject(new Error("this browser could not start the checker (" + err.message + ")"));
+        return;
+      }
+      worker.onmessage = function (event) {
+        var msg = event.data || {};
+        if (msg.type === "ready") {
+          window.attnExercises.loadMs = performance.now() - t0;
+          resolve(worker);
+        } else if (msg.type === "failed") {
+          reject(new Error(msg.error));
+          failAll(msg.error);
+        } else if (msg.type === "result" && pending[msg.id]) {
+          var p = pending[msg.id];
+          delete pending[msg.id];
+          if (msg.error) p.reject(new Error("the checker failed: " + msg.error));
+          else p.resolve(msg.out);
+        }
+      };
+      worker.onerror = function (event) {
+        var why = (event && event.message) || "the checker's worker could not run";
+        event.preventDefault && event.preventDefault();
+        reject(new Error(why));
+        failAll(why);
+      };
+      worker.postMessage({type: "init", pyodide: PYODIDE_URL, graders: GRADERS_URL});
+    });
+    checker.catch(function () { stopChecker(); });  // a later Check may try again
+    document.querySelectorAll("[data-exercise]").forEach(function (root) {
+      root.setAttribute("data-checker", "loading");
+    });
+    checker.then(function () {
+      document.querySelectorAll("[data-exercise]").forEach(function (root) {
+        root.setAttribute("data-checker", "ready");
+        var box = root.querySelector(".attn-ex-feedback");
+        if (box.textContent === WARMING) clear(root, true);
+      });
+    }, function () {});
+    return checker;
+  }
+
+  function stopChecker() {
+    if (worker) worker.terminate();
+    worker = null;
+    checker = null;
+  }
+
+  // Ask the worker to grade; rejects after CHECK_LIMIT_MS (the worker is then restarted).
+  function grade(chapter, name, answer, data) {
+    return startChecker().then(function (w) {
+      return new Promise(function (resolve, reject) {
+        var id = nextId++;
+        var timer = setTimeout(function () {
+          if (!pending[id]) return;
+          delete pending[id];
+          stopChecker();
+          reject(new Error("the check took over " + CHECK_LIMIT_MS / 1000 + " s and was stopped; press Check again"));
+        }, CHECK_LIMIT_MS);
+        pending[id] = {
+          resolve: function (out) { clearTimeout(timer); resolve(out); },
+          reject: function (err) { clearTimeout(timer); reject(err); },
+        };
+        w.postMessage({type: "check", id: id, chapter: chapter, name: name, answer: answer, data: data});
       });
     });
-    checker.catch(function () { checker = null; });  // a later Check may try again
-    return checker;
+  }
+
+  // ------------------------------------------------------------------ progress in the browser
+  function storage() {
+    try { return window.localStorage; } catch (err) { return null; }  // blocked (privacy settings)
+  }
+
+  function load(root) {
+    var s = storage();
+    if (!s) return null;
+    try { return JSON.parse(s.getItem(STORE + root.getAttribute("data-exercise")) || "null"); }
+    catch (err) { return null; }
+  }
+
+  function save(root, state) {
+    var s = storage();
+    if (!s) return;
+    try { s.setItem(STORE + root.getAttribute("data-exercise"), JSON.stringify(state)); }
+    catch (err) { /* full or blocked: progress is simply not kept */ }
+  }
+
+  function forget(root) {
+    var s = storage();
+    if (s) { try { s.removeItem(STORE + root.getAttribute("data-exercise")); } catch (err) { /* ignore */ } }
   }
 
   function readAnswer(root) {
@@ -77,7 +156,30 @@
     return rows;
   }
 
-  function show(root, result) {
+  // Put a saved answer back into root's control (the inverse of readAnswer).
+  function setAnswer(root, answer) {
+    var kind = root.getAttribute("data-kind");
+    if (answer === null || answer === undefined) return;
+    if (kind === "number" && typeof answer === "string") root.querySelector("input.attn-ex-input").value = answer;
+    else if (kind === "choice") {
+      root.querySelectorAll("input[type=radio]").forEach(function (r) { r.checked = r.value === answer; });
+    } else if (kind === "token") {
+      root.querySelectorAll(".attn-ex-token").forEach(function (b) {
+        setPressed(b, +b.getAttribute("data-value") === answer);
+      });
+    } else if (kind === "sentence" && Array.isArray(answer)) {
+      root.querySelectorAll("textarea.attn-ex-sentence").forEach(function (t, k) {
+        if (typeof answer[k] === "string") t.value = answer[k];
+      });
+    } else if (kind === "matrix" && Array.isArray(answer)) {
+      root.querySelectorAll(".attn-ex-cell").forEach(function (cell) {
+        var row = answer[+cell.getAttribute("data-row")];
+        setPressed(cell, !!(row && row[+cell.getAttribute("data-col")]));
+      });
+    }
+  }
+
+  function show(root, result, note) {
     var box = root.querySelector(".attn-ex-feedback");
     box.textContent = "";
     box.classList.remove("attn-ex-correct", "attn-ex-wrong", "attn-ex-busy");
@@ -98,13 +200,112 @@
       box.appendChild(hint);
       box.appendChild(document.createTextNode(" " + result.hint));
     }
+    if (note) {
+      var small = document.createElement("span");
+      small.className = "attn-ex-note";
+      small.textContent = " " + note;
+      box.appendChild(small);
+    }
   }
 
-  function clear(root) {
+  // Empty the feedback (its answer changed); a status line stays unless `force`.
+  function clear(root, force) {
     var box = root.querySelector(".attn-ex-feedback");
-    if (box.classList.contains("attn-ex-busy")) return;
+    if (box.classList.contains("attn-ex-busy") && !force) return;
     box.textContent = "";
-    box.classList.remove("attn-ex-correct", "attn-ex-wrong");
+    box.classList.remove("attn-ex-correct", "attn-ex-wrong", "attn-ex-busy");
+  }
+
+  // The worked answer of this exercise: the chapter's solution whose title links to the
+  // exercise's label, ex-<chapter, 2 digits>-<name> (docutils writes "_" in an id as "-").
+  function solutionOf(root) {
+    var key = root.getAttribute("data-exercise").split(":");
+    var want = ("ex-" + (key[0].length < 2 ? "0" : "") + key[0] + "-" + key[1]).replace(/_/g, "-").toLowerCase();
+    var links = document.querySelectorAll('.solution .admonition-title a[href^="#"]');
+    for (var i = 0; i < links.length; i++) {
+      if (links[i].getAttribute("href").slice(1).replace(/_/g, "-").toLowerCase() === want) return links[i].closest(".solution");
+    }
+    return null;
+  }
+
+  function openSolution(sol) {
+    var toggle = sol.querySelector("button.toggle-button");
+    if (toggle && sol.classList.contains("toggle-hidden")) toggle.click();
+    if (sol.tagName === "DETAILS") sol.open = true;
+    var title = sol.querySelector(".admonition-title") || sol;
+    if (!title.hasAttribute("tabindex")) title.setAttribute("tabindex", "-1");
+    title.scrollIntoView({block: "start"});
+    title.focus({preventScroll: true});
+  }
+
+  // The extra buttons of an exercise: "Show the worked answer" (after TRIES_FOR_SOLUTION
+  // tries that were not right) and "Clear" (when something is saved).
+  function refreshActions(root) {
+    var state = root._attnState || {};
+    var actions = root.querySelector(".attn-ex-actions");
+    var title = (root.querySelector(".attn-ex-title") || {}).textContent || root.getAttribute("data-exercise");
+    var sol = solutionOf(root);
+    var worked = actions.querySelector(".attn-ex-worked");
+    if (sol && (state.tries || 0) >= TRIES_FOR_SOLUTION && !state.solved && !worked) {
+      worked = document.createElement("button");
+      worked.type = "button";
+      worked.className = "attn-ex-worked";
+      worked.textContent = "Show the worked answer";
+      worked.setAttribute("aria-label", "Show the worked answer to: " + title);
+      worked.addEventListener("click", function () { openSolution(solutionOf(root)); });
+      actions.appendChild(worked);
+    } else if (worked && !(sol && (state.tries || 0) >= TRIES_FOR_SOLUTION && !state.solved)) {
+      worked.remove();
+    }
+    var reset = actions.querySelector(".attn-ex-clear");
+    if (state.answer !== undefined && !reset) {
+      reset = document.createElement("button");
+      reset.type = "button";
+      reset.className = "attn-ex-clear";
+      reset.textContent = "Clear";
+      reset.setAttribute("aria-label", "Clear my saved answer to: " + title);
+      reset.addEventListener("click", function () {
+        forget(root);
+        root._attnState = {};
+        resetControl(root);
+        clear(root, true);
+        refreshActions(root);
+        var first = root.querySelector("input, textarea, .attn-ex-token, .attn-ex-cell");
+        if (first) first.focus();
+      });
+      actions.appendChild(reset);
+    } else if (reset && state.answer === undefined) {
+      reset.remove();
+    }
+  }
+
+  function resetControl(root) {
+    root.querySelectorAll("input.attn-ex-input, textarea.attn-ex-sentence").forEach(function (t) { t.value = ""; });
+    root.querySelectorAll("input[type=radio]").forEach(function (r) { r.checked = false; });
+    root.querySelectorAll(".attn-ex-token, .attn-ex-cell").forEach(function (b) { setPressed(b, false); });
+  }
+
+  // A verdict on the reader's own answer (not one passed in by a test or tool): counted and saved.
+  function record(root, raw, result) {
+    var state = root._attnState || {};
+    state.answer = raw;
+    state.result = {correct: result.correct, message: result.message, hint: result.hint};
+    state.tries = (state.tries || 0) + (result.correct ? 0 : 1);
+    state.solved = !!(state.solved || result.correct);
+    root._attnState = state;
+    save(root, state);
+    refreshActions(root);
+  }
+
+  function restore(root) {
+    var state = load(root);
+    if (!state || typeof state !== "object") return;
+    root._attnState = state;
+    setAnswer(root, state.answer);
+    if (state.result && typeof state.result.message === "string") {
+      show(root, state.result, "(Your answer from an earlier visit.)");
+    }
+    refreshActions(root);
   }
 
   /* A sentence exercise is graded on the model's reading of the reader's text: the in-page
@@ -140,23 +341,25 @@
   }
 
   // Grade the answer shown in root's control (or `answer`, when given: tests and tools; for a
-  // sentence exercise, the list of texts).
+  // sentence exercise, the list of texts).  Only answers read from the control are saved.
   function check(root, answer) {
     var key = root.getAttribute("data-exercise").split(":");
     var dataEl = root.querySelector("script.attn-ex-data");
-    var raw = arguments.length > 1 ? answer : readAnswer(root);
+    var own = arguments.length < 2;
+    var raw = own ? readAnswer(root) : answer;
     var texts = Array.isArray(raw) && raw.every(function (t) { return typeof t === "string"; });
     var answered = root.getAttribute("data-kind") === "sentence" && texts ? modelAnswer(root, raw) : Promise.resolve(raw);
     var ready = false;
-    var pending = Promise.all([startChecker(), answered]).then(function (both) {
-      var fn = both[0];
-      answer = JSON.stringify(both[1]);
+    var done = answered.then(function (value) {
+      return grade(parseInt(key[0], 10), key[1], JSON.stringify(value), dataEl ? dataEl.textContent : "null");
+    }).then(function (out) {
       ready = true;
-      var out = fn(parseInt(key[0], 10), key[1], answer, dataEl ? dataEl.textContent : "null");
       var result = JSON.parse(out);
       show(root, result);
+      if (own) record(root, raw, result);
       return result;
     }, function (err) {
+      ready = true;
       var msg = "The checker could not be loaded (" + err.message + ").";
       if (root.getAttribute("data-kind") === "sentence") msg = "Your text could not be read by the model (" + err.message + ").";
       if (window.location.protocol === "file:") {
@@ -169,7 +372,7 @@
     var waiting = root.getAttribute("data-kind") === "sentence"
       ? "Reading your text with the model (the first time, the model and the checker load)\u2026" : LOADING;
     setTimeout(function () { if (!ready) show(root, waiting); }, 0);
-    return pending;
+    return done;
   }
 
   function setPressed(btn, on) { btn.setAttribute("aria-pressed", on ? "true" : "false"); }
@@ -178,7 +381,13 @@
     if (root.getAttribute("data-ready")) return;
     root.setAttribute("data-ready", "1");
     var kind = root.getAttribute("data-kind");
-    var warm = function () { startChecker().catch(function () {}); };
+    var warm = function () {
+      if (!checker) {
+        var box = root.querySelector(".attn-ex-feedback");
+        if (!box.textContent) show(root, WARMING);
+      }
+      startChecker().catch(function () {});
+    };
     root.addEventListener("focusin", warm);
     root.addEventListener("pointerdown", warm);
     root.querySelector(".attn-ex-check").addEventListener("click", function () {
@@ -217,11 +426,13 @@
         });
       });
     }
+    restore(root);
   }
 
   function wireAll() { document.querySelectorAll("[data-exercise]").forEach(wire); }
 
-  window.attnExercises = {check: check, start: startChecker, readAnswer: readAnswer, wireAll: wireAll, loadMs: null};
+  window.attnExercises = {check: check, start: startChecker, readAnswer: readAnswer, wireAll: wireAll, loadMs: null,
+                          solutionOf: solutionOf, storeKey: STORE, triesForSolution: TRIES_FOR_SOLUTION, checkLimitMs: CHECK_LIMIT_MS};
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wireAll);
   else wireAll();
 })();
