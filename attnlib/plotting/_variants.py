@@ -269,6 +269,24 @@ def _turn_colorbar(cb, location: str, pad: float) -> None:
     cb._draw_all()
 
 
+def _legend_below(fig, renderer, undo: list) -> None:
+    """An Axes legend wider than most of its Axes (at the phone's width it would squeeze the
+    plot away) is shown instead as a figure legend below everything (one per figure: the
+    first such legend)."""
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        if leg is None or not leg.get_visible() or hasattr(ax, "_colorbar"):
+            continue
+        if leg.get_window_extent(renderer).width <= 0.7 * ax.get_window_extent(renderer).width:
+            continue
+        texts = leg.get_texts()
+        below = fig.legend(leg.legend_handles, [t.get_text() for t in texts], loc="outside lower center", ncols=1,
+                           fontsize=texts[0].get_fontsize() if texts else None, frameon=False)
+        leg.set_visible(False)
+        undo.append(lambda leg=leg, below=below: (below.remove(), leg.set_visible(True)))
+        return
+
+
 def _scale_marks(fig, widths: dict, renderer, undo: list) -> None:
     """Markers, edge widths and arrow heads (in points) of each Axes that got narrower,
     scaled with it (sizes by the square of the ratio, widths by the ratio), so that a
@@ -318,7 +336,8 @@ def _fit_cell_texts(ax, renderer, undo: list) -> bool:
 def reflow_for_phone(fig, *, width: float = PHONE_WIDTH):
     """Redraw ``fig`` (in place) for the phone column: ``width`` inches wide at the same font
     sizes; a grid of panels restacked into one column (a panel keeps its height, less up to
-    a quarter where it gets narrower); then, for up to three rounds of drawing: titles and
+    a quarter where it gets narrower), colorbars moved below their Axes, a legend wider than
+    most of its Axes moved below the figure; then, for up to three rounds of drawing: titles and
     labels wider than their room broken into lines, tick labels that touch turned upright
     or thinned, cell values that touch hidden.  Figures already narrower than ``width``
     keep their size.  Returns a function of no arguments that undoes all of it (the figure
@@ -339,6 +358,8 @@ def reflow_for_phone(fig, *, width: float = PHONE_WIDTH):
         shrink = min(1.0, max(0.75, width / panel_w))
         fig.set_size_inches(min(w, width), h / before_rows * after_rows * shrink)
         _colorbars_below(fig, undo)
+        fig.canvas.draw()
+        _legend_below(fig, fig.canvas.get_renderer(), undo)
         fig.canvas.draw()
         _scale_marks(fig, widths, fig.canvas.get_renderer(), undo)
     for _ in range(3):
