@@ -1,6 +1,8 @@
 """How large the book's figures are on screen: per figure, its natural width, the width the
 page shows it at in a 1280 px and a 390 px window, and the smallest text in it, in image
-pixels and as shown.
+pixels and as shown; since issue 26 the 390 px columns are those of the rendering the page
+shows there (the phone rendering, ``<picture>``'s ``<source>``: its file, pixel width and
+density), and the file a tap opens (the zoom rendering, its dpi).
 
 Every figure's smallest text size is read from its PNG (text chunk ``attnlib:min-text-px``,
 written by :func:`attnlib.plotting.render_png`); the page's scale is measured in headless
@@ -51,7 +53,7 @@ def measure(html: Path) -> dict:
     from playwright.sync_api import sync_playwright
 
     from test_browser import FLAGS, find_chromium, serve
-    from test_page_figures import measure_figures
+    from test_page_figures import local_file, measure_figures, png_info
 
     base = serve(str(html))
     pages = sorted(p.relative_to(html).as_posix() for p in (html / "chapters").glob("*.html"))
@@ -75,9 +77,17 @@ def measure(html: Path) -> dict:
                     row[f"min_text_shown_{width}"] = (round(img["min_text_shown_px"], 2)
                                                       if img["min_text_shown_px"] is not None else None)
                     row[f"link_{width}"] = img["link"] is not None
+                    row[f"file_{width}"] = img["file"]
+                    row[f"variant_{width}"] = img.get("variant")
+                    row[f"pixel_w_{width}"] = img.get("pixel_w")
+                    row[f"min_text_px_{width}"] = img["min_text_px"]
+                    if img["link"]:
+                        text, _, dpi = png_info(local_file(img["link"], html))
+                        row[f"zoom_{width}"] = {"variant": text.get("attnlib:variant"), "dpi": dpi}
         browser.close()
     rows = list(figures.values())
     shown = [r["min_text_shown_1280"] for r in rows if r["min_text_shown_1280"] is not None]
+    phone = [r.get("min_text_shown_390") for r in rows if r.get("min_text_shown_390") is not None]
     scales = [r["scale_1280"] for r in rows if r["scale_1280"]]
     return {
         "chromium": version,
@@ -88,6 +98,10 @@ def measure(html: Path) -> dict:
         "n_under_10px_1280": sum(s < 10 for s in shown),
         "n_shrunk_1280": sum(s < 0.995 for s in scales),
         "n_linked_390": sum(bool(r.get("link_390")) for r in rows),
+        "min_text_shown_390": [min(phone), max(phone)] if phone else None,
+        "n_under_9px_390": sum(s < 9 for s in phone),
+        "n_phone_rendering_390": sum(r.get("variant_390") == "phone" for r in rows),
+        "n_zoom_link_390": sum((r.get("zoom_390") or {}).get("variant") == "zoom" for r in rows),
         "figures": rows,
     }
 
@@ -109,17 +123,23 @@ def markdown(results: dict) -> str:
                 f"{r['n_shrunk_1280']} figures shrunk",
                 f"- smallest text on screen at 1280 px: {lo:.1f} to {hi:.1f} px; "
                 f"{r['n_under_10px_1280']} figures under 10 px",
-                f"- figures that link to their full-size PNG: {r['n_linked_390']} of {r['n_figures']}", "",
+                f"- figures that link to their full-size PNG: {r['n_linked_390']} of {r['n_figures']}",
+                *([f"- at 390 px: {r['n_phone_rendering_390']} of {r['n_figures']} figures show their phone rendering; "
+                   f"smallest text on screen {r['min_text_shown_390'][0]:.1f} to {r['min_text_shown_390'][1]:.1f} px, "
+                   f"{r['n_under_9px_390']} under 9 px; {r['n_zoom_link_390']} open a zoom rendering on a tap"]
+                  if r.get("n_phone_rendering_390") is not None and r.get("min_text_shown_390") else []), "",
                 "| page | figure | natural w | shown 1280 | scale 1280 | shown 390 | smallest text (image px) "
-                "| smallest text shown 1280 | shown 390 |",
-                "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+                "| smallest text shown 1280 | shown 390 | file at 390 (px wide) | zoom dpi |",
+                "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
         for f in r["figures"]:
             def num(x, fmt="{:.1f}"):
                 return "" if x is None else fmt.format(x)
             out.append(f"| {f['page'].split('/')[-1].removesuffix('.html')} | {f['figure'] or ''} | {f['natural_w']} "
                        f"| {num(f.get('shown_w_1280'), '{:.0f}')} | {num(f.get('scale_1280'), '{:.2f}')} "
                        f"| {num(f.get('shown_w_390'), '{:.0f}')} | {num(f['min_text_px'])} "
-                       f"| {num(f.get('min_text_shown_1280'))} | {num(f.get('min_text_shown_390'))} |")
+                       f"| {num(f.get('min_text_shown_1280'))} | {num(f.get('min_text_shown_390'))} "
+                       f"| {f.get('variant_390') or ''} ({f.get('pixel_w_390') or ''}) "
+                       f"| {num((f.get('zoom_390') or {}).get('dpi'), '{:.0f}')} |")
         out.append("")
     return "\n".join(out)
 
