@@ -6,7 +6,10 @@
  *    title now opens or closes it, as a click anywhere else on the title does.
  * 2. Wide blocks (display maths, code, cell outputs, tables) scroll sideways inside their own
  *    box; `data-overflow` ("left", "right" or "both") marks the sides with hidden content, and
- *    course-layout.css fades those edges so the reader sees there is more to scroll to.
+ *    course-layout.css fades those edges so the reader sees there is more to scroll to.  A box
+ *    that scrolls and holds nothing focusable takes keyboard focus (tabindex 0, a named
+ *    region), so a keyboard reader can scroll it with the arrow keys; it gives focus back up
+ *    when a wider window lets it fit.
  * 3. Display maths wider than the column is reflowed before it is left to scroll (below).
  * 4. On a phone the navigation drawer and the "Contents" panel are modal dialogs: a tap on a
  *    link to a section of the same page used to scroll the page behind the panel and leave the
@@ -37,8 +40,29 @@
   var WIDE = [
     "mjx-container[display=true]", "mjx-container[data-wide-inline]", "div.math", "div.highlight pre", ".cell_output pre",
     ".cell_output .output.text_html", ".pst-scrollable-table-container", ".cell_output .output > table",
-    ".table-wrapper", ".cell_output div[id^=bertviz-]"
+    ".table-wrapper", ".cell_output div[id^=bertviz-]", ".attn-exercise .attn-ex-question table"
   ].join(",");
+  var FOCUSABLE = "a[href], button, input, select, textarea, [tabindex]";
+
+  function focusable(node, scrolls) {
+    var ours = node.hasAttribute("data-scroll-focus");
+    if (scrolls && !ours && !node.hasAttribute("tabindex") && !node.querySelector(FOCUSABLE)) {
+      node.setAttribute("data-scroll-focus", "");
+      node.setAttribute("tabindex", "0");
+      if (!node.hasAttribute("role")) { node.setAttribute("role", "region"); node.setAttribute("data-scroll-role", ""); }
+      if (!node.hasAttribute("aria-label") && !node.hasAttribute("aria-labelledby")) {
+        var what = node.matches("table, .pst-scrollable-table-container, .table-wrapper") ? "table"
+          : (node.matches("mjx-container, div.math") ? "equation" : (node.matches("pre, div.highlight pre") ? "code" : "output"));
+        node.setAttribute("aria-label", "Wide " + what + ": scroll sideways to read it all");
+        node.setAttribute("data-scroll-label", "");
+      }
+    } else if (!scrolls && ours) {
+      node.removeAttribute("data-scroll-focus");
+      node.removeAttribute("tabindex");
+      if (node.hasAttribute("data-scroll-role")) { node.removeAttribute("role"); node.removeAttribute("data-scroll-role"); }
+      if (node.hasAttribute("data-scroll-label")) { node.removeAttribute("aria-label"); node.removeAttribute("data-scroll-label"); }
+    }
+  }
 
   function mark(node) {
     var max = node.scrollWidth - node.clientWidth;
@@ -49,11 +73,12 @@
     }
     if (state) node.setAttribute("data-overflow", state);
     else node.removeAttribute("data-overflow");
+    focusable(node, max > 1);
   }
 
   var watched = [];
   function scan() {
-    var nodes = document.querySelectorAll(".bd-article " + WIDE.split(",").join(", .bd-article "));
+    var nodes = document.querySelectorAll(".bd-article " + WIDE.split(",").join(", .bd-article ") + ", main " + WIDE.split(",").slice(-1)[0]);
     for (var i = 0; i < nodes.length; i++) {
       var node = nodes[i];
       if (!node.hasAttribute("data-scroll-watch")) {
@@ -305,4 +330,22 @@
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
+})();
+
+/* 5. Names for a screen reader (the markup fixes are in _ext/accessible_page.py):
+ *    - the book's side panel (logo, search, chapter list) is a landmark named "Book";
+ *    - sphinx-togglebutton names every solution toggle "Toggle hidden content": each is named
+ *      after the title it opens ("Show or hide: Solution to Exercise 4.1 (...)"). */
+(function () {
+  "use strict";
+  function name() {
+    var side = document.querySelector(".bd-sidebar-primary");
+    if (side && !side.hasAttribute("role")) { side.setAttribute("role", "navigation"); side.setAttribute("aria-label", "Book"); }
+    document.querySelectorAll(".toggle > .admonition-title > button.toggle-button").forEach(function (b) {
+      var title = b.parentElement.textContent.replace(/\s+/g, " ").trim();
+      if (title) b.setAttribute("aria-label", "Show or hide: " + title);
+    });
+  }
+  if (document.readyState === "complete") name();
+  else window.addEventListener("load", name);
 })();

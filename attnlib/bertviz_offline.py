@@ -23,6 +23,7 @@ drops it (later views), with :func:`externalise`.
 """
 from __future__ import annotations
 
+import html
 import re
 from importlib import resources
 
@@ -58,6 +59,16 @@ _VIEW_PRELUDE = """(function () {
 _REQUIRE_SCRIPT = re.compile(r"<script\s+src=\"[^\"]*require(?:\.min)?\.js\"\s*>\s*</script>")
 _REQUIRE_CONFIG = re.compile(r"require\.config\(\{.*?\}\);", re.S)
 _VIEW_SCRIPT = re.compile(r"<script type=\"text/javascript\">(.*)</script>\s*$", re.S)
+_SELECT = re.compile(r'<select id="(layer|filter)"')
+#: accessible names of bertviz's menus (its visible words "Layer:" and "Attention:" are not labels)
+SELECT_NAMES = {"layer": "Layer", "filter": "Attention"}
+#: the view sits in a box that scrolls sideways: the model view is wider than a phone's column
+#: (one 80 px thumbnail per head); a keyboard reader scrolls it with the arrow keys once it has focus
+_BOX = ('<div class="attnlib-bertviz" role="region" tabindex="0" aria-label="{name}" '
+        'style="overflow-x:auto;max-width:100%;padding-bottom:4px">')
+_CUE = ('<p class="attnlib-bertviz-cue" style="font-size:0.9em;margin:0 0 0.3em">'
+        'The view may be wider than the page: scroll it sideways (swipe, or Tab to it and use the arrow '
+        'keys) to see every head.</p>')
 _LIB_SCRIPT = re.compile(r'<script data-attnlib-bertviz="(d3|jquery)">.*?</script>', re.S)
 
 
@@ -65,8 +76,10 @@ def _library(name: str) -> str:
     return resources.files("attnlib").joinpath("static", LIBRARIES[name]).read_text(encoding="utf-8")
 
 
-def offline_html(bertviz_html: str) -> str:
-    """bertviz's returned HTML (``html_action="return"``) rewritten to need no CDN.
+def offline_html(bertviz_html: str, name: str = "bertviz view") -> str:
+    """bertviz's returned HTML (``html_action="return"``) rewritten to need no CDN, with
+    named menus (``aria-label``, :data:`SELECT_NAMES`) and inside a box named ``name`` that
+    scrolls sideways (a cue above says so), so a view wider than the column is never cut off.
 
     Raises:
         ValueError: the HTML does not have bertviz 1.4's layout (require.js tag, one view
@@ -82,8 +95,9 @@ def offline_html(bertviz_html: str) -> str:
     script, n_config = _REQUIRE_CONFIG.subn("", m.group(1))
     if n_config != 1:
         raise ValueError(f"expected one require.config(...) in bertviz's view script, found {n_config}")
-    libs = "".join(f'<script data-attnlib-bertviz="{name}">{_library(name)}</script>\n' for name in LIBRARIES)
-    return (body[:m.start()]
+    libs = "".join(f'<script data-attnlib-bertviz="{lib}">{_library(lib)}</script>\n' for lib in LIBRARIES)
+    markup = _SELECT.sub(lambda s: f'{s.group(0)} aria-label="{SELECT_NAMES[s.group(1)]}"', body[:m.start()])
+    return (_CUE + _BOX.format(name=html.escape(name, quote=True)) + markup + "</div>\n"
             + f'<script data-attnlib-bertviz="begin">{_BEGIN}</script>\n{libs}'
             + f'<script data-attnlib-bertviz="end">{_END}</script>\n'
             + f'<script data-attnlib-bertviz="view">{_VIEW_PRELUDE}{script}\n}})();</script>\n')
@@ -127,7 +141,8 @@ def head_view(*args, **kwargs) -> OfflineView:
     from bertviz import head_view as _head_view
     if "html_action" in kwargs:
         raise ValueError("html_action is set by attnlib.bertviz_offline; leave it out")
-    return OfflineView(offline_html(_head_view(*args, html_action="return", **kwargs).data))
+    return OfflineView(offline_html(_head_view(*args, html_action="return", **kwargs).data,
+                                    "bertviz head view: queries on the left, keys on the right"))
 
 
 def model_view(*args, **kwargs) -> OfflineView:
@@ -136,4 +151,5 @@ def model_view(*args, **kwargs) -> OfflineView:
     from bertviz import model_view as _model_view
     if "html_action" in kwargs:
         raise ValueError("html_action is set by attnlib.bertviz_offline; leave it out")
-    return OfflineView(offline_html(_model_view(*args, html_action="return", **kwargs).data))
+    return OfflineView(offline_html(_model_view(*args, html_action="return", **kwargs).data,
+                                    "bertviz model view: one row per layer, one thumbnail per head"))

@@ -537,3 +537,41 @@ def _answer_wrong_then_right(page, url: str) -> None:
     page.locator(".jp-Dialog .jp-mod-accept").click()
     note.wait_for(state="visible", timeout=60_000)          # the kernel restart is announced
     assert "Run this cell again" in note.inner_text()
+
+
+def test_bertviz_views_fit_a_phone_and_name_their_menus(bertviz_views, tmp_path):
+    """At a 390 px window each view sits in a box that scrolls sideways to its whole drawing
+    (the model view is wider than the column: nothing may be cut off), the box takes keyboard
+    focus and has a name, and every menu has an accessible name (axe-core: no serious or
+    critical violation in the views)."""
+    _browser_or_skip()
+    from axe_playwright_python.sync_playwright import Axe
+    from playwright.sync_api import sync_playwright
+    from test_browser import FLAGS, find_chromium, serve
+    (tmp_path / "index.html").write_text(
+        '<!DOCTYPE html><html lang="en"><head><meta name="viewport" content="width=device-width, initial-scale=1">'
+        "<title>views</title></head><body><main>" + "".join(v.html for v in bertviz_views) + "</main></body></html>")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=find_chromium(), args=FLAGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 390, "height": 844})
+            page.goto(serve(str(tmp_path)) + "index.html", wait_until="load")
+            page.wait_for_function("() => [...document.querySelectorAll('div[id^=bertviz-] svg')].length >= 2")
+            boxes = page.evaluate("""() => [...document.querySelectorAll('.attnlib-bertviz')].map(b => {
+              const svg = b.querySelector('svg'), r = svg.getBoundingClientRect(), box = b.getBoundingClientRect();
+              return {overflow: getComputedStyle(b).overflowX, scroll: b.scrollWidth, client: b.clientWidth,
+                      drawing: r.width, boxRight: box.right, tab: b.tabIndex, name: b.getAttribute('aria-label')}; })""")
+            assert len(boxes) == 2, boxes
+            for box in boxes:
+                assert box["overflow"] == "auto" and box["boxRight"] <= 390, box
+                assert box["scroll"] >= box["drawing"] - 1, f"the drawing is cut off: {box}"
+                assert box["tab"] == 0 and box["name"], box
+            assert boxes[1]["scroll"] > boxes[1]["client"], "the model view should need sideways scrolling at 390 px"
+            unnamed = page.evaluate("() => [...document.querySelectorAll('select')].filter(s => !s.getAttribute('aria-label')).length")
+            assert unnamed == 0
+            result = Axe().run(page, context=".attnlib-bertviz").response
+            bad = [(v["id"], v["impact"], len(v["nodes"])) for v in result["violations"]
+                   if v["impact"] in ("serious", "critical")]
+            assert not bad, bad
+        finally:
+            browser.close()
