@@ -110,6 +110,21 @@ def test_score_steps_arithmetic_equals_pytorch(page, figs, runs):
         torch.testing.assert_close(f64(s["out"]), out[i], rtol=0, atol=1e-12)
         assert s["outNorm"] == pytest.approx(out[i].norm().item(), abs=1e-12)
         torch.testing.assert_close(f64(s["share"]), weights[i, j] * v[j], rtol=0, atol=1e-12)
+    # the row chart: exp(s_j - max) at steps 3 and 4, the weights from step 5 on; hidden before
+    p.select_option(f"#{uid}-query", "8")
+    while p.get_attribute(f"#{uid}", "data-step") != "0":
+        p.click(f"#{uid}-prev")
+    row = f"#{uid} [data-role=row]"
+    values = "(sel) => [...document.querySelectorAll(sel)].map(e => +e.getAttribute('data-value'))"
+    assert not p.is_visible(row)
+    for n in range(1, 6):
+        p.click(f"#{uid}-next")
+        assert p.is_visible(row) == (n >= 2)
+        want = weights[8] if n >= 4 else torch.exp(scores[8] - scores[8].max())
+        if n >= 2:
+            torch.testing.assert_close(f64(p.evaluate(values, f"#{uid} [data-role=row-bar]")), want, rtol=0, atol=1e-12)
+    while p.get_attribute(f"#{uid}", "data-step") != "0":
+        p.click(f"#{uid}-prev")
     # the numbers the reader sees are these numbers, rounded
     p.select_option(f"#{uid}-query", str(d["query"]))
     p.select_option(f"#{uid}-key", str(d["key"]))

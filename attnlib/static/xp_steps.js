@@ -54,6 +54,29 @@ function view(root, data, uid) {
   svg.appendChild(sv("text", {x: W / 2, y: H - 4, "text-anchor": "middle", "class": "ax-small"}, "terms q_c\u00b7k_c"));
   root.appendChild(svg);
 
+  /* the whole row of the query, one bar per key: exp(s_j - max) at steps 3 and 4, the weights
+     a_j from step 5 on; the picked key outlined (hidden at steps 1 and 2) */
+  var rbw = Math.max(8, Math.min(36, Math.floor((W - 60) / T))), small = rbw < 13, rowTop = 14, rowH = 80;
+  var RW = 50 + T * rbw + 10, RH = rowTop + rowH + Math.round(0.82 * labelRoom(data.tokens, small ? 10 : 12)) + 14;
+  var rowSvg = fluidSvg(RW, RH, {role: "img", "data-role": "row"});
+  var ry = function (t) { return rowTop + rowH * (1 - t); };
+  [0, 1].forEach(function (t) {
+    rowSvg.appendChild(sv("line", {x1: 46, x2: RW - 6, y1: ry(t), y2: ry(t), "class": "xp-grid"}));
+    rowSvg.appendChild(sv("text", {x: 42, y: ry(t), "text-anchor": "end", "dominant-baseline": "middle", "class": "ax-small"}, String(t)));
+  });
+  var rowName = sv("text", {x: 50, y: 10, "class": "ax-small"});
+  rowSvg.appendChild(rowName);
+  var rowBars = [];
+  for (j = 0; j < T; j++) {
+    var rb = sv("rect", {x: 50 + j * rbw + 1, width: Math.max(1, rbw - 2), "data-role": "row-bar"});
+    rowBars.push(rb);
+    rowSvg.appendChild(rb);
+  }
+  var keyBox = sv("rect", {y: rowTop - 2, height: rowH + 4, width: rbw, "class": "xp-block-current"});
+  rowSvg.appendChild(keyBox);
+  tokenLabels(rowSvg, data.tokens, function (n) { return 50 + n * rbw + rbw / 2; }, rowTop + rowH + 8, "bottom", small ? "ax-small" : "ax");
+  root.appendChild(rowSvg);
+
   var list = el("ol", {"class": "xp-steps", "data-role": "steps"}), items = [];
   TITLES.forEach(function (title) {
     var li = el("li");
@@ -90,7 +113,7 @@ function view(root, data, uid) {
     state.query = qi; state.key = kj;
     state.terms = Array.prototype.slice.call(terms);
     state.dot = dot; state.scaled = s[kj]; state.rowMax = m; state.argmax = arg;
-    state.expo = e[kj]; state.total = total; state.weight = e[kj] / total;
+    state.expo = e[kj]; state.total = total; state.expos = Array.prototype.slice.call(e); state.weight = e[kj] / total;
     state.out = Array.prototype.slice.call(out); state.outNorm = norm(out);
     state.share = Array.prototype.slice.call(share); state.shareNorm = norm(share);
     root.setAttribute("data-query", String(qi));
@@ -129,6 +152,19 @@ function view(root, data, uid) {
     });
     state.step = n;
     root.setAttribute("data-step", String(n));
+    rowSvg.style.display = n < 2 ? "none" : "";
+    var weights = n >= 4, values = [];
+    for (j = 0; j < T; j++) {
+      var val = weights ? state.expos[j] / state.total : state.expos[j];
+      values.push(val);
+      setAttrs(rowBars[j], {y: ry(val), height: Math.max(0.5, rowH * val), fill: viridis(val), "data-value": String(val)});
+    }
+    state.rowValues = values;
+    keyBox.setAttribute("x", 50 + kj * rbw);
+    rowName.textContent = (weights ? "weights a\u2c7c of the row of " : "exp(s\u2c7c \u2212 max) in the row of ") + names[qi] +
+      "; " + names[kj] + " outlined";
+    rowSvg.setAttribute("aria-label", (weights ? "the weights" : "the exponentials exp(s minus max)") + " of the row of " + names[qi] +
+      ", one bar per key, the key " + names[kj] + " outlined");
     readout.textContent = "Step " + (n + 1) + " of " + TITLES.length + ", " + TITLES[n].toLowerCase() + ": " + items[n].body.textContent;
   }
   compute();
