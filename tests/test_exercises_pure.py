@@ -4,6 +4,7 @@ answers, render the page's HTML contract for every exercise, and agree with the 
 own torch / networkx implementations of what they re-derive in plain Python."""
 import html.parser
 import json
+import math
 import random
 import subprocess
 import sys
@@ -259,3 +260,76 @@ def test_number_exercises_accept_half_their_tolerance_and_refuse_twice_it(chapte
     for sign in (1, -1):
         assert check(chapter, name, repr(target + sign * tol / 2), data).correct, (sign, tol)
         assert not check(chapter, name, repr(target + sign * 2 * tol), data).correct, (sign, tol)
+
+
+# ------------------------------------------------------------------ one reader for typed numbers
+from attnlib.exercises.core import read_number  # noqa: E402
+from attnlib.exercises.registry import check_json  # noqa: E402
+
+# (typed, keyword arguments of read_number, value read or None when refused)
+READS = [
+    ("0.5", {}, 0.5), ("-3", {}, -3.0), (".25", {}, 0.25), ("1e-3", {}, 1e-3), (" 1,5 ", {}, 1.5), ("0,125", {}, 0.125),
+    ("1,024", {}, 1024.0), ("4,294,967,296", {}, 4294967296.0), ("4 294 967 296", {}, 4294967296.0), ("1_024", {}, 1024.0),
+    ("0.0837.", {}, 0.0837), ("\u22480.5", {}, 0.5), ("~0.5", {}, 0.5), ("=0.5", {}, 0.5), ("about 0.5", {}, 0.5),
+    ("\u22120.5", {}, -0.5),
+    ("27.5%", {"share": True}, 0.275), ("27.5%", {}, None),
+    ("256 MiB", {"unit": "MiB"}, 256.0), ("0.25 GiB", {"unit": "MiB"}, 256.0), ("4 GiB", {"unit": "GiB"}, 4.0),
+    ("268,435,456 bytes", {"unit": "MiB"}, 256.0), ("256 MiB", {}, None), ("256 parsecs", {"unit": "MiB"}, None),
+    ("64+2", {}, 66.0), ("exp(-3)", {}, math.exp(-3)), ("2^30", {}, 2.0 ** 30), ("8192*8192*4/2**20", {}, 256.0),
+    ("seven", {}, 7.0), ("Sixty-six", {}, 66.0), ("one hundred", {}, 100.0),
+    ("9**9**9", {}, None), ("__import__('os')", {}, None), ("abc", {}, None), ("1,5,3", {}, None), ("0x1F", {}, None),
+    ("<b>1</b>", {}, None), ("1/0", {}, None), ("exp(1000)", {}, None),
+]
+
+
+@pytest.mark.parametrize("typed,kwargs,value", READS)
+def test_the_number_reader_reads_what_people_write(typed, kwargs, value):
+    reading, problem = read_number(typed, **kwargs)
+    if value is None:
+        assert reading is None or not math.isfinite(reading.value), (typed, reading)
+    else:
+        assert problem is None and reading is not None, (typed, problem)
+        assert reading.value == pytest.approx(value, rel=1e-12), typed
+
+
+def test_a_thousands_separator_is_said_in_the_feedback():
+    assert "comma separates thousands" in check(9, "weights_memory", "1,024").text
+    assert "converted from GiB to MiB" in check(9, "weights_memory", "0.25 GiB").text
+
+
+@pytest.mark.parametrize("typed", ["0.28", "0.27", "0.275", "27.5%", "28%", "\u22480.28", "0.28."])
+def test_a_correctly_rounded_share_is_right(typed):
+    """Chapter 7's rollout is exactly 0.275: both two-decimal roundings are right (they sat on
+    the tolerance's edge in binary floating point and were refused), as is a percentage."""
+    assert check(7, "rollout", typed).correct, check(7, "rollout", typed).text
+
+
+@pytest.mark.parametrize("typed", ["0.3", "0.2", "0.26", "0.29", "30%", "0.2851"])
+def test_a_rounding_coarser_than_the_tolerance_or_off_by_a_digit_is_not(typed):
+    assert not check(7, "rollout", typed).correct
+
+
+@pytest.mark.parametrize("chapter,name", [(c, n) for c, n in ALL if definition(c, n).kind == "number"])
+def test_every_number_exercise_states_its_precision(chapter, name):
+    d = definition(chapter, name)
+    assert d.precision and d.precision in d.question_html(_data(chapter, name))
+
+
+@pytest.mark.parametrize("chapter,name,typed", [
+    (9, "weights_memory", "256 MiB"), (9, "weights_memory", "0.25 GiB"), (9, "weights_memory", "8192*8192*4/2**20"),
+    (9, "rescale_factor", "exp(-3)"), (9, "rescale_factor", "e^-3"), (9, "state_per_query", "sixty-six"),
+    (9, "state_per_query", "64+2"), (10, "cache_bytes", "4 GiB"), (10, "cache_bytes", "4,096 MiB"),
+    (10, "gqa_head", "three"), (5, "padding_zero_keys", "seven"),
+])
+def test_right_answers_in_a_persons_own_form_are_right(chapter, name, typed):
+    result = check(chapter, name, typed, _data(chapter, name))
+    assert result.correct, result.text
+
+
+def test_check_json_never_raises_on_deep_or_damaged_json():
+    deep = "[" * 100_000
+    assert json.loads(check_json(4, "temperature", deep))["message"] == "Your answer could not be read."
+    nested = '{"texts":' + "[" * 5000 + "]" * 5000 + "}"
+    assert json.loads(check_json(8, "flip_pair", nested))["correct"] is False
+    damaged = json.loads(check_json(4, "temperature", '"0.3"', "{not json"))
+    assert damaged["correct"] is False and "damaged" in damaged["message"]

@@ -43,7 +43,9 @@ def _num(x) -> str:
     return repr(float(x))
 
 
-GARBAGE_TEXT = ["", "   ", "abc", "1e999", "nan", "-inf", "<b>1</b>", "1,5", "١٢", "0x1F"]
+GARBAGE_TEXT = ["", "   ", "abc", "1e999", "nan", "-inf", "<b>1</b>", "1,5", "١٢", "0x1F",
+                # the forms a person writes (attnlib.exercises.core.read_number): read alike in the page
+                "1,024", "\u22480.5", "27.5%", "64+2", "exp(-3)", "seven", "0.5.", "256 MiB", "0.25 GiB", "9**9**9"]
 
 
 def _matrix(T, cells):

@@ -99,7 +99,7 @@ def check_output(answer, tol: float = 0.01):
         hint="Compute a = softmax(s) first, then sum a_j * v_j.")
 
 
-define(1, "output", kind="number", title="Compute one output",
+define(1, "output", kind="number", precision='Give it to 2 decimal places (graded within 0.01).', title="Compute one output",
        question="Scores s = (1, 0, -1), values v = (2, 4, 10). What is "
                 "sum_j softmax(s)_j v_j? (two decimals)",
        grade=check_output)

@@ -146,7 +146,7 @@ def _spread_question(data) -> str:
             f"out[query, c] would change the most?{_matrix_html(data)}")
 
 
-define(3, "row_entry", kind="number", title="One entry of A V, by the row view",
+define(3, "row_entry", kind="number", precision='Give it to 2 decimal places (graded within 0.01, plus 1 % of the answer).', title="One entry of A V, by the row view",
        question=_row_entry_question, data=example, grade=check_row_entry, placeholder="e.g. 0.123")
 define(3, "spread", kind="token", title="Where a value feature spreads (column view)",
        question=_spread_question, tokens=lambda data: data["tokens"], data=example, grade=check_spread)
@@ -269,7 +269,7 @@ def _longer_key_question(data) -> str:
             f"{len(tokens)} queries would the weight on <i>{key}</i> grow?")
 
 
-define(3, "longer_key", kind="number", title="A longer key: who reads it more?",
+define(3, "longer_key", kind="number", precision='A whole number.', title="A longer key: who reads it more?",
        question=_longer_key_question, data=longer_key_example, grade=check_longer_key,
        placeholder="e.g. 4")
 

@@ -214,7 +214,7 @@ def _temperature_question(data) -> str:
             f"temperature τ such that the largest weight of softmax(scores / τ) is at least {THRESHOLD}.")
 
 
-define(4, "temperature", kind="number", title="Sharpen a real attention row",
+define(4, "temperature", kind="number", precision='Any temperature that passes counts; 2 or 3 significant digits are enough.', title="Sharpen a real attention row",
        question=_temperature_question, data=temperature_example,
        grade=lambda answer, data: check_temperature(answer, scores=data["scores"]),
        label="τ =", placeholder="e.g. 0.5")

@@ -111,7 +111,7 @@ def check_padding_zero_keys(answer, tokens=PADDED_TOKENS):
         hint="Tokens: " + " ".join(tokens))
 
 
-define(5, "padding_zero_keys", kind="number", title="Which keys does padding remove?",
+define(5, "padding_zero_keys", kind="number", precision='A whole number.', title="Which keys does padding remove?",
        question=("The batch <code>attnlib.corpus.PADDED_BATCH</code> is tokenized with "
                  f"<code>padding=True</code>. Its row for <i>{PADDED_SENTENCE}</i> reads "
                  f"<code>{' '.join(PADDED_TOKENS)}</code>. Under its padding mask, how many keys get "

@@ -182,7 +182,7 @@ def check_circuit_loss(answer, data: dict | None = None):
              "type its value with two decimals.")
 
 
-define(6, "circuit_loss", kind="number", title="Remove the whole circuit",
+define(6, "circuit_loss", kind="number", precision='Give it to 1 decimal place (graded within 0.1 nats).', title="Remove the whole circuit",
        question=("Predict, then check: remove <b>both</b> heads of the circuit at once, the layer-0 head that "
                  "feeds the induction head (<code>feeder</code>, found by ablation in the chapter) and the "
                  "induction head of layer 1 "

@@ -228,7 +228,7 @@ def check_rollout(answer):
         answer, expected,
         f"R = Â1 Â0 with Â = 0.5 A + 0.5 I, and R[1, 0] = {expected:.3f}: the sum over the two "
         "paths rain -> [CLS] -> [CLS] and rain -> rain -> [CLS] of the products of their weights.",
-        what="a share between 0 and 1", abs_tol=5e-3,
+        what="a share between 0 and 1", abs_tol=5e-3, share=True,
         mistakes=[
             (_matmul(layers[1], layers[0])[1][0], "That is A1 A0 without the residual term: add 0.5 I to each layer first."),
             (rollout(layers[::-1])[1][0], "That is Â0 Â1: the later layer (layer 1) multiplies on the left "
@@ -254,7 +254,7 @@ define(7, "acyclic", kind="matrix", title="The largest acyclic attention graph",
        rows=ACYCLIC_TOKENS, cols=ACYCLIC_TOKENS, grade=check_acyclic)
 (_a, _b), (_c, _d) = ROLLOUT_LAYERS[0]
 (_e, _f), (_g, _h) = ROLLOUT_LAYERS[1]
-define(7, "rollout", kind="number", title="Roll out two layers",
+define(7, "rollout", kind="number", precision='Give it to 2 decimal places (graded within 0.005); a percentage is read as a share.', title="Roll out two layers",
        question=(f"Tokens ([CLS], rain). Layer 0: A0 = [[{_a}, {_b}], [{_c}, {_d}]]; layer 1: A1 = "
                  f"[[{_e}, {_f}], [{_g}, {_h}]]. With residual 0.5, what is the rollout entry R[1, 0], "
                  "the share of the input [CLS] that reaches position 'rain' after layer 1 (layers "

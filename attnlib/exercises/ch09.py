@@ -39,7 +39,7 @@ def check_weights_memory(answer, T: int = MEMORY_T):
         answer, target,
         f"{T} x {T} = {T * T:,} weights of 4 bytes each: {n_bytes:,} bytes = "
         f"{target:g} MiB, for one head of one layer of one sequence. Doubling T quadruples it.",
-        what="a size in MiB", rel_tol=_REL,
+        what="a size in MiB", rel_tol=_REL, unit="MiB",
         mistakes=[
             (n_bytes, "That is the size in bytes. Divide by 2**20 = 1,048,576 bytes per MiB."),
             (n_bytes / 1e6, "That is megabytes (10**6 bytes). A mebibyte (MiB) is 2**20 = 1,048,576 bytes."),
@@ -56,7 +56,7 @@ def check_weights_memory(answer, T: int = MEMORY_T):
         hint="MiB = bytes / 2**20; a float32 takes 4 bytes.")
 
 
-define(9, "weights_memory", kind="number", title="The T × T matrix",
+define(9, "weights_memory", kind="number", precision='Graded within 0.5 %. You may write the unit (e.g. 12.5 MiB); another byte unit is converted.', title="The T × T matrix",
        question=(f"A sequence has T = {MEMORY_T} tokens. How much memory, in <b>MiB</b> (2<sup>20</sup> "
                  "bytes), does the float32 weight matrix A = softmax(S) of <b>one</b> head take?"),
        grade=check_weights_memory, label="MiB", placeholder="e.g. 12.5")
@@ -100,7 +100,7 @@ def check_rescale_factor(answer, m_old: float = RESCALE_M_OLD, l_old: float = RE
         hint="exp(s - m_new) = exp(s - m_old) * exp(m_old - m_new).")
 
 
-define(9, "rescale_factor", kind="number", title="The rescaling factor",
+define(9, "rescale_factor", kind="number", precision='Graded within 1 %; an expression such as exp(-2) is fine.', title="The rescaling factor",
        question=(f"The online softmax has seen some blocks of scores: running maximum m = {RESCALE_M_OLD:g}, "
                  f"running sum l = {RESCALE_L_OLD:g}. The next block's largest score is {RESCALE_BLOCK_MAX:g}. "
                  "By what <b>factor</b> must l be multiplied before the new block's terms are added?"),
@@ -138,7 +138,7 @@ def check_state_per_query(answer, d_v: int = STATE_D_V, block: int = STATE_BLOCK
         hint="Look at the three running quantities of the update.")
 
 
-define(9, "state_per_query", kind="number", title="What travels between blocks",
+define(9, "state_per_query", kind="number", precision='A whole number.', title="What travels between blocks",
        question=(f"Tiled attention with d_v = {STATE_D_V} and blocks of {STATE_BLOCK} keys. How many numbers "
                  "does it keep for <b>one query row</b> between one key block and the next?"),
        grade=check_state_per_query, label="Numbers", placeholder="a whole number")

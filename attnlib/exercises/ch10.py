@@ -69,7 +69,7 @@ def check_shifted_score(answer, data):
         hint="What happens to i - j when both positions grow by the same amount?")
 
 
-define(10, "shifted_score", kind="number", title="The score after a shift",
+define(10, "shifted_score", kind="number", precision='Give it to 4 decimal places (graded within 0.0005, plus 0.1 % of the answer).', title="The score after a shift",
        question=lambda d: (f"With rotary embeddings, the query \u201c{d['query']}\u201d at position {d['i']} and the "
                            f"key \u201c{d['key']}\u201d at position {d['j']} have the scaled score "
                            f"<b>{d['score']:.4f}</b> (the encoder's layer 0, head 3). Both tokens move "
@@ -98,7 +98,7 @@ def check_cache_bytes(answer, model: dict = CACHE_MODEL):
         f"2 (keys and values) x {m['n_layers']} layers x {m['batch']} sequences x "
         f"{m['n_kv_heads']} key/value heads x {m['T']} tokens x {m['d_head']} x {m['bytes']} bytes "
         f"= {n_bytes:,.0f} bytes = {target:g} GiB.",
-        what="a size in GiB", rel_tol=5e-3,
+        what="a size in GiB", rel_tol=5e-3, unit="GiB",
         mistakes=[
             (target * m["n_heads"] / m["n_kv_heads"], f"That counts {m['n_heads']} heads: only the "
              f"{m['n_kv_heads']} key/value heads are cached; the query heads share them."),
@@ -117,7 +117,7 @@ def check_cache_bytes(answer, model: dict = CACHE_MODEL):
         hint="Which of the model's numbers does a cache of keys and values depend on?")
 
 
-define(10, "cache_bytes", kind="number", title="The size of a KV cache",
+define(10, "cache_bytes", kind="number", precision='Graded within 0.5 %. You may write the unit (e.g. 3.5 GiB); another byte unit is converted.', title="The size of a KV cache",
        question=(f"A model has {CACHE_MODEL['n_layers']} layers and {CACHE_MODEL['n_heads']} query heads of width "
                  f"{CACHE_MODEL['d_head']}, with {CACHE_MODEL['n_kv_heads']} key/value heads (grouped-query "
                  f"attention). It serves a batch of {CACHE_MODEL['batch']} sequences of {CACHE_MODEL['T']} tokens "
@@ -155,7 +155,7 @@ def check_gqa_head(answer, H: int = GQA["H"], H_kv: int = GQA["H_kv"], head: int
         hint="Group g holds query heads g*(H/H_kv) .. (g+1)*(H/H_kv) - 1.")
 
 
-define(10, "gqa_head", kind="number", title="Which key/value head?",
+define(10, "gqa_head", kind="number", precision='A whole number (heads are numbered from 0).', title="Which key/value head?",
        question=(f"A layer has H = {GQA['H']} query heads and H<sub>kv</sub> = {GQA['H_kv']} key/value heads, "
                  "grouped as in PyTorch's <code>enable_gqa=True</code> and Hugging Face's Llama. Heads are "
                  f"numbered from 0. Which key/value head does query head <b>{GQA['head']}</b> read?"),

@@ -17,12 +17,14 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import re
 from dataclasses import dataclass
 
 __all__ = [
     "Feedback", "right", "wrong", "checker", "parse_number", "parse_matrix",
     "parse_choice", "parse_token", "grade_choice", "grade_number", "as_plain",
     "parse_model_answer", "head_key", "strongest", "align_tokens", "CLOSE_CALL", "excerpt", "EXCERPT_CHARS",
+    "read_number", "Reading", "BYTE_UNITS",
 ]
 
 #: Feedback quotes at most this many characters of a learner's answer (:func:`excerpt`).
@@ -123,10 +125,173 @@ def as_plain(value):
     return value.tolist() if _is_array(value) else value
 
 
-def parse_number(answer, what: str = "a number"):
-    """Return ``(value, None)`` for a finite real number (int, float, numeric text such as
-    ``" 1,5 "``, or a one-element array/tensor), or ``(None, Feedback)`` describing what is
-    wrong with ``answer``."""
+#: Byte units a size may be written in, in bytes (binary and decimal prefixes).
+BYTE_UNITS = {"b": 1, "byte": 1, "bytes": 1, "kb": 10 ** 3, "kib": 2 ** 10, "mb": 10 ** 6, "mib": 2 ** 20,
+              "gb": 10 ** 9, "gib": 2 ** 30, "tb": 10 ** 12, "tib": 2 ** 40}
+_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen".split())}
+_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if i >= 2}
+_PREFIXES = ("\u2248", "\u2243", "~", "=", "about ", "approx. ", "approximately ", "roughly ")
+_THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:([, _])\d{3})(?:\1\d{3})*(?:\.\d+)?")
+_DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")
+_PLAIN = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_MAX_EXPRESSION = 80
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A typed number as read: its ``value`` (in the question's unit), the number of
+    ``decimals`` written (``None`` for an expression, a word or scientific notation: no
+    rounding is implied) and a ``note`` saying how an unusual form was read (or "")."""
+
+    value: float
+    decimals: int | None = None
+    note: str = ""
+
+
+def _word_number(text: str):
+    """``"seven"`` -> 7, ``"sixty-six"`` -> 66, ``"one hundred"`` -> 100; else None."""
+    t = text.lower().strip().replace("-", " ")
+    if t in ("a hundred", "one hundred", "hundred"):
+        return 100
+    parts = t.split()
+    if len(parts) == 1:
+        return _WORDS.get(parts[0], _TENS.get(parts[0]))
+    if len(parts) == 2 and parts[0] in _TENS and parts[1] in _WORDS and 0 < _WORDS[parts[1]] < 10:
+        return _TENS[parts[0]] + _WORDS[parts[1]]
+    return None
+
+
+def _arithmetic(text: str):
+    """The value of a small arithmetic expression (``64+2``, ``2**30``, ``8192^2*4/2^20``,
+    ``exp(-3)``, ``1/8``), or None when ``text`` is not one.  Only numbers, + - * / ** ^ and
+    parentheses, the constants e and pi and the functions exp, log (natural), ln, sqrt;
+    exponents are bounded so no answer can make the checker compute for long."""
+    import ast
+
+    if len(text) > _MAX_EXPRESSION or not re.search(r"[-+*/^()]|exp|log|ln|sqrt|pi|\be\b", text):
+        return None
+    source = text.replace("^", "**").replace("\u00d7", "*").replace("\u00b7", "*").replace("\u2212", "-")
+    try:
+        tree = ast.parse(source, mode="eval")
+    except (SyntaxError, ValueError):
+        return None
+    functions = {"exp": math.exp, "log": math.log, "ln": math.log, "sqrt": math.sqrt}
+    constants = {"e": math.e, "pi": math.pi}
+    operators = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+                 ast.Div: lambda a, b: a / b, ast.Pow: lambda a, b: a ** b}
+
+    def value(node):
+        if isinstance(node, ast.Expression):
+            return value(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return float(node.value)
+        if isinstance(node, ast.Name) and node.id in constants:
+            return constants[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = value(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp) and type(node.op) in operators:
+            a, b = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Pow) and (abs(b) > 1024 or (a == 0 and b < 0)):
+                raise ValueError("exponent out of range")
+            return operators[type(node.op)](a, b)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions
+                and len(node.args) == 1 and not node.keywords):
+            return functions[node.func.id](value(node.args[0]))
+        raise ValueError("not allowed")
+
+    try:
+        result = value(tree)
+    except (ValueError, ZeroDivisionError, OverflowError, TypeError, RecursionError):
+        return None
+    return result if isinstance(result, float) and math.isfinite(result) else None
+
+
+def _decimals(literal: str):
+    """Digits written after the decimal point of a plain literal; None with an exponent."""
+    if "e" in literal.lower():
+        return None
+    return len(literal.split(".", 1)[1]) if "." in literal else 0
+
+
+def read_number(text: str, *, unit: str | None = None, share: bool = False):
+    """Read a number as a person writes it: ``(Reading, None)`` or ``(None, problem)``,
+    ``problem`` a sentence saying what could not be read.
+
+    Accepted: a plain or signed number (``0.5``, ``-3``, ``.25``, ``1e-3``); a decimal comma
+    (``0,5``); thousands separated by commas, spaces or underscores (``1,024``,
+    ``4 294 967 296``; a comma followed by exactly three digits after a leading group of 1-3
+    digits is a thousands separator); a leading ``≈``, ``~``, ``=`` or "about"; one trailing
+    full stop; a percentage (``27.5%``) where the answer is a ``share`` (read as 0.275); a byte
+    unit (``256 MiB``, ``0.25 GiB``, ``268435456 bytes``) where the question's ``unit`` is one,
+    converted to it; a small arithmetic expression (``64+2``, ``exp(-3)``, ``2^30``); a number
+    word up to one hundred (``seven``, ``sixty-six``).
+
+    >>> read_number("1,024")[0].value, read_number("0,125")[0].value, read_number("27.5%", share=True)[0].value
+    (1024.0, 0.125, 0.275)
+    >>> read_number("0.25 GiB", unit="MiB")[0].value
+    256.0
+    """
+    t = " ".join(text.replace("\u00a0", " ").replace("\u202f", " ").replace("\u2009", " ").split())
+    t = t.replace("\u2212", "-")
+    lowered = t.lower()
+    for prefix in _PREFIXES:
+        if lowered.startswith(prefix):
+            t = t[len(prefix):].strip()
+            lowered = t.lower()
+            break
+    if lowered.lstrip("+-") in ("inf", "infinity", "nan", "∞"):
+        return None, "a finite number is expected (infinity and NaN are not answers)"
+    if len(t) > 1 and t.endswith(".") and not t.endswith(".."):
+        t = t[:-1].rstrip()
+    factor, notes = 1.0, []
+    if t.endswith("%"):
+        if not share:
+            return None, "a percentage was written, but this answer is not a share: give the number itself"
+        t, factor = t[:-1].rstrip(), 0.01
+        notes.append("a percentage")
+    m = re.fullmatch(r"(.*?)\s*([A-Za-z]+)", t)
+    if m and m.group(1) and m.group(2).lower() in BYTE_UNITS:
+        given = m.group(2).lower()
+        if unit is None or unit.lower() not in BYTE_UNITS:
+            return None, f"this answer is a plain number, without a unit like {m.group(2)}"
+        t = m.group(1)
+        factor *= BYTE_UNITS[given] / BYTE_UNITS[unit.lower()]
+        if given != unit.lower():
+            notes.append(f"converted from {m.group(2)} to {unit}")
+    word = _word_number(t)
+    if word is not None:
+        return Reading(float(word) * factor, None, "; ".join(notes)), None
+    literal = None
+    if _PLAIN.fullmatch(t):
+        literal = t
+    elif _THOUSANDS.fullmatch(t):
+        literal = re.sub(r"[, _]", "", t)
+        if "," in t:
+            notes.append("the comma separates thousands" if t.count(",") == 1 else "the commas separate thousands")
+    elif _DECIMAL_COMMA.fullmatch(t):
+        literal = t.replace(",", ".")
+    if literal is not None:
+        try:
+            value = float(literal)
+        except (ValueError, OverflowError):
+            return None, "that number is too large to be one"
+        decimals = _decimals(literal)
+        if decimals is not None and factor == 0.01:
+            decimals += 2                       # 27.5% = 0.275: two more decimals as a share
+        elif factor != 1.0:
+            decimals = None                     # a converted unit implies no rounding of the result
+        return Reading(value * factor, decimals, "; ".join(notes)), None
+    value = _arithmetic(t)
+    if value is not None:
+        return Reading(value * factor, None, "; ".join(notes + ["computed from your expression"])), None
+    return None, None
+
+
+def _read(answer, what: str, unit: str | None = None, share: bool = False):
+    """``(Reading, None)`` for a finite real number, else ``(None, Feedback)``."""
     if answer is None or (isinstance(answer, str) and not answer.strip()):
         return None, wrong(f"Please enter {what}; the answer is empty.")
     if isinstance(answer, bool):
@@ -140,11 +305,14 @@ def parse_number(answer, what: str = "a number"):
             answer = answer[0]
         if isinstance(answer, bool):
             return None, wrong(f"Expected {what}, got a yes/no value ({answer}).")
+    reading = None
     if isinstance(answer, str):
-        try:
-            answer = float(answer.strip().replace(",", "."))
-        except ValueError:
+        reading, problem = read_number(answer, unit=unit, share=share)
+        if problem:
+            return None, wrong(f"Expected {what}: {problem}.")
+        if reading is None:
             return None, wrong(f"Expected {what}, got the text {excerpt(answer)}.")
+        answer = reading.value
     if not isinstance(answer, numbers.Real):
         return None, wrong(f"Expected {what}, got a {type(answer).__name__}.")
     try:
@@ -153,7 +321,17 @@ def parse_number(answer, what: str = "a number"):
         return None, wrong(f"Expected {what}; that number is too large to be one.")
     if not math.isfinite(value):
         return None, wrong(f"Expected a finite number, got {value}.")
-    return value, None
+    return (reading if reading is not None else Reading(value)), None
+
+
+def parse_number(answer, what: str = "a number", *, unit: str | None = None, share: bool = False):
+    """Return ``(value, None)`` for a finite real number (int, float, a one-element
+    array/tensor, or text as a person writes it: see :func:`read_number`, e.g. ``" 1,5 "``,
+    ``"1,024"``, ``"27.5%"`` for a ``share``, ``"256 MiB"`` where ``unit`` is a byte unit,
+    ``"exp(-3)"``, ``"seven"``), or ``(None, Feedback)`` describing what is wrong with
+    ``answer``."""
+    reading, problem = _read(answer, what, unit, share)
+    return (None, problem) if problem else (reading.value, None)
 
 
 def _cell(value, kind: str):
@@ -262,6 +440,17 @@ def _say(message, value) -> str:
     return message(value) if callable(message) else message
 
 
+def _rounded(reading: Reading, target: float, tol: float) -> bool:
+    """``reading`` is ``target`` correctly rounded to the decimals it shows, and that precision
+    is within the tolerance ``tol`` (a relative slack of 1e-9 absorbs binary floating point:
+    0.28 - 0.275 is 0.005000000000000004)."""
+    d = reading.decimals
+    if d is None or d > 15:
+        return False
+    half = 0.5 * 10.0 ** -d
+    return half <= tol * (1 + 1e-9) and abs(reading.value - target) <= half * (1 + 1e-9)
+
+
 def _within(value: float, target: float, abs_tol: float, rel_tol: float) -> bool:
     """numpy.isclose's rule (not symmetric): ``|value - target| <= abs_tol + rel_tol * |target|``."""
     return abs(value - target) <= abs_tol + rel_tol * abs(target)
@@ -269,18 +458,25 @@ def _within(value: float, target: float, abs_tol: float, rel_tol: float) -> bool
 
 def grade_number(answer, target, right_message, *, what: str = "a number", abs_tol: float = 0.0,
                  rel_tol: float = 0.0, mistakes=(), mistake_tol=None, impossible=(),
-                 whole: str | None = None, otherwise=None, hint: str | None = None) -> Feedback:
+                 whole: str | None = None, otherwise=None, hint: str | None = None,
+                 unit: str | None = None, share: bool = False) -> Feedback:
     """Grade a typed number against the measured ``target``: the one body of every checker of
     kind ``number`` (predict, then check a value read from the exercise's data).
 
-    The answer is read by :func:`parse_number` (text with a decimal point or comma, a number,
-    a one-element array or tensor); ``None``, text, NaN or infinity get its message, which
-    names ``what`` was expected.  Then, in this order, the first rule that applies answers:
+    The answer is read by :func:`parse_number` (a number, a one-element array or tensor, or
+    text as a person writes it, see :func:`read_number`; ``unit`` is the question's byte unit,
+    ``share`` says a percentage may be given); ``None``, unreadable text, NaN or infinity get
+    its message, which names ``what`` was expected.  Then, in this order, the first rule that
+    applies answers:
 
     1. ``whole``: when given, a number that is not whole is refused with
        ``"<value> is not a whole number: <whole>"``; from here on the value is an ``int``.
     2. Right: ``|value - target| <= abs_tol + rel_tol * |target|`` (numpy.isclose's rule; with
-       both tolerances 0 only the exact value counts), feedback ``right_message``.
+       both tolerances 0 only the exact value counts), feedback ``right_message``.  Also right:
+       a typed answer with ``d`` decimals that is the target correctly rounded to ``d``
+       decimals (``|value - target| <= 0.5 * 10**-d``, either way at an exact tie), when that
+       precision is at least the tolerance's (``0.5 * 10**-d <= tol``): 0.27 and 0.28 are both
+       right for 0.275 at a tolerance of 0.005, 0.3 is not.
     3. ``mistakes``: ``(values, message)`` or ``(values, message, hint)`` pairs, ``values`` one
        number or a tuple of numbers, each the result of one typical mistake; an answer within
        ``mistake_tol`` (``(abs_tol, rel_tol)``, default the right answer's tolerances) of one
@@ -314,25 +510,27 @@ def grade_number(answer, target, right_message, *, what: str = "a number", abs_t
     if min(abs_tol, rel_tol, m_abs, m_rel) < 0:
         raise ValueError(f"tolerances must be >= 0, got abs_tol={abs_tol}, rel_tol={rel_tol}, "
                          f"mistake_tol={mistake_tol}")
-    value, problem = parse_number(answer, what)
+    reading, problem = _read(answer, what, unit, share)
     if problem:
         return problem
+    value = reading.value
     if whole is not None:
         if value != int(value):
             return wrong(f"{value:g} is not a whole number: {whole}")
         value = int(value)
-    if _within(value, target, abs_tol, rel_tol):
-        return right(_say(right_message, value))
+    note = f" (Your answer was read as {value:g}: {reading.note}.)" if reading.note else ""
+    if _within(value, target, abs_tol, rel_tol) or _rounded(reading, target, abs_tol + rel_tol * abs(target)):
+        return right(_say(right_message, value) + note)
     for values, message, *extra in mistakes:
         for v in values if isinstance(values, (tuple, list)) else (values,):
             if _within(value, v, m_abs, m_rel) and not _within(v, target, abs_tol, rel_tol):
-                return wrong(_say(message, value), hint=extra[0] if extra else None)
+                return wrong(_say(message, value) + note, hint=extra[0] if extra else None)
     for is_impossible, message in impossible:
         if is_impossible(value):
-            return wrong(_say(message, value))
+            return wrong(_say(message, value) + note)
     if otherwise is None:
         otherwise = f"{value:g} is too {'high' if value > target else 'low'}."
-    return wrong(_say(otherwise, value), hint=hint)
+    return wrong(_say(otherwise, value) + note, hint=hint)
 
 
 def head_key(layer: int, head: int) -> str:

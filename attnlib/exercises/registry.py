@@ -9,6 +9,7 @@ kernel (the static page receives them as JSON, computed when the book is built).
 from __future__ import annotations
 
 import json
+import html
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -47,6 +48,8 @@ class Definition:
         label, placeholder: the label and the placeholder of a number's text box.
         reads: the ``(layer, head)`` pairs a sentence exercise's checker reads.
         n_texts: how many sentences a sentence exercise asks for (1, or 2 for a minimal pair).
+        precision: for a number, the precision the answer is graded to, shown under the question
+            (e.g. "Give it to 2 decimal places."); every number exercise states one.
     """
 
     chapter: int
@@ -64,13 +67,17 @@ class Definition:
     placeholder: str = ""
     reads: tuple = ()
     n_texts: int = 1
+    precision: str = ""
 
     @property
     def key(self) -> str:
         return f"{self.chapter}:{self.name}"
 
     def question_html(self, data=None) -> str:
-        return self.question(data) if callable(self.question) else self.question
+        text = self.question(data) if callable(self.question) else self.question
+        if self.precision:
+            text += f'<p class="attn-ex-precision">{html.escape(self.precision)}</p>'
+        return text
 
     def token_list(self, data=None) -> list:
         return list(self.tokens(data) if callable(self.tokens) else self.tokens)
@@ -81,7 +88,8 @@ REGISTRY: dict[int, dict[str, Definition]] = {}
 
 def define(chapter: int, name: str, *, kind: str, title: str, question, grade: Callable,
            data: Callable | None = None, options=(), tokens=(), rows=(), cols=(),
-           label: str = "Answer", placeholder: str = "", reads=(), n_texts: int = 1) -> Definition:
+           label: str = "Answer", placeholder: str = "", reads=(), n_texts: int = 1,
+           precision: str = "") -> Definition:
     """Declare exercise ``name`` of ``chapter`` (see :class:`Definition`).
 
     ``grade`` is called as ``grade(answer)`` when ``data`` is ``None``, else as
@@ -97,6 +105,8 @@ def define(chapter: int, name: str, *, kind: str, title: str, question, grade: C
         raise ValueError("a choice exercise needs options")
     if kind == "matrix" and not (rows and cols):
         raise ValueError("a matrix exercise needs row and column labels")
+    if kind == "number" and not precision:
+        raise ValueError(f"number exercise {name!r} must state the precision it is graded to (precision=...)")
     if kind == "sentence" and (not reads or n_texts not in (1, 2)):
         raise ValueError("a sentence exercise needs reads=[(layer, head), ...] and n_texts of 1 or 2")
     chapter_defs = REGISTRY.setdefault(chapter, {})
@@ -107,7 +117,7 @@ def define(chapter: int, name: str, *, kind: str, title: str, question, grade: C
         chapter, name, kind, title, question,
         grade if two_args else (lambda answer, _data, _g=grade: _g(answer)),
         data, tuple(options), tokens if callable(tokens) else tuple(tokens), tuple(rows), tuple(cols),
-        label, placeholder, tuple(tuple(pair) for pair in reads), n_texts,
+        label, placeholder, tuple(tuple(pair) for pair in reads), n_texts, precision,
     )
     chapter_defs[name] = definition_
     return definition_
@@ -175,10 +185,22 @@ def check(chapter: int, name: str, answer, data=None) -> Feedback:
 def check_json(chapter: int, name: str, answer_json: str, data_json: str = "null") -> str:
     """:func:`check` for the page: the answer and the data arrive as JSON text, the result
     leaves as the JSON of :meth:`Feedback.to_dict` (``correct``, ``message``, ``hint``,
-    ``text``).  Never raises on any answer; an unreadable answer gets feedback."""
+    ``text``).  Never raises on any answer or data: an unreadable answer (not JSON, or nested
+    too deeply to read) and unreadable data (a damaged page) each get feedback that says so.
+
+    >>> json.loads(check_json(4, "temperature", "[" * 100000))["message"]
+    'Your answer could not be read.'
+    """
     try:
         answer = json.loads(answer_json)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return json.dumps(wrong("Your answer could not be read.").to_dict())
-    data = json.loads(data_json) if data_json else None
-    return json.dumps(check(int(chapter), str(name), answer, data).to_dict())
+    try:
+        data = json.loads(data_json) if data_json else None
+    except (TypeError, ValueError, RecursionError):
+        return json.dumps(wrong("This exercise's data on the page is damaged, so it cannot be checked here: "
+                                "reload the page, or run the exercise in its notebook.").to_dict())
+    try:
+        return json.dumps(check(int(chapter), str(name), answer, data).to_dict())
+    except (RecursionError, ValueError, TypeError, KeyError) as err:
+        return json.dumps(wrong(f"Your answer could not be checked ({type(err).__name__}).").to_dict())
