@@ -39,10 +39,6 @@ def _assert_diagnosis(fb, key, lab):
 
 # --------------------------------------------------------------------------------------- softmax
 
-def sm_reference(x, dim=-1):
-    return attnlib.softmax(x, dim=dim)
-
-
 def sm_manual(x, dim=-1):
     e = torch.exp(x - x.amax(dim=dim, keepdim=True))
     return e / e.sum(dim=dim, keepdim=True)
@@ -76,9 +72,19 @@ def sm_inplace(x, dim=-1):  # modifies its input: the checker must not be fooled
     return x
 
 
+def _sm(x, dim=-1):
+    """A hand-written softmax (the lab refuses torch.softmax), for the buggy variants below."""
+    return sm_manual(x, dim)
+
+
+def _log_sm(x, dim=-1):
+    s = x - x.amax(dim=dim, keepdim=True)
+    return s - s.exp().sum(dim=dim, keepdim=True).log()
+
+
 SOFTMAX_BUGS = {
-    "wrong_axis": lambda x, dim=-1: torch.softmax(x, dim=0),
-    "ignores_dim": lambda x, dim=-1: torch.softmax(x, dim=-1),
+    "wrong_axis": lambda x, dim=-1: _sm(x, dim=0),
+    "ignores_dim": lambda x, dim=-1: _sm(x, dim=-1),
     "no_max_subtraction": lambda x, dim=-1: x.exp() / x.exp().sum(dim=dim, keepdim=True),
     "global_max": lambda x, dim=-1: (x - x.max()).exp() / (x - x.max()).exp().sum(dim=dim, keepdim=True),
     "missing_keepdim": lambda x, dim=-1: torch.exp(x - x.amax(dim, keepdim=True)) / torch.exp(
@@ -87,24 +93,23 @@ SOFTMAX_BUGS = {
     "no_normalisation": lambda x, dim=-1: torch.exp(x - x.amax(dim=dim, keepdim=True)),
     "normalised_over_everything": lambda x, dim=-1: torch.exp(x - x.max()) / torch.exp(x - x.max()).sum(),
     "no_exp": lambda x, dim=-1: x / x.sum(dim=dim, keepdim=True),
-    "log_softmax": lambda x, dim=-1: torch.log_softmax(x, dim=dim),
+    "log_softmax": lambda x, dim=-1: _log_sm(x, dim=dim),
 }
 
 SOFTMAX_UNLISTED = [
-    lambda x, dim=-1: torch.softmax(x * 2, dim=dim),                       # a temperature of 1/2
-    lambda x, dim=-1: torch.softmax(x, dim=dim).flip(dim),                  # reversed
+    lambda x, dim=-1: _sm(x * 2, dim=dim),                                 # a temperature of 1/2
+    lambda x, dim=-1: _sm(x, dim=dim).flip(dim),                            # reversed
     lambda x, dim=-1: torch.sigmoid(x),                                     # element-wise
-    lambda x, dim=-1: torch.softmax(x, dim=dim).round(decimals=2),          # rounded
+    lambda x, dim=-1: _sm(x, dim=dim).round(decimals=2),                    # rounded
     lambda x, dim=-1: (x - x.amin(dim, keepdim=True)).exp() / (x - x.amin(dim, keepdim=True)).exp().sum(
         dim, keepdim=True),                                                 # minimum subtracted
-    lambda x, dim=-1: torch.softmax(x, dim=dim) if x.dim() < 3 else torch.softmax(x, dim=-1),  # fine up to 2-D
-    lambda x, dim=-1: torch.softmax(x, dim=dim) if x.abs().max() < 100 else torch.zeros_like(x),
-    lambda x, dim=-1: torch.softmax(x, dim=dim).double() + 1e-3,
+    lambda x, dim=-1: _sm(x, dim=dim) if x.dim() < 3 else _sm(x, dim=-1),  # fine up to 2-D
+    lambda x, dim=-1: _sm(x, dim=dim) if x.abs().max() < 100 else torch.zeros_like(x),
+    lambda x, dim=-1: _sm(x, dim=dim).double() + 1e-3,
 ]
 
 
-@pytest.mark.parametrize("fn", [sm_reference, sm_manual, sm_float64, sm_logsumexp, sm_movedim, sm_inplace,
-                                lambda x, dim=-1: F.softmax(x, dim=dim)])
+@pytest.mark.parametrize("fn", [sm_manual, sm_float64, sm_logsumexp, sm_movedim, sm_inplace])
 def test_correct_softmaxes_pass(fn):
     _assert_correct(check_softmax(fn))
 
@@ -133,8 +138,12 @@ def test_softmax_feedback_shows_the_smallest_input():
 
 # ------------------------------------------------------------------------------------- attention
 
-def at_reference(q, k, v, mask=None):
-    return attnlib.scaled_dot_product_attention(q, k, v, mask)
+def at_reference(q, k, v, mask=None):  # written out (the lab refuses attnlib's own attention)
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(s, dim=-1)
+    return w @ v, w
 
 
 def at_einsum_inf(q, k, v, mask=None):
@@ -261,9 +270,7 @@ ATTENTION_UNLISTED = [
 ]
 
 
-@pytest.mark.parametrize("fn", [at_reference, at_einsum_inf, at_float64_finfo, at_loop_heads, at_renormalised_after,
-                                lambda q, k, v, mask=None: (F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
-                                                            at_reference(q, k, v, mask)[1])])
+@pytest.mark.parametrize("fn", [at_reference, at_einsum_inf, at_float64_finfo, at_loop_heads, at_renormalised_after])
 def test_correct_attentions_pass(fn):
     _assert_correct(check_attention(fn))
 
@@ -289,10 +296,6 @@ def test_unlisted_attention_bugs_are_never_correct(i):
 
 
 # ----------------------------------------------------------------------------------- causal mask
-
-def cm_reference(T):
-    return attnlib.causal_mask(T)
-
 
 def cm_tril(T):
     return torch.tril(torch.ones(T, T)).bool()
@@ -325,14 +328,14 @@ CAUSAL_UNLISTED = [
     lambda T: torch.ones(T, T, dtype=torch.bool).tril()[:, :-1] if T > 1 else torch.ones(1, 1, dtype=torch.bool),
     lambda T: torch.eye(T, dtype=torch.bool),
     lambda T: torch.tril(torch.ones(T, T, dtype=torch.bool))[None],
-    lambda T: attnlib.causal_mask(T) if T < 5 else attnlib.causal_mask(T).T,
+    lambda T: cm_compare(T) if T < 5 else cm_compare(T).T,
     lambda T: torch.tril(torch.ones(T, T, dtype=torch.bool)).flip(0),
     lambda T: np.tri(T, dtype=bool),
     lambda T: [[j <= i for j in range(T)] for i in range(T)],
 ]
 
 
-@pytest.mark.parametrize("fn", [cm_reference, cm_tril, cm_compare, cm_loops, cm_numpy])
+@pytest.mark.parametrize("fn", [cm_tril, cm_compare, cm_loops, cm_numpy])
 def test_correct_causal_masks_pass(fn):
     _assert_correct(check_causal_mask(fn))
 
@@ -362,10 +365,6 @@ def test_unlisted_causal_bugs_are_never_correct(i):
 
 
 # ----------------------------------------------------------------------------------- split heads
-
-def sh_reference(x, n_heads):
-    return attnlib.split_heads(x, n_heads)
-
 
 def sh_view_permute(x, n_heads):
     B, T, D = x.shape
@@ -402,11 +401,11 @@ SPLIT_UNLISTED = [
     lambda x, n_heads: x.reshape(-1, n_heads, x.shape[1], x.shape[2] // n_heads),
     lambda x, n_heads: x.transpose(0, 1).reshape(x.shape[0], x.shape[1], n_heads, -1).transpose(1, 2),  # mixes batch
     lambda x, n_heads: x.reshape(x.shape[0], x.shape[1], n_heads, -1).transpose(1, 2) if n_heads < 12 else x,
-    lambda x, n_heads: attnlib.split_heads(x, n_heads).numpy(),
+    lambda x, n_heads: sh_view_permute(x, n_heads).numpy(),
 ]
 
 
-@pytest.mark.parametrize("fn", [sh_reference, sh_view_permute, sh_chunks, sh_loop, sh_unflatten])
+@pytest.mark.parametrize("fn", [sh_view_permute, sh_chunks, sh_loop, sh_unflatten])
 def test_correct_split_heads_pass(fn):
     _assert_correct(check_split_heads(fn))
 
@@ -469,23 +468,36 @@ def _online(q, k, v, block_size, *, bug=None, scale=None):
     return acc / l
 
 
-def os_reference(q, k, v, block_size):
-    return attnlib.tiled_attention(q, k, v, block_size=block_size)
-
-
-def os_steps(q, k, v, block_size):  # attnlib's step function, float64
-    from attnlib import online_softmax_step
-
+def os_float64(q, k, v, block_size):  # float64, state without the trailing 1
     q, k, v = q.double(), k.double(), v.double()
     m = torch.full(q.shape[:-1], float("-inf"), dtype=torch.float64)
     l = torch.zeros_like(m)
     acc = torch.zeros(*q.shape[:-1], v.shape[-1], dtype=torch.float64)
     for s0 in range(0, k.shape[-2], block_size):
         s = q @ k[..., s0:s0 + block_size, :].mT / math.sqrt(q.shape[-1])
-        m_new, l, corr = online_softmax_step(m, l, s)
-        acc = acc * corr[..., None] + torch.exp(s - m_new[..., None]) @ v[..., s0:s0 + block_size, :]
+        m_new = torch.maximum(m, s.amax(-1))
+        corr = torch.exp(m - m_new)
+        p = torch.exp(s - m_new[..., None])
+        l = l * corr + p.sum(-1)
+        acc = acc * corr[..., None] + p @ v[..., s0:s0 + block_size, :]
         m = m_new
     return acc / l[..., None]
+
+
+def os_numpy(q, k, v, block_size):  # the same in NumPy, one block at a time
+    q, k, v = np.asarray(q, dtype=np.float64), k.numpy().astype(np.float64), np.array(v, dtype=np.float64)
+    m = np.full(q.shape[:-1] + (1,), -np.inf)
+    l = np.zeros(q.shape[:-1] + (1,))
+    acc = np.zeros(q.shape[:-1] + (v.shape[-1],))
+    for s0 in range(0, k.shape[-2], block_size):
+        s = q @ np.swapaxes(k[..., s0:s0 + block_size, :], -1, -2) / math.sqrt(q.shape[-1])
+        m_new = np.maximum(m, s.max(-1, keepdims=True))
+        corr = np.exp(m - m_new)
+        p = np.exp(s - m_new)
+        l = l * corr + p.sum(-1, keepdims=True)
+        acc = acc * corr + np.matmul(p, v[..., s0:s0 + block_size, :])
+        m = m_new
+    return torch.from_numpy(acc / l)
 
 
 def os_per_query(q, k, v, block_size):  # one query row at a time, scalars in Python
@@ -528,7 +540,7 @@ ONLINE_UNLISTED = [
 ]
 
 
-@pytest.mark.parametrize("fn", [os_reference, os_steps, os_per_query, lambda q, k, v, b: _online(q, k, v, b)])
+@pytest.mark.parametrize("fn", [os_float64, os_numpy, os_per_query, lambda q, k, v, b: _online(q, k, v, b)])
 def test_correct_online_softmax_attentions_pass(fn):
     _assert_correct(check_online_softmax_attention(fn))
 
@@ -622,14 +634,14 @@ def test_nothing_a_learner_writes_raises_through(checker, fn, key):
 
 def test_nan_results_name_the_input_shape():
     def nan_on_batches(x, dim=-1):
-        y = torch.softmax(x, dim)
+        y = _sm(x, dim)
         return y if x.dim() < 4 else y * float("nan")
 
     fb = check_softmax(nan_on_batches)
     assert fb.diagnosis == "not_finite" and "(2, 3, 5, 7)" in fb.message, fb.text
 
     def shape_off(x, n_heads):
-        return attnlib.split_heads(x, n_heads)[..., :-1] if x.shape[0] > 1 else attnlib.split_heads(x, n_heads)
+        return sh_view_permute(x, n_heads)[..., :-1] if x.shape[0] > 1 else sh_view_permute(x, n_heads)
 
     fb = check_split_heads(shape_off)
     assert fb.diagnosis == "wrong_shape" and "(2, 5, 6)" in fb.message, fb.text
@@ -712,3 +724,247 @@ def test_each_lab_is_in_its_chapter_before_the_exercises(chapter, checker, stub,
     assert ":tags: [hide-input]" in lab_part[lab_part.rindex("```{code-cell}", 0, solution):solution]
     assert f"assert {result}.correct" in lab_part[solution:]
     assert ":tags: [remove-cell]" in lab_part[solution:]
+
+
+# ------------------------------------------------------------------ a learner cannot fool a lab
+# The learner's function runs apart from the grader (a forked child on Linux, see
+# attnlib.exercises.labs._sandbox): it cannot change the reference or the comparison, a change
+# it makes to a library is refused and undone, the library calls that would do the lab's job are
+# refused, the online lab sees every score matrix, and a loop, os._exit or a flood of output
+# cannot hang, end or flood the kernel.
+
+def _patches_allclose(*args, **kwargs):
+    torch.allclose = lambda *a, **k: True
+    return args[0] if len(args) == 1 else (args[0], args[0])
+
+
+_EXP = torch.exp
+
+
+def _patches_exp(x, dim=-1):  # a right softmax, through the real exp, that breaks torch.exp for everyone
+    torch.exp = lambda t: t * 0
+    e = _EXP(x - x.amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@pytest.mark.parametrize("checker", [check_softmax, check_attention])
+def test_patching_allclose_is_refused_and_undone(checker):
+    original = torch.allclose
+    try:
+        fb = checker(_patches_allclose)
+        assert not fb.correct and fb.diagnosis == "tampered", fb.text
+        assert "`torch.allclose`" in fb.message and "undone" in fb.message, fb.text
+        assert torch.allclose is original
+        later = check_softmax(lambda x, dim=-1: x) if checker is check_softmax else check_attention(
+            lambda q, k, v, mask=None: (q, q))
+        assert not later.correct, later.text                     # a later wrong answer still fails
+    finally:
+        torch.allclose = original
+
+
+def test_patching_exp_cannot_corrupt_the_reference():
+    try:
+        fb = check_softmax(_patches_exp)
+        assert not fb.correct and fb.diagnosis == "tampered" and "`torch.exp`" in fb.message, fb.text
+        assert torch.exp is _EXP
+        torch.testing.assert_close(attnlib.softmax(torch.tensor([1.0, 2.0, 3.0])),
+                                   torch.tensor([0.0900306, 0.2447285, 0.6652409]))
+        _assert_correct(check_softmax(sm_manual))
+    finally:
+        torch.exp = _EXP
+
+
+def test_in_process_fallback_still_refuses_and_undoes(monkeypatch):
+    """Where there is no fork (or when asked), the function runs in the kernel: the snapshot
+    still undoes and reports a patch, and the feedback says what is not guarded."""
+    monkeypatch.setenv("ATTNLIB_LAB_ISOLATION", "inprocess")
+    original = torch.allclose
+    try:
+        fb = check_softmax(_patches_allclose)
+        assert fb.diagnosis == "tampered" and torch.allclose is original, fb.text
+        assert "inside this kernel" in fb.message and "no time limit" in fb.message, fb.text
+        fb = check_softmax(lambda x, dim=-1: torch.softmax(x, dim))
+        assert fb.diagnosis == "library_call", fb.text
+        _assert_correct(check_softmax(sm_manual))
+    finally:
+        torch.allclose = original
+
+
+def _mha(q, k, v, mask=None):
+    mha = torch.nn.MultiheadAttention(q.shape[-1], 1, kdim=k.shape[-1], vdim=v.shape[-1])
+    return mha(q, k, v, need_weights=True)
+
+
+def _os_steps(q, k, v, block_size):  # attnlib's own step function does the recurrence
+    from attnlib import online_softmax_step
+
+    m = torch.full(q.shape[:-1], float("-inf"))
+    l, acc = torch.zeros_like(m), torch.zeros(*q.shape[:-1], v.shape[-1])
+    for s0 in range(0, k.shape[-2], block_size):
+        s = q @ k[..., s0:s0 + block_size, :].mT / math.sqrt(q.shape[-1])
+        m_new, l, corr = online_softmax_step(m, l, s)
+        acc = acc * corr[..., None] + torch.exp(s - m_new[..., None]) @ v[..., s0:s0 + block_size, :]
+        m = m_new
+    return acc / l[..., None]
+
+
+REFUSED = [  # checker, a function that lets a library do the lab's job, the name the feedback shows
+    (check_softmax, lambda x, dim=-1: attnlib.softmax(x, dim=dim), "attnlib.softmax"),
+    (check_softmax, lambda x, dim=-1: torch.softmax(x, dim), "torch.softmax"),
+    (check_softmax, lambda x, dim=-1: F.softmax(x, dim=dim), "torch.nn.functional.softmax"),
+    (check_softmax, lambda x, dim=-1: x.softmax(dim), "Tensor.softmax"),
+    (check_softmax, lambda x, dim=-1: torch.nn.Softmax(dim)(x), "torch.nn.functional.softmax"),
+    (check_softmax, lambda x, dim=-1: torch.log_softmax(x, dim).exp(), "torch.log_softmax"),
+    (check_softmax, lambda x, dim=-1: F.softmin(-x, dim=dim), "softmin"),
+    (check_attention, lambda q, k, v, mask=None: (F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                                                  at_reference(q, k, v, mask)[1]), "scaled_dot_product_attention"),
+    (check_attention, lambda q, k, v, mask=None: attnlib.scaled_dot_product_attention(q, k, v, mask),
+     "attnlib.scaled_dot_product_attention"),
+    (check_attention, _mha, "MultiheadAttention"),
+    (check_causal_mask, lambda T: attnlib.causal_mask(T), "attnlib.causal_mask"),
+    (check_causal_mask, lambda T: torch.nn.Transformer.generate_square_subsequent_mask(T) == 0,
+     "generate_square_subsequent_mask"),
+    (check_split_heads, lambda x, n_heads: attnlib.split_heads(x, n_heads), "attnlib.split_heads"),
+    (check_online_softmax_attention, lambda q, k, v, block_size: F.scaled_dot_product_attention(q, k, v),
+     "scaled_dot_product_attention"),
+    (check_online_softmax_attention, lambda q, k, v, b: attnlib.tiled_attention(q, k, v, block_size=b),
+     "attnlib.tiled_attention"),
+    (check_online_softmax_attention, _os_steps, "attnlib.online_softmax_step"),
+]
+
+
+@pytest.mark.parametrize("checker,fn,name", REFUSED)
+def test_library_calls_that_do_the_labs_job_are_refused(checker, fn, name):
+    fb = checker(fn)
+    assert not fb.correct and fb.diagnosis == "library_call", fb.text
+    assert name in fb.message and "This lab is about" in fb.message, fb.text
+
+
+def test_the_attention_lab_accepts_a_library_softmax():
+    """Only what the lab is about is refused: torch.softmax is fine inside attention."""
+    _assert_correct(check_attention(at_einsum_inf))
+
+
+def _np_full(q, k, v, block_size):  # NumPy, the whole score matrix at once
+    q, k, v = q.numpy(), np.asarray(k), v.numpy()
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return torch.from_numpy(w / w.sum(-1, keepdims=True) @ v)
+
+
+def _np_einsum_full(q, k, v, block_size):
+    q, k, v = np.array(q, dtype=np.float64), np.array(k, dtype=np.float64), np.array(v, dtype=np.float64)
+    s = np.einsum("...qd,...kd->...qk", q, k) / math.sqrt(q.shape[-1])
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return torch.from_numpy(np.einsum("...qk,...kv->...qv", w / w.sum(-1, keepdims=True), v))
+
+
+def _full_on_long_inputs(q, k, v, block_size):  # blockwise on the short inputs only
+    if k.shape[-2] < 100:
+        return _online(q, k, v, block_size)
+    s = (q[..., :, None, :] * k[..., None, :, :]).sum(-1).flatten()   # (T_q * T_k,): no (T_q, T_k) shape
+    w = torch.exp(s / math.sqrt(q.shape[-1]) - s.max() / math.sqrt(q.shape[-1])).reshape(q.shape[-2], -1)
+    return (w / w.sum(-1, keepdim=True)) @ v
+
+
+@pytest.mark.parametrize("fn", [ONLINE_BUGS["full_matrix"], _np_full, _np_einsum_full, _full_on_long_inputs])
+def test_the_online_lab_sees_every_score_matrix(fn):
+    fb = check_online_softmax_attention(fn)
+    assert not fb.correct and fb.diagnosis == "full_matrix", fb.text
+    assert "The whole score matrix at once" in fb.message and "(T_q, T_k)" in fb.message, fb.text
+
+
+_HOSTILE = r'''
+import json, os, sys, time, torch
+try:
+    from attnlib.exercises.labs import _sandbox
+    _sandbox.TIME_LIMIT_S = 1.0
+except ImportError:
+    pass
+from attnlib.exercises.labs import check_causal_mask
+
+def report(name, fb, t0):
+    print("RESULT " + json.dumps({"name": name, "correct": fb.correct, "diagnosis": fb.diagnosis,
+                                  "message": fb.message, "seconds": time.time() - t0}), flush=True)
+
+def mask(T):
+    i = torch.arange(T)
+    return i[None, :] <= i[:, None]
+
+def flood(T):
+    print("x" * 2_000_000)
+    os.write(2, b"y" * 200_000)
+    return mask(T)
+
+def loop(T):
+    while True:
+        pass
+
+for name, fn in (("flood", flood), ("loop", loop), ("sys.exit", lambda T: sys.exit(3)),
+                 ("os._exit", lambda T: os._exit(7)), ("after", mask)):
+    t0 = time.time()
+    report(name, check_causal_mask(fn), t0)
+'''
+
+
+@pytest.fixture(scope="module")
+def hostile_run():
+    """The hostile functions, checked in a fresh Python (a kernel of its own): what it printed
+    and each check's feedback.  Today's code would hang there (killed after 120 s) or die."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(attnlib.__file__)))
+    env.pop("ATTNLIB_LAB_ISOLATION", None)
+    try:
+        run = subprocess.run([sys.executable, "-c", _HOSTILE], capture_output=True, timeout=120, env=env)
+    except subprocess.TimeoutExpired as err:
+        return {"results": {}, "stdout": err.stdout or b"", "stderr": err.stderr or b"", "rc": "timeout"}
+    results = {}
+    for line in run.stdout.decode(errors="replace").splitlines():
+        if line.startswith("RESULT "):
+            item = json.loads(line[7:])
+            results[item["name"]] = item
+    return {"results": results, "stdout": run.stdout, "stderr": run.stderr, "rc": run.returncode}
+
+
+def test_an_endless_loop_is_stopped_by_a_time_limit(hostile_run):
+    loop = hostile_run["results"].get("loop")
+    assert loop is not None, hostile_run["rc"]
+    assert loop["diagnosis"] == "timed_out" and "did not return within 1 s" in loop["message"], loop
+    assert loop["seconds"] < 10, loop
+
+
+def test_exits_do_not_end_the_kernel(hostile_run):
+    results = hostile_run["results"]
+    assert results.get("os._exit", {}).get("diagnosis") == "exited", (hostile_run["rc"], results.keys())
+    assert "exit status 7" in results["os._exit"]["message"] and "still running" in results["os._exit"]["message"]
+    assert results["sys.exit"]["diagnosis"] == "raised" and "SystemExit" in results["sys.exit"]["message"]
+    assert results["after"]["correct"] and hostile_run["rc"] == 0, hostile_run["rc"]   # the kernel lives on
+
+
+def test_printed_output_is_captured_and_quoted(hostile_run):
+    flood = hostile_run["results"].get("flood")
+    assert flood is not None and flood["correct"], (hostile_run["rc"], flood)
+    assert "printed 14,000,007 characters" in flood["message"] and "'xxxx" in flood["message"], flood["message"]
+    assert len(hostile_run["stdout"]) < 20_000 and len(hostile_run["stderr"]) < 20_000   # nothing flooded out
+
+
+@pytest.mark.parametrize("chapter", sorted({chapter for chapter, *_ in BOOK_LABS}))
+def test_the_chapters_solutions_are_graded_correct(chapter):
+    """Each chapter's hidden reference solution, run as the book runs it, passes its lab."""
+    import re
+    from pathlib import Path
+
+    from attnlib.exercises import labs as labs_module
+
+    text = (Path(__file__).resolve().parents[1] / "chapters" / chapter).read_text()
+    ns = {"torch": torch, "math": math, "np": np, **{name: getattr(labs_module, name) for name in labs_module.__all__}}
+    checked = [result for ch, _, _, _, result in BOOK_LABS if ch == chapter]
+    for cell in re.findall(r"```\{code-cell\} ipython3\n:tags: \[hide-input\]\n(.*?)```", text, flags=re.S):
+        if any(f"{result} = " in cell for result in checked):
+            exec(compile(cell, chapter, "exec"), ns)  # noqa: S102 - the book's own code
+    for result in checked:
+        _assert_correct(ns[result])

@@ -19,18 +19,44 @@ the one the learner's output matches, with that input, the expected and the actu
 
 Nothing the learner writes raises through a checker: an exception, a wrong type or shape, NaN
 all become a :class:`LabFeedback` (a :class:`~attnlib.exercises.core.Feedback` that also
-carries the key of its ``diagnosis``) naming the input that triggered it.  Inputs are copied
-before each call, so a function that works in place cannot corrupt the reference.  Rows whose
-every key is masked are never used: they are outside every contract here.
+carries the key of its ``diagnosis``) naming the input that triggered it.  Rows whose every key
+is masked are never used: they are outside every contract here.
+
+Nothing the learner writes can fool a checker or break the kernel (:mod:`._sandbox`).  On
+Linux the learner's function runs in a forked child process, input after input; the
+references and the comparisons stay in the kernel, which the function never touches.  In the
+child, while the function runs:
+
+* a function of ``torch``, ``torch.Tensor``, ``torch.nn.functional``, ``numpy``, ``math``,
+  ``builtins`` or ``attnlib`` that it replaces or deletes is reported (diagnosis
+  ``"tampered"``, the verdict of the whole check) and put back;
+* the library calls that would do the lab's job are seen however they are reached (a torch
+  function mode and a profiler, not the source text) and refused with a message that says what
+  to write instead (``"library_call"``): a library softmax in the softmax lab; ready-made
+  attention (``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``, attnlib's) in the
+  attention and online labs, with attnlib's online softmax in the latter; attnlib's
+  ``causal_mask`` (and ``generate_square_subsequent_mask``) and ``split_heads`` in theirs;
+* in the online lab, every tensor a torch call returns and every NumPy array made from the
+  inputs is checked for a ``(T_q, T_k)`` score matrix (``"full_matrix"``, before any value is
+  graded);
+* ``stdout`` and ``stderr`` are captured: the feedback counts them and quotes the start.
+
+Each input has :data:`TIME_LIMIT_S` seconds, and a check :data:`CHECK_TIME_LIMIT_S` in all
+(``"timed_out"``; the child is killed); ``os._exit`` or a crash end the child only
+(``"exited"``).  Where ``os.fork`` is missing (or with ``ATTNLIB_LAB_ISOLATION=inprocess``)
+the function runs in the kernel with the same watches and the same undoing, but without the
+time limit or protection from ``os._exit``, and the feedback says so.  A function that needs
+CUDA, which cannot start in a forked child, is run that way too.
 
 Unlike the rest of :mod:`attnlib.exercises` this subpackage needs torch (it runs the
 learner's PyTorch code), so it is not shipped to the static page's Pyodide (only the
 top-level modules of :mod:`attnlib.exercises` are) and is not imported by that package's
 ``__init__``; the page shows the lab's contract, its stub, the mistakes and a launch link.
 
-Layout: :mod:`.mistakes` (:data:`MISTAKES`, what each lab names), :mod:`._core` (the
-feedback type, calling the learner safely, comparing, choosing the mistake and the input to
-show), and one module per lab (:mod:`.softmax`, :mod:`.attention`, :mod:`.causal`,
+Layout: :mod:`.mistakes` (:data:`MISTAKES`, what each lab names), :mod:`._sandbox` (running
+the learner's function apart: child process, time limit, watches), :mod:`._core` (the
+feedback type, calling the learner through the sandbox, comparing, choosing the mistake and
+the input to show), and one module per lab (:mod:`.softmax`, :mod:`.attention`, :mod:`.causal`,
 :mod:`.heads`, :mod:`.online`), each holding its inputs, the fingerprints of its mistakes
 and its checker.
 
@@ -47,6 +73,7 @@ True
 from __future__ import annotations
 
 from ._core import ATOL, LARGE_SCORE, REAL_LAYER, RTOL, LabFeedback
+from ._sandbox import CHECK_TIME_LIMIT_S, TIME_LIMIT_S
 from .attention import check_attention
 from .causal import check_causal_mask
 from .heads import check_split_heads
@@ -57,5 +84,5 @@ from .softmax import check_softmax
 __all__ = [
     "LabFeedback", "MISTAKES", "mistakes_markdown", "check_softmax", "check_attention",
     "check_causal_mask", "check_split_heads", "check_online_softmax_attention",
-    "RTOL", "ATOL", "LARGE_SCORE", "REAL_LAYER",
+    "RTOL", "ATOL", "LARGE_SCORE", "REAL_LAYER", "TIME_LIMIT_S", "CHECK_TIME_LIMIT_S",
 ]

@@ -12,6 +12,8 @@ import torch
 
 from ... import corpus
 from ..core import Feedback
+from . import _sandbox
+from ._sandbox import Sandbox, _decode, _rebuild_error
 from .mistakes import MISTAKES
 
 #: Tolerances of every comparison (float64 reference against the learner's result, which may
@@ -34,8 +36,10 @@ REAL_LAYER = 4
 class LabFeedback(Feedback):
     """:class:`~attnlib.exercises.core.Feedback` with the key of the ``diagnosis``: a key of
     ``MISTAKES[lab]``, or one of ``"not_implemented"``, ``"raised"``, ``"not_callable"``,
-    ``"wrong_type"``, ``"wrong_shape"``, ``"not_finite"``, ``"wrong_values"``; ``None`` when
-    correct.  Shown in a notebook as its text (``Correct. ...`` / ``Not yet. ...``)."""
+    ``"wrong_type"``, ``"wrong_shape"``, ``"not_finite"``, ``"wrong_values"``, and, from
+    running the function apart (:mod:`._sandbox`), ``"library_call"`` (it called a library
+    function that does the lab's job), ``"tampered"`` (it replaced a function of torch, numpy,
+    math or attnlib), ``"timed_out"`` and ``"exited"``; ``None`` when correct.  Shown in a notebook as its text (``Correct. ...`` / ``Not yet. ...``)."""
 
     diagnosis: str | None = None
 
@@ -100,21 +104,153 @@ def _fail(message: str, diagnosis: str, hint: str | None = None):
     raise _Done(LabFeedback(False, message, hint, diagnosis))
 
 
+#: The lab of each checker (keys of ``MISTAKES``), and the name of its function in feedback.
+_LAB_OF = {"check_softmax": ("softmax", "softmax"), "check_attention": ("attention", "attention"),
+           "check_causal_mask": ("causal_mask", "causal mask"), "check_split_heads": ("split_heads", "split_heads"),
+           "check_online_softmax_attention": ("online_softmax", "online softmax attention")}
+
+#: What each lab refuses and what to write instead (``library_call`` feedback).
+_REFUSED = {
+    "softmax": ("writing the softmax yourself, so a library softmax (torch.softmax, F.softmax, x.softmax, "
+                "log_softmax, nn.Softmax, attnlib.softmax) is not accepted here",
+                "Build it from torch.exp, each slice's maximum (x.amax(dim=dim, keepdim=True)) and a sum "
+                "(keepdim=True). Outside this lab, do use the library's softmax."),
+    "attention": ("writing attention yourself, so ready-made attention (F.scaled_dot_product_attention, "
+                  "nn.MultiheadAttention, attnlib's attention functions) is not accepted here",
+                  "Compute the scores q @ k.transpose(-2, -1) / sqrt(d_k), fill the masked ones with -inf, take "
+                  "the softmax over the keys (torch.softmax is fine in this lab) and multiply by v."),
+    "causal_mask": ("building the mask yourself, so a ready-made causal mask (attnlib.causal_mask, "
+                    "nn.Transformer.generate_square_subsequent_mask) is not accepted here",
+                    "Compare positions: i = torch.arange(T), then i[None, :] <= i[:, None]; or "
+                    "torch.tril(torch.ones(T, T, dtype=torch.bool))."),
+    "split_heads": ("writing the reshape yourself, so attnlib.split_heads is not accepted here",
+                    "Reshape (B, T, d_model) to (B, T, H, d_head), then transpose(1, 2)."),
+    "online_softmax": ("the online softmax itself, so ready-made attention (F.scaled_dot_product_attention, "
+                       "nn.MultiheadAttention, attnlib.tiled_attention and attnlib's other attention functions) "
+                       "and attnlib's online softmax (online_softmax, online_softmax_step) are not accepted here",
+                       "Loop over blocks of keys, keeping for every query a running maximum, a running sum and "
+                       "a running output, rescaled by exp(m_old - m_new) when the maximum grows."),
+}
+
+
+def _names(items: list) -> str:
+    items = [f"`{x}`" for x in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+class _Learner:
+    """The learner's function as a checker sees it: each call runs in a
+    :class:`~._sandbox.Sandbox` (a forked child on Linux), and what the sandbox saw becomes
+    feedback: a refused library call or a replaced library function is the verdict of the
+    whole check (:attr:`verdict`); a timeout or an ended process fails the input it happened
+    on; printed output is counted and quoted at the end (:meth:`annotate`)."""
+
+    def __init__(self, fn, lab: str, what: str):
+        self.fn, self.lab, self.what = fn, lab, what
+        self.sandbox = Sandbox(fn, lab)
+        self.verdict: LabFeedback | None = None
+        self.output, self.output_chars = "", 0
+
+    def close(self) -> None:
+        self.sandbox.close()
+
+    def run(self, case: "_Case", what: str, matrix: dict | None = None):
+        """The learner's result on ``case`` (rebuilt in this process), or the learner's
+        exception (rebuilt with the same type name), or a failure (:class:`_Done`)."""
+        what = self.what if what == "function" else what
+        left = _sandbox.CHECK_TIME_LIMIT_S - self.sandbox.spent
+        if left <= 0:
+            _fail(f"Your {what} used up the {_sandbox.CHECK_TIME_LIMIT_S:g} s this check allows before it got "
+                  f"to {case.label}. A correct one needs well under a second for all the inputs; look for a "
+                  "slow loop (e.g. over every number of a tensor in Python).", "timed_out")
+        limit = min(_sandbox.TIME_LIMIT_S, left)
+        args, kwargs = case.copy_args()
+        reply = self.sandbox.call(args, kwargs, matrix, limit)
+        if reply.get("output_chars"):
+            if not self.output_chars:
+                self.output = reply.get("output", "")
+            self.output_chars += reply["output_chars"]
+        if reply.status == "timed_out":
+            _fail(f"Your {what} did not return within {limit:g} s on {case.label}, so the check stopped it "
+                  "(a correct one takes a few milliseconds here). Look for a loop that never ends, such as a "
+                  "`while` whose condition never becomes false, or a loop over a list that keeps growing. "
+                  "Your notebook is unaffected: the check ran your function in a separate process.",
+                  "timed_out")
+        if reply.status == "exited":
+            how = (f"was killed by the signal {reply['signal']}" if "signal" in reply
+                   else f"ended the Python process it ran in (exit status {reply.get('exit_code')})")
+            _fail(f"Your {what} {how} on {case.label}: `os._exit` (or a crash) stops Python at once, without "
+                  "returning anything. The check ran your function in a separate process, so your notebook "
+                  "kernel is still running; a function should `return` its result, and `raise` an exception "
+                  "to report a problem.", "exited")
+        if reply.get("tampered"):
+            changed = reply["tampered"]
+            self.verdict = LabFeedback(
+                False, f"Your {what} replaced {_names(changed[:4])}{' and more' if len(changed) > 4 else ''} while "
+                "it ran (seen on " + case.label + "). A function that patches torch, NumPy or attnlib changes "
+                "them for everything that runs after it, in every cell, and here it would change how your "
+                "answer is checked, so it is not accepted. The check has undone the change: nothing changed "
+                "in this notebook. Remove the assignment and compute the result instead.", None, "tampered")
+            raise _Done(self.verdict)
+        if reply.get("forbidden"):
+            about, instead = _REFUSED[self.lab]
+            self.verdict = LabFeedback(
+                False, f"Your {what} calls {_names(reply['forbidden'][:1])} (seen on {case.label}). This lab is about "
+                f"{about}. {instead}", None, "library_call")
+            raise _Done(self.verdict)
+        if reply.get("matrix"):
+            title, text = MISTAKES["online_softmax"]["full_matrix"]
+            self.verdict = LabFeedback(
+                False, f"{title}: {text}\nShown by {case.label}: your function made a tensor or array of shape "
+                f"{tuple(reply['matrix'])}, as large as the whole (T_q, T_k) score matrix; the check grades the "
+                "values only when no such matrix is made.", None, "full_matrix")
+            raise _Done(self.verdict)
+        status, payload = reply["result"]
+        if status == "error":
+            raise _rebuild_error(*payload)
+        return _decode(payload)
+
+    def annotate(self, fb: LabFeedback) -> LabFeedback:
+        """``fb`` with a note on what the function printed, and on how it was run when that
+        was not in a separate process."""
+        notes = []
+        if self.output_chars:
+            head = self.output[:_sandbox.OUTPUT_EXCERPT_CHARS]
+            more = "" if self.output_chars <= len(head) else "…"
+            notes.append(f"(Your {self.what} printed {self.output_chars:,} characters while it was checked, kept out "
+                         f"of this cell's output; they begin: {head!r}{more})")
+        if self.sandbox.mode != "process":
+            notes.append("(On this platform the check runs your function inside this kernel, not in a separate "
+                         "process: there is no time limit, and `os._exit` would end the kernel.)")
+        if not notes:
+            return fb
+        return LabFeedback(fb.correct, fb.message + "\n" + "\n".join(notes), fb.hint, fb.diagnosis)
+
+
 def _lab(func):
-    """Decorator of the checkers: whatever happens, a :class:`LabFeedback` comes back."""
+    """Decorator of the checkers: the learner's function runs through a :class:`_Learner`
+    (isolated, timed, watched), and whatever happens, a :class:`LabFeedback` comes back."""
+    lab, what = _LAB_OF[func.__name__]
 
     @functools.wraps(func)
     def wrapper(fn, *args, **kwargs):
         if not callable(fn):
             return LabFeedback(False, f"Expected your function itself (e.g. `{func.__name__[6:]}` without "
                                f"parentheses), got a {type(fn).__name__}.", None, "not_callable")
+        learner = _Learner(fn, lab, what)
         try:
-            return func(fn, *args, **kwargs)
-        except _Done as done:
-            return done.feedback
-        except Exception as err:  # noqa: BLE001 - a learner's function must never raise through
-            return LabFeedback(False, f"Your function could not be checked ({type(err).__name__}: {err}).",
-                               None, "raised")
+            try:
+                fb = func(learner, *args, **kwargs)
+            except _Done as done:
+                fb = done.feedback
+            except Exception as err:  # noqa: BLE001 - a learner's function must never raise through
+                fb = LabFeedback(False, f"Your function could not be checked ({type(err).__name__}: {err}).",
+                                 None, "raised")
+            if learner.verdict is not None:
+                fb = learner.verdict
+            return learner.annotate(fb)
+        finally:
+            learner.close()
 
     return wrapper
 
@@ -138,14 +274,18 @@ def _shape(t) -> tuple:
     return tuple(t.shape)
 
 
-def _call(fn, case: _Case, what: str):
-    """The learner's result on ``case``; an exception becomes a failure naming the input."""
-    args, kwargs = case.copy_args()
+def _call(fn, case: _Case, what: str, matrix: dict | None = None):
+    """The learner's result on ``case``; an exception becomes a failure naming the input.
+    ``fn`` is a :class:`_Learner` (every checker's), or a plain function (run here, as is).
+    ``matrix``: the score-matrix watch of the online lab (see :class:`~._sandbox._Watch`)."""
     try:
+        if isinstance(fn, _Learner):
+            return fn.run(case, what, matrix)
+        args, kwargs = case.copy_args()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return fn(*args, **kwargs)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Done):
         raise
     except NotImplementedError:
         _fail(f"Your {what} is not implemented yet: replace `raise NotImplementedError` with your code "

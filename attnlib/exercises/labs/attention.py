@@ -143,6 +143,11 @@ def check_attention(fn) -> LabFeedback:
     mask; integer-valued q and k whose scores reach about 1e4; the real q, k, v of every head
     of one encoder layer with a causal mask.
 
+    Ready-made attention (``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``,
+    attnlib's attention functions) is refused (``library_call``); ``torch.softmax`` is fine.
+    The function runs apart from the grader, at most :data:`TIME_LIMIT_S` seconds per input
+    (see :mod:`._sandbox`).
+
     Shapes:
         q: ``(..., T_q, d_k)``, k: ``(..., T_k, d_k)``, v: ``(..., T_k, d_v)``,
         mask: broadcastable to ``(..., T_q, T_k)``; returns ``out`` ``(..., T_q, d_v)`` and

@@ -37,6 +37,9 @@ def check_causal_mask(fn) -> LabFeedback:
     ``j``, i.e. ``j <= i`` (rows are queries, columns keys; True = may attend, as in PyTorch's
     ``scaled_dot_product_attention``).  Checked for ``T`` in 1, 2, 3, 4, 5, 8 and 13 (the
     number of tokens of the course's running sentence... any length works the same).
+    :func:`attnlib.causal_mask` and ``nn.Transformer.generate_square_subsequent_mask`` are
+    refused (``library_call``); the function runs apart from the grader, at most
+    :data:`TIME_LIMIT_S` seconds per input (see :mod:`._sandbox`).
 
     Shapes:
         result: ``(T, T)`` bool.

@@ -76,7 +76,9 @@ def check_split_heads(fn) -> LabFeedback:
     Inputs, smallest first: ``(1, 2, 4)`` and ``(1, 3, 4)`` with 2 heads, ``(2, 5, 6)`` with 3,
     ``(3, 5, 12)`` with 4, ``(2, 3, 5)`` with 1, all with distinct values so that every
     number tells where it came from; the real input of one encoder layer for two sequences,
-    ``(2, T, 384)`` with 12 heads.
+    ``(2, T, 384)`` with 12 heads.  :func:`attnlib.split_heads` is refused
+    (``library_call``); the function runs apart from the grader, at most
+    :data:`TIME_LIMIT_S` seconds per input (see :mod:`._sandbox`).
 
     Shapes:
         x: ``(B, T, d_model)``; result: ``(B, H, T, d_head)``.

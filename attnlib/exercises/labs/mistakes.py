@@ -167,8 +167,9 @@ MISTAKES: dict[str, dict[str, tuple[str, str]]] = {
         "scaled_by_d_k": ("Scaled by d_k instead of sqrt(d_k)",
                           "dividing by `d_k` makes the weights too flat."),
         "full_matrix": ("The whole score matrix at once",
-                        "the output is right, but the function computes a `(T_q, T_k)` score "
-                        "matrix; the point is never to hold it, only `(T_q, block_size)` tiles."),
+                        "the function computes a `(T_q, T_k)` score matrix (or something as "
+                        "large), in torch or NumPy; the point is never to hold it, only "
+                        "`(T_q, block_size)` tiles, so its values are not graded until it is gone."),
     },
 }
 

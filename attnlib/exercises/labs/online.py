@@ -8,7 +8,7 @@ import torch
 from ...softmax import softmax
 from ...tiled import tiled_attention
 from ._core import (
-    LabFeedback, REAL_LAYER, _Case, _Raised, _as_tensor_result, _call, _close, _describe, _fail, _finite,
+    LabFeedback, REAL_LAYER, _Case, _Raised, _as_tensor_result, _call, _close, _finite,
     _generic_tensor, _ints, _lab, _later_results, _pick, _raised, _randn, _real_head, _shape, _showing,
     _wrong,
 )
@@ -41,7 +41,23 @@ def _online_cases() -> list[_Case]:
         _Case("integer q (3, 4), k (9, 4) with entries up to 60 (query 0's scores all below -1000, query 1's "
               "all above 1000), v (9, 2), block_size=2", (q_big, k_big, _randn(9, 2, seed=42), 2), {}),
         _Case(None, make=real),
+        _long_case(),
     ]
+
+
+#: The long input: 256 keys in blocks of 16 for 32 queries of width 2, where a (32, 256) score
+#: matrix is 8 times larger than the keys and 16 times larger than a tile.
+_LONG = dict(T_q=32, T_k=256, d=2, block=16)
+
+
+def _long_case() -> _Case:
+    T_q, T_k, d, block = _LONG["T_q"], _LONG["T_k"], _LONG["d"], _LONG["block"]
+    case = _Case(f"q ({T_q}, {d}), k ({T_k}, {d}), v ({T_k}, {d}), block_size={block} (a long sequence: {T_k} keys "
+                 f"in {T_k // block} blocks; the ({T_q}, {T_k}) score matrix would be 16 times larger than a tile)",
+                 (_randn(T_q, d, seed=43, scale=2.0), _randn(T_k, d, seed=44, scale=2.0), _randn(T_k, d, seed=45), block),
+                 {})
+    case.long = True
+    return case
 
 
 def _online_variant(q, k, v, block: int, *, scale: str = "ok", bug: str | None = None) -> torch.Tensor:
@@ -109,20 +125,20 @@ def _reference_online(case: _Case) -> torch.Tensor:
     return tiled_attention(q.double(), k.double(), v.double(), block_size=block)
 
 
-class _ShapeWatch(torch.overrides.TorchFunctionMode):
-    """Records whether any torch call returns a tensor whose last two dimensions are
-    ``(T_q, T_k)``: a whole score (or weight) matrix."""
-
-    def __init__(self, T_q: int, T_k: int):
-        super().__init__()
-        self.T_q, self.T_k, self.seen = T_q, T_k, None
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
-        for t in (result if isinstance(result, (tuple, list)) else (result,)):
-            if isinstance(t, torch.Tensor) and t.dim() >= 2 and tuple(t.shape[-2:]) == (self.T_q, self.T_k):
-                self.seen = self.seen or tuple(t.shape)
-        return result
+def _matrix_watch(case: _Case) -> dict | None:
+    """What counts as a whole score matrix on ``case`` (see :class:`~._sandbox._Watch`): a
+    result whose last two dimensions are ``(T_q, T_k)`` (or ``(T_k, T_q)``), where no tile or
+    input can have that shape; and on the long input (:data:`_LONG`), any tensor or array whose
+    memory holds half a score matrix or more (no input, tile or running state comes close)."""
+    q, k, v, block = case.args
+    T_q, T_k, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    spec = {}
+    if T_k > block and T_q not in (1, T_k) and T_k not in (d_k, d_v):
+        spec["shape"] = (T_q, T_k)
+        spec["transposed"] = T_q not in (d_k, d_v, block)
+    if getattr(case, "long", False):
+        spec["min_elements"] = T_q * T_k // 2
+    return spec or None
 
 
 @_lab
@@ -134,15 +150,22 @@ def check_online_softmax_attention(fn) -> LabFeedback:
     and values in blocks of ``block_size`` rows (the last block may be shorter), keeping for
     every query a running maximum ``m``, a running sum ``l`` and a running weighted sum of
     value rows, both rescaled by ``exp(m_old - m_new)`` when the maximum grows; never holding
-    a ``(T_q, T_k)`` score matrix (checked on the batched input, whose ``T_k = 11`` is larger
-    than its ``block_size = 4``).
+    a ``(T_q, T_k)`` score matrix, in torch or NumPy: every tensor the function's torch calls
+    return and every array made from the inputs is watched, and a function that makes one is
+    refused (``full_matrix``) before its values are graded.
 
     Inputs, smallest first: one query over three keys whose scores rise then fall
     (``block_size=1``), and fall then rise (``block_size=2``); ``T_k = 5`` in blocks of 2;
     a block larger than ``T_k``; batches of heads ``(2, 3, ...)``; integer-valued q and k
     whose scores reach about 1e4, with one query whose every score is below -1000 (a running
     maximum started at 0 underflows there); the real q, k, v of every head of one encoder
-    layer.
+    layer; a long sequence (``T_q = 32``, ``T_k = 256``, blocks of 16), where any tensor or
+    array half the size of the score matrix counts as holding it.
+
+    The library calls that would do the work (``F.scaled_dot_product_attention``,
+    ``nn.MultiheadAttention``, :func:`attnlib.tiled_attention` and attnlib's other attention
+    functions, :func:`attnlib.online_softmax_step`, :func:`attnlib.online_softmax`) are refused
+    (``library_call``).  The function runs apart from the grader (see :mod:`._sandbox`).
 
     Shapes:
         q: ``(..., T_q, d_k)``, k: ``(..., T_k, d_k)``, v: ``(..., T_k, d_v)``; result
@@ -150,7 +173,8 @@ def check_online_softmax_attention(fn) -> LabFeedback:
 
     Returns:
         :class:`LabFeedback`; keys of ``MISTAKES["online_softmax"]`` name the mistakes (a
-        recurrence mistake and a scaling mistake together are recognised).  Never raises.
+        recurrence mistake and a scaling mistake together are recognised).  Never raises;
+        a function that runs longer than :data:`TIME_LIMIT_S` seconds on an input is stopped.
 
     Source: Milakov & Gimelshein (2018), algorithm 3; Dao et al. (2022), "FlashAttention",
     algorithm 1.
@@ -159,21 +183,12 @@ def check_online_softmax_attention(fn) -> LabFeedback:
     for i, case in enumerate(cases):
         q, k, v, block = case.args
         expected = _reference_online(case)
-        watch = _ShapeWatch(q.shape[-2], k.shape[-2]) if k.shape[-2] > block and q.shape[-2] not in (1, k.shape[-2]) \
-            and k.shape[-2] not in (q.shape[-1], v.shape[-1]) else None
         try:
-            if watch is not None:
-                with watch:
-                    got = _call(fn, case, "online softmax attention")
-            else:
-                got = _call(fn, case, "online softmax attention")
+            got = _call(fn, case, "online softmax attention", matrix=_matrix_watch(case))
         except _Raised as r:
             _raised(r.err, case, "online softmax attention", (), i)
         got = _as_tensor_result(got, case, "online softmax attention")
         if _close(got, expected):
-            if watch is not None and watch.seen:
-                _fail(f"{_describe(['full_matrix'], 'online_softmax')}\nShown by {case.label}: a tensor of shape "
-                      f"{watch.seen} was computed.", "full_matrix")
             continue
         fingerprints = case.memo("fp", lambda: _online_fingerprints(case))
         found = sorted((key for key, value in fingerprints.items() if _close(got, value)), key=len)

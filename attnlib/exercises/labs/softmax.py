@@ -88,6 +88,11 @@ def check_softmax(fn) -> LabFeedback:
     ``(2, 3, 5, 7)``, ``(4, 6, 5)`` with ``dim=1``, ``(3, 4, 5)`` with ``dim=-3``, and the real
     scaled scores of every head of one encoder layer ``(H, T, T)``, as they are and times 1000.
 
+    A library softmax (``torch.softmax``, ``F.softmax``, ``Tensor.softmax``, ``log_softmax``,
+    ``softmin``, ``nn.Softmax``, :func:`attnlib.softmax`, ``scipy.special.softmax``) is refused
+    (``library_call``).  The function runs apart from the grader, at most
+    :data:`TIME_LIMIT_S` seconds per input (see :mod:`._sandbox`).
+
     Shapes:
         x: any shape; result: the same shape.
 
