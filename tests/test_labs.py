@@ -3,7 +3,10 @@ every mistake the checkers name is triggered by a buggy implementation and named
 buggy implementations are never marked correct, and nothing a learner writes raises through.
 
 The oracle is attnlib's own reference (softmax, scaled_dot_product_attention, causal_mask,
-split_heads, tiled_attention), itself tested against PyTorch in the other test files."""
+split_heads, tiled_attention), itself tested against PyTorch in the other test files.  The
+learners' functions here never call the library function their lab is about (each lab refuses
+that: see the hostile functions at the end, which also patch libraries, loop for ever, exit,
+flood the output and hide a full score matrix)."""
 import math
 
 import numpy as np
@@ -774,6 +777,39 @@ def test_patching_exp_cannot_corrupt_the_reference():
         torch.exp = _EXP
 
 
+def _patches_tensor_exp(x, dim=-1):  # adds a method to torch.Tensor that shadows the inherited one
+    torch.Tensor.exp = lambda self: self
+    return sm_manual(x, dim)
+
+
+def _patches_numpy(x, dim=-1):
+    np.allclose = lambda *a, **k: True
+    return sm_manual(x, dim)
+
+
+def _switches_the_watch_off(x, dim=-1):
+    import sys
+
+    sys.setprofile(None)
+    return attnlib.softmax(x, dim=dim)
+
+
+@pytest.mark.parametrize("isolation", ["process", "inprocess"])
+@pytest.mark.parametrize("fn,name", [(_patches_tensor_exp, "torch.Tensor.exp"), (_patches_numpy, "numpy.allclose"),
+                                     (_switches_the_watch_off, "sys.setprofile")])
+def test_other_patches_are_refused_and_undone(fn, name, isolation, monkeypatch):
+    monkeypatch.setenv("ATTNLIB_LAB_ISOLATION", isolation)
+    allclose = np.allclose
+    try:
+        fb = check_softmax(fn)
+        assert fb.diagnosis == "tampered" and f"`{name}`" in fb.message, fb.text
+        assert "exp" not in vars(torch.Tensor) and np.allclose is allclose
+    finally:
+        np.allclose = allclose
+        if "exp" in vars(torch.Tensor):
+            del torch.Tensor.exp
+
+
 def test_in_process_fallback_still_refuses_and_undoes(monkeypatch):
     """Where there is no fork (or when asked), the function runs in the kernel: the snapshot
     still undoes and reports a patch, and the feedback says what is not guarded."""
@@ -867,7 +903,16 @@ def _full_on_long_inputs(q, k, v, block_size):  # blockwise on the short inputs 
     return (w / w.sum(-1, keepdim=True)) @ v
 
 
-@pytest.mark.parametrize("fn", [ONLINE_BUGS["full_matrix"], _np_full, _np_einsum_full, _full_on_long_inputs])
+def _np_from_lists_full(q, k, v, block_size):  # arrays from Python lists, not from the tensors
+    q, k, v = np.array(q.tolist()), np.array(k.tolist()), np.array(v.tolist())
+    w = np.exp(np.dot(q, np.swapaxes(k, -1, -2)) / math.sqrt(q.shape[-1])) if q.ndim == 2 else None
+    if w is None:
+        return _online(*(torch.from_numpy(t) for t in (q, k, v)), block_size)
+    return torch.from_numpy(w / w.sum(-1, keepdims=True) @ v)
+
+
+@pytest.mark.parametrize("fn", [ONLINE_BUGS["full_matrix"], _np_full, _np_einsum_full, _full_on_long_inputs,
+                                _np_from_lists_full])
 def test_the_online_lab_sees_every_score_matrix(fn):
     fb = check_online_softmax_attention(fn)
     assert not fb.correct and fb.diagnosis == "full_matrix", fb.text

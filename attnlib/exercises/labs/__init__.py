@@ -64,8 +64,10 @@ Shapes legend: ``B`` batch, ``H`` heads, ``T_q`` queries, ``T_k`` keys, ``d_k`` 
 width, ``d_v`` value width, ``d_model`` model width, ``d_head = d_model / H``.
 
 >>> import attnlib, torch
->>> check_causal_mask(attnlib.causal_mask).correct
+>>> check_causal_mask(lambda T: torch.tril(torch.ones(T, T, dtype=torch.bool))).correct
 True
+>>> check_causal_mask(attnlib.causal_mask).diagnosis  # the lab's job, done by the library
+'library_call'
 >>> fb = check_causal_mask(lambda T: torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1))
 >>> fb.diagnosis, fb.message.splitlines()[0][:14]
 ('inverted', 'Mask inverted:')

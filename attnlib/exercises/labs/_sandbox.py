@@ -146,6 +146,7 @@ class _Watch:
         self.matrix: tuple | None = None
         self._codes: dict = {}
         self._saved: list = []
+        self.profiler_changed = False
 
     # -- score matrices
     def _big(self, shape: tuple, storage_elements: int | None) -> None:
@@ -179,6 +180,8 @@ class _Watch:
     # -- the profiler: Python functions that would do the lab's job, however they were reached
     def profile(self, frame, event, arg):
         if event != "call":
+            if event == "c_call" and arg is _setprofile and frame.f_code is not _run_guarded.__code__:
+                self.profiler_changed = True                 # the function switches the watch off
             return
         code = frame.f_code
         hit = self._codes.get(code, False)
@@ -206,19 +209,15 @@ class _Watch:
         def array_method(t, *args, **kwargs):
             return to_watched(_orig_array(t, *args, **kwargs))
 
-        def converting(orig):
-            def wrapper(obj, *args, **kwargs):
-                out = orig(obj, *args, **kwargs)
-                return to_watched(out) if isinstance(obj, (_Tensor, watched)) else out
-            return wrapper
-
-        def creating(orig):
+        def converting(orig):  # every array made during the call is watched, from tensors or lists alike
             def wrapper(*args, **kwargs):
                 out = orig(*args, **kwargs)
-                if isinstance(out, np.ndarray):
-                    self.array(out)
+                if type(out) is np.ndarray and out.dtype.kind in "biufc":
+                    return to_watched(out)
                 return out
             return wrapper
+
+        creating = converting
 
         patches = [(torch.Tensor, "numpy", numpy_method), (torch.Tensor, "__array__", array_method)]
         for name in ("asarray", "array", "asanyarray", "ascontiguousarray", "asfortranarray", "copy"):
@@ -316,11 +315,19 @@ def _snapshot() -> list:
 
 
 def _restore(snapshot: list) -> list[str]:
-    """Put back every replaced or deleted function, class or module; ``label.name`` of each."""
+    """Put back every replaced or deleted function, class or module, and remove what was
+    added to a class (it would shadow an inherited method); ``label.name`` of each."""
     changed = []
     for label, obj, before in snapshot:
         now = vars(obj)
         is_module = not isinstance(obj, type)
+        if not is_module:
+            for name in [n for n in now if n not in before]:
+                changed.append(f"{label}.{name}")
+                try:
+                    delattr(obj, name)
+                except (AttributeError, TypeError):
+                    pass
         for name, old in before.items():
             if is_module and (name.startswith("__") or name == "_"):
                 continue
@@ -482,10 +489,10 @@ def _run_guarded(fn, lab: str, args, kwargs, matrix: dict | None) -> bytes:
         result = ("error", err)
     finally:
         sys.stdout, sys.stderr = saved_out, saved_err
-        tampered = _restore(snapshot)
-        watch.uninstall_numpy()
-        torch.set_default_dtype(dtype)
+        torch.set_default_dtype(dtype)  # global settings, put back silently (this also resets torch.Storage)
         torch.set_grad_enabled(grad)
+        tampered = _restore(snapshot) + (["sys.setprofile"] if watch.profiler_changed else [])
+        watch.uninstall_numpy()
     try:
         body = ("ok", _encode(result[1])) if result[0] == "ok" else ("error", _encode_error(result[1]))
     except BaseException as err:  # noqa: BLE001
@@ -502,12 +509,23 @@ def _run_guarded(fn, lab: str, args, kwargs, matrix: dict | None) -> bytes:
 
 # ------------------------------------------------------------------------ framing with deadlines
 
+def _ready(fd: int, write: bool, deadline: float | None) -> bool:
+    """Whether ``fd`` can be written (or read, or is closed) before ``deadline`` (a
+    ``time.monotonic()`` value; None waits for ever).  ``poll``, not ``select``: a kernel that
+    has opened many files can hand out descriptors above ``select``'s limit of 1024."""
+    wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT if write else select.POLLIN)
+        return bool(poller.poll(None if wait is None else int(math.ceil(wait * 1000))))
+    ready = select.select([], [fd], [], wait)[1] if write else select.select([fd], [], [], wait)[0]  # pragma: no cover
+    return bool(ready)
+
+
 def _write_all(fd: int, data: bytes, deadline: float | None) -> None:
     view = memoryview(len(data).to_bytes(8, "little") + data)
     while view:
-        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        _, ready, _ = select.select([], [fd], [], wait)
-        if not ready:
+        if not _ready(fd, True, deadline):
             raise TimeoutError
         n = os.write(fd, view[:65536])
         view = view[n:]
@@ -516,9 +534,7 @@ def _write_all(fd: int, data: bytes, deadline: float | None) -> None:
 def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
     parts, got = [], 0
     while got < n:
-        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ready, _, _ = select.select([fd], [], [], wait)
-        if not ready:
+        if not _ready(fd, False, deadline):
             raise TimeoutError
         chunk = os.read(fd, min(n - got, 1 << 20))
         if not chunk:
