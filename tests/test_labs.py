@@ -949,6 +949,12 @@ for name, fn in (("flood", flood), ("loop", loop), ("sys.exit", lambda T: sys.ex
                  ("os._exit", lambda T: os._exit(7)), ("after", mask)):
     t0 = time.time()
     report(name, check_causal_mask(fn), t0)
+try:
+    children = [p for task in os.listdir("/proc/self/task")
+                for p in open(f"/proc/self/task/{task}/children").read().split()]
+except OSError:
+    children = []
+print("CHILDREN " + json.dumps(children), flush=True)
 '''
 
 
@@ -967,12 +973,15 @@ def hostile_run():
         run = subprocess.run([sys.executable, "-c", _HOSTILE], capture_output=True, timeout=120, env=env)
     except subprocess.TimeoutExpired as err:
         return {"results": {}, "stdout": err.stdout or b"", "stderr": err.stderr or b"", "rc": "timeout"}
-    results = {}
+    results, children = {}, None
     for line in run.stdout.decode(errors="replace").splitlines():
         if line.startswith("RESULT "):
             item = json.loads(line[7:])
             results[item["name"]] = item
-    return {"results": results, "stdout": run.stdout, "stderr": run.stderr, "rc": run.returncode}
+        elif line.startswith("CHILDREN "):
+            children = json.loads(line[9:])
+    return {"results": results, "stdout": run.stdout, "stderr": run.stderr, "rc": run.returncode,
+            "children": children}
 
 
 def test_an_endless_loop_is_stopped_by_a_time_limit(hostile_run):
@@ -988,6 +997,7 @@ def test_exits_do_not_end_the_kernel(hostile_run):
     assert "exit status 7" in results["os._exit"]["message"] and "still running" in results["os._exit"]["message"]
     assert results["sys.exit"]["diagnosis"] == "raised" and "SystemExit" in results["sys.exit"]["message"]
     assert results["after"]["correct"] and hostile_run["rc"] == 0, hostile_run["rc"]   # the kernel lives on
+    assert hostile_run["children"] == [], hostile_run["children"]                      # no child left behind
 
 
 def test_printed_output_is_captured_and_quoted(hostile_run):
