@@ -177,7 +177,8 @@ class _Learner:
                   "Your notebook is unaffected: the check ran your function in a separate process.",
                   "timed_out")
         if reply.status == "exited":
-            how = (f"was killed by the signal {reply['signal']}" if "signal" in reply
+            how = (f"was killed by the signal {reply['signal']}"
+                   + (" (often: it ran out of memory)" if reply["signal"] == "SIGKILL" else "") if "signal" in reply
                    else f"ended the Python process it ran in (exit status {reply.get('exit_code')})")
             _fail(f"Your {what} {how} on {case.label}: `os._exit` (or a crash) stops Python at once, without "
                   "returning anything. The check ran your function in a separate process, so your notebook "

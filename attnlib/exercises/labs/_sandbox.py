@@ -641,17 +641,27 @@ class Sandbox:
         self.pid, self._req, self._resp = pid, req_w, resp_r
 
     def call(self, args: tuple, kwargs: dict, matrix: dict | None = None, limit_s: float | None = None) -> Reply:
-        """Run the learner's function on ``args``/``kwargs``: a :class:`Reply`.  Never raises
-        for anything the learner's code does (``KeyboardInterrupt`` from the user goes
-        through, after the child is killed).  ``limit_s`` (seconds) defaults to
-        :data:`TIME_LIMIT_S`."""
+        """Run the learner's function on ``args``/``kwargs``: a :class:`Reply`.  ``limit_s``
+        (seconds) defaults to :data:`TIME_LIMIT_S`; ``matrix`` is the online lab's watch
+        (:class:`_Watch`).  Where the child cannot be started (``os.fork`` fails) or the
+        function needs CUDA, which cannot start in a forked child, the sandbox switches to
+        running in this process (:attr:`mode` becomes ``"inprocess"``).
+
+        Raises:
+            KeyboardInterrupt: the user interrupted the kernel (the child is killed first).
+            Nothing else: whatever the learner's code does is reported in the reply.
+        """
         limit = TIME_LIMIT_S if limit_s is None else limit_s
         start = time.monotonic()
         try:
             if self.mode != "process":
                 return Reply(status="ok", **_loads(_run_guarded(self.fn, self.lab, args, kwargs, matrix)))
             if self.pid is None:
-                self._start()
+                try:
+                    self._start()
+                except OSError:  # no fork possible now (out of processes or memory): run it here
+                    self.mode = "inprocess"
+                    return Reply(status="ok", **_loads(_run_guarded(self.fn, self.lab, args, kwargs, matrix)))
             deadline = start + limit
             try:
                 _write_all(self._req, pickle.dumps((args, kwargs, matrix), protocol=4), deadline)
