@@ -43,6 +43,7 @@
     ".table-wrapper", ".cell_output div[id^=bertviz-]", ".attn-exercise .attn-ex-question table"
   ].join(",");
   var FOCUSABLE = "a[href], button, input, select, textarea, [tabindex]";
+  var counts = {};
 
   function focusable(node, scrolls) {
     var ours = node.hasAttribute("data-scroll-focus");
@@ -53,7 +54,8 @@
       if (!node.hasAttribute("aria-label") && !node.hasAttribute("aria-labelledby")) {
         var what = node.matches("table, .pst-scrollable-table-container, .table-wrapper") ? "table"
           : (node.matches("mjx-container, div.math") ? "equation" : (node.matches("pre, div.highlight pre") ? "code" : "output"));
-        node.setAttribute("aria-label", "Wide " + what + ": scroll sideways to read it all");
+        counts[what] = (counts[what] || 0) + 1;   /* landmarks need distinct names */
+        node.setAttribute("aria-label", "Wide " + what + " " + counts[what] + ": scroll sideways to read it all");
         node.setAttribute("data-scroll-label", "");
       }
     } else if (!scrolls && ours) {
@@ -334,11 +336,16 @@
 
 /* 5. Names for a screen reader (the markup fixes are in _ext/accessible_page.py):
  *    - the book's side panel (logo, search, chapter list) is a landmark named "Book";
+ *    - the search button is named by the words it shows ("Search Ctrl+K"), not "Search" alone;
  *    - sphinx-togglebutton names every solution toggle "Toggle hidden content": each is named
  *      after the title it opens ("Show or hide: Solution to Exercise 4.1 (...)"). */
 (function () {
   "use strict";
   function name() {
+    /* the search button shows "Search Ctrl+K" but was named "Search": its name is now its text */
+    document.querySelectorAll("button.search-button-field[aria-label]").forEach(function (b) {
+      if (b.textContent.trim()) b.removeAttribute("aria-label");
+    });
     var side = document.querySelector(".bd-sidebar-primary");
     if (side && !side.hasAttribute("role")) { side.setAttribute("role", "navigation"); side.setAttribute("aria-label", "Book"); }
     document.querySelectorAll(".toggle > .admonition-title > button.toggle-button").forEach(function (b) {

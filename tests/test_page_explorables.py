@@ -243,3 +243,19 @@ def test_explorable_viridis_is_matplotlibs():
     stops = np.array(eval(re.search(r"var VIRIDIS = (\[\[.*?\]\]);", js, re.S).group(1)), dtype=float)
     want = matplotlib.colormaps[xp.GRAPH_CMAP](np.linspace(0, 1, len(stops)))[:, :3] * 255
     assert np.abs(stops - want).max() <= 1.0
+
+
+@pytest.mark.parametrize("viewport,theme", [("desktop", "light"), ("phone", "dark")])
+def test_axe_finds_no_serious_violation_in_the_explorables(browser, column_page, viewport, theme):  # noqa: F811
+    """axe-core (with its experimental label-content-name-mismatch rule) on every explorable:
+    no serious or critical violation (the book-wide run is tests/test_page_a11y.py)."""
+    from axe_playwright_python.sync_playwright import Axe
+    visit = ScreenVisit(browser, column_page + f"{theme}.html", viewport, theme)
+    try:
+        result = Axe().run(visit.page, context=".attnlib-xp",
+                           options={"rules": {"label-content-name-mismatch": {"enabled": True}}}).response
+    finally:
+        visit.close()
+    bad = [(v["id"], v["impact"], [n["target"] for n in v["nodes"][:3]]) for v in result["violations"]
+           if v["impact"] in ("serious", "critical")]
+    assert not bad, bad

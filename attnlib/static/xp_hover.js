@@ -25,12 +25,17 @@ function view(root, data, uid) {
   var sentence = el("div", {"class": "xp-tokens", "data-role": "tokens"});
   var chips = [], names = tokenNames(data.tokens);
   for (j = 0; j < T; j++) {
+    /* named by its content, so the name begins with what the chip shows (the word, then the
+     * weight) and goes on in text only a screen reader reads: "the 0.12 (position 5): weight
+     * from “it”; show where “the” looks" (an aria-label would hide the visible words) */
     var chip = el("span", {"class": "xp-chip", tabindex: "0", "data-j": String(j), role: "button",
-                           "aria-pressed": "false", "aria-label": names[j] + ": show where it looks"});
+                           "aria-pressed": "false"});
     chip.appendChild(el("span", {"class": "xp-chip-tok"}, data.tokens[j]));
     var num = el("span", {"class": "xp-chip-num"});
     chip.appendChild(num);
-    chips.push({node: chip, num: num});
+    var spoken = el("span", {"class": "xp-sr"}, names[j].slice(data.tokens[j].length) + ": show where it looks");
+    chip.appendChild(spoken);
+    chips.push({node: chip, num: num, spoken: spoken, name: names[j]});
     sentence.appendChild(chip);
   }
   root.appendChild(el("p", {"class": "xp-hint"}, (picker ? "Pick a head, then hover" : "Hover") +
@@ -88,8 +93,8 @@ function view(root, data, uid) {
       c.node.setAttribute("aria-pressed", k === q ? "true" : "false");
       c.num.textContent = fmt(w[k], 2);
       /* the word (with its position when it repeats) and the number shown under it */
-      c.node.setAttribute("aria-label", names[k] + ", weight " + fmt(w[k], 2) + " from \u201c" + data.tokens[q] +
-                          "\u201d: show where it looks");
+      c.spoken.textContent = c.name.slice(data.tokens[k].length) + ": weight from \u201c" + data.tokens[q] +
+                             "\u201d; show where \u201c" + data.tokens[k] + "\u201d looks";
       best.push(k);
     }
     best.sort(function (a, b) { return w[b] - w[a]; });
