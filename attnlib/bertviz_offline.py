@@ -66,6 +66,10 @@ SELECT_NAMES = {"layer": "Layer", "filter": "Attention"}
 #: (one 80 px thumbnail per head); a keyboard reader scrolls it with the arrow keys once it has focus
 _BOX = ('<div class="attnlib-bertviz" role="region" tabindex="0" aria-label="{name}" '
         'style="overflow-x:auto;max-width:100%;padding-bottom:4px">')
+# A page's own "svg { max-width: 100% }" (the book's theme, JupyterLab) would squeeze the model
+# view's 970 px drawing, which has no viewBox, into the column and cut off every head beyond
+# the fourth: inside the box the drawing keeps its own width and the box scrolls.
+_STYLE = "<style>.attnlib-bertviz svg { max-width: none !important; }</style>"
 _CUE = ('<p class="attnlib-bertviz-cue" style="font-size:0.9em;margin:0 0 0.3em">'
         'The view may be wider than the page: scroll it sideways (swipe, or Tab to it and use the arrow '
         'keys) to see every head.</p>')
@@ -97,7 +101,7 @@ def offline_html(bertviz_html: str, name: str = "bertviz view") -> str:
         raise ValueError(f"expected one require.config(...) in bertviz's view script, found {n_config}")
     libs = "".join(f'<script data-attnlib-bertviz="{lib}">{_library(lib)}</script>\n' for lib in LIBRARIES)
     markup = _SELECT.sub(lambda s: f'{s.group(0)} aria-label="{SELECT_NAMES[s.group(1)]}"', body[:m.start()])
-    return (_CUE + _BOX.format(name=html.escape(name, quote=True)) + markup + "</div>\n"
+    return (_STYLE + _CUE + _BOX.format(name=html.escape(name, quote=True)) + markup + "</div>\n"
             + f'<script data-attnlib-bertviz="begin">{_BEGIN}</script>\n{libs}'
             + f'<script data-attnlib-bertviz="end">{_END}</script>\n'
             + f'<script data-attnlib-bertviz="view">{_VIEW_PRELUDE}{script}\n}})();</script>\n')

@@ -557,14 +557,20 @@ def test_bertviz_views_fit_a_phone_and_name_their_menus(bertviz_views, tmp_path)
             page = browser.new_page(viewport={"width": 390, "height": 844})
             page.goto(serve(str(tmp_path)) + "index.html", wait_until="load")
             page.wait_for_function("() => [...document.querySelectorAll('div[id^=bertviz-] svg')].length >= 2")
+            # the page squeezes every svg to its column, as the book's theme and JupyterLab do
+            page.add_style_tag(content="svg { max-width: 100%; }")
             boxes = page.evaluate("""() => [...document.querySelectorAll('.attnlib-bertviz')].map(b => {
-              const svg = b.querySelector('svg'), r = svg.getBoundingClientRect(), box = b.getBoundingClientRect();
-              return {overflow: getComputedStyle(b).overflowX, scroll: b.scrollWidth, client: b.clientWidth,
-                      drawing: r.width, boxRight: box.right, tab: b.tabIndex, name: b.getAttribute('aria-label')}; })""")
+              const svg = b.querySelector('svg'), box = b.getBoundingClientRect();
+              const drawn = Math.max(svg.getBoundingClientRect().width, parseFloat(svg.getAttribute('width')) || 0);
+              const inner = b.querySelector('div[id^=bertviz-]');
+              return {overflow: getComputedStyle(b).overflowX, scroll: Math.max(b.scrollWidth, inner.scrollWidth),
+                      client: b.clientWidth, drawing: drawn, shown: svg.getBoundingClientRect().width,
+                      boxRight: box.right, tab: b.tabIndex, name: b.getAttribute('aria-label')}; })""")
             assert len(boxes) == 2, boxes
             for box in boxes:
                 assert box["overflow"] == "auto" and box["boxRight"] <= 390, box
-                assert box["scroll"] >= box["drawing"] - 1, f"the drawing is cut off: {box}"
+                assert box["scroll"] >= box["drawing"] - 1 and box["shown"] >= box["drawing"] - 1, \
+                    f"the drawing is cut off or squeezed: {box}"
                 assert box["tab"] == 0 and box["name"], box
             assert boxes[1]["scroll"] > boxes[1]["client"], "the model view should need sideways scrolling at 390 px"
             unnamed = page.evaluate("() => [...document.querySelectorAll('select')].filter(s => !s.getAttribute('aria-label')).length")
