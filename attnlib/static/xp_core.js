@@ -112,8 +112,10 @@ function checkbox(uid, name, label, checked, onChange) {
  * tokens are shortened for the axis; the full text stays in a <title> tooltip.  Text is
  * always set with textContent. */
 function shortLabel(tok) { return tok.length > 14 ? tok.slice(0, 13) + "\u2026" : tok; }
-function tokenLabels(parent, tokens, pos, fixed, side, cls) {
-  for (var i = 0; i < tokens.length; i++) {
+function tokenLabels(parent, tokens, pos, fixed, side, cls, every) {
+  /* every: label one token in `every` (cells narrower than a line of text would make the
+   * labels overlap: chapter 6's 31 tokens on a phone); 1 or absent labels all */
+  for (var i = 0; i < tokens.length; i += (every || 1)) {
     var p = pos(i), attrs;
     if (side === "left") attrs = {x: fixed, y: p, "text-anchor": "end", "dominant-baseline": "middle"};
     else if (side === "top") attrs = {x: p, y: fixed, "text-anchor": "start", transform: "rotate(-55 " + p + " " + fixed + ")"};

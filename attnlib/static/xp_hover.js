@@ -56,8 +56,9 @@ function view(root, data, uid) {
       svg.appendChild(r);
     }
   }
-  tokenLabels(svg, data.tokens, function (n) { return left + n * cell + cell / 2; }, top - 6, "top", "ax-small");
-  tokenLabels(svg, data.tokens, function (n) { return top + n * cell + cell / 2; }, left - 6, "left", "ax-small");
+  var every = Math.max(1, Math.ceil(12 / cell));   /* labels never closer than a 12 px line */
+  tokenLabels(svg, data.tokens, function (n) { return left + n * cell + cell / 2; }, top - 6, "top", "ax-small", every);
+  tokenLabels(svg, data.tokens, function (n) { return top + n * cell + cell / 2; }, left - 6, "left", "ax-small", every);
   var outline = sv("rect", {x: left - 2, width: T * cell + 4, height: cell, "class": "xp-outline", "data-role": "row"});
   svg.appendChild(outline);
   colourBar(svg, uid, left, top + T * cell + 10, Math.min(180, T * cell), data.vmax, "weight");
