@@ -128,13 +128,43 @@ def browser_model_section(m: dict) -> list[str]:
             f"{m['max_weight_diff_vs_pytorch']:.1e} on those sentences."]
 
 
+def _longest(ms: float) -> str:
+    """A longest main-thread task: the Long Tasks API reports only tasks of 50 ms or more."""
+    return "under 50 ms (no long task)" if ms == 0 else f"{ms:.0f} ms"
+
+
+def exercises_section(e: dict) -> list[str]:
+    import statistics
+    return [f"Exercises graded in the page (`bench/bench_exercises.py`, {e['date']}, {e['cpus']} cores, load average "
+            f"{e['load_1min_before']:.1f}-{e['load_1min_after']:.1f}; `bench/results/exercises.md`): the first check "
+            f"loads {statistics.median(e['bytes_first_check']) / 2 ** 20:.1f} MiB (Pyodide and the graders) in a Web "
+            f"Worker and answers in {statistics.median(e['first_check_ms']) / 1e3:.1f} s (median of "
+            f"{len(e['first_check_ms'])}; {statistics.median(e['first_check_ms_cpu_4x']) / 1e3:.1f} s with the page's "
+            f"CPU throttled 4x), while the longest main-thread task is "
+            f"{_longest(max(e['longest_main_thread_task_ms']))} ({_longest(max(e['longest_main_thread_task_ms_cpu_4x']))} "
+            f"throttled); a later check takes {e['warm_check_ms_median']:.1f} ms (median).  The bench's machine was "
+            f"shared, so the load times include other processes' work."]
+
+
+def figures_section(f: dict) -> list[str]:
+    a = f.get("after")
+    if not a:
+        return []
+    return [f"The book's figures in headless Chromium (`bench/bench_figures.py`; `bench/results/figures.md`): "
+            f"{a['n_figures']} figures; at 1280 px none is shrunk and the smallest text on screen is "
+            f"{min(a['min_text_shown_1280']):.1f} px; at 390 px {a['n_phone_rendering_390']} show their phone rendering, "
+            f"smallest text {min(a['min_text_shown_390']):.1f} px, and {a['n_zoom_link_390']} open a zoom rendering "
+            f"on a tap."]
+
+
 def render() -> str:
     parts = []
     for name, section in (("book.json", book_section), ("attention_cpu.json", attention_section),
                           ("explorables.json", explorables_section), ("binder.json", binder_section),
-                          ("browser_model.json", browser_model_section)):
+                          ("browser_model.json", browser_model_section), ("exercises.json", exercises_section),
+                          ("figures.json", figures_section)):
         data = _load(name)
-        if data is not None:
+        if data is not None and section(data):
             parts.append("\n".join(section(data)))
     return "\n\n".join([BEGIN, *parts, END])
 
