@@ -59,6 +59,7 @@ _VIEW_PRELUDE = """(function () {
 _REQUIRE_SCRIPT = re.compile(r"<script\s+src=\"[^\"]*require(?:\.min)?\.js\"\s*>\s*</script>")
 _REQUIRE_CONFIG = re.compile(r"require\.config\(\{.*?\}\);", re.S)
 _VIEW_SCRIPT = re.compile(r"<script type=\"text/javascript\">(.*)</script>\s*$", re.S)
+_SCRIPT_END = re.compile(r"</(script)", re.I)
 _SELECT = re.compile(r'<select id="(layer|filter)"')
 #: accessible names of bertviz's menus (its visible words "Layer:" and "Attention:" are not labels)
 SELECT_NAMES = {"layer": "Layer", "filter": "Attention"}
@@ -97,6 +98,10 @@ def offline_html(bertviz_html: str, name: str = "bertviz view") -> str:
         raise ValueError("expected bertviz 1.4's HTML: one require.js <script src> tag and one view script; "
                          f"found {n_tags} require.js tag(s) and {'a' if m else 'no'} view script")
     script, n_config = _REQUIRE_CONFIG.subn("", m.group(1))
+    # bertviz writes the tokens into this script as JSON without escaping "</": a token such as
+    # "</script><img src=x onerror=...>" would end the script and run as markup.  "<\/" is the
+    # same string to JavaScript, and "</script" occurs nowhere else in the script.
+    script = _SCRIPT_END.sub(r"<\\/\1", script).replace("<!--", "<\\!--")
     if n_config != 1:
         raise ValueError(f"expected one require.config(...) in bertviz's view script, found {n_config}")
     libs = "".join(f'<script data-attnlib-bertviz="{lib}">{_library(lib)}</script>\n' for lib in LIBRARIES)

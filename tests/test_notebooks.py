@@ -581,3 +581,29 @@ def test_bertviz_views_fit_a_phone_and_name_their_menus(bertviz_views, tmp_path)
             assert not bad, bad
         finally:
             browser.close()
+
+
+def test_a_token_cannot_end_bertviz_script_or_run_as_markup(tmp_path):
+    """bertviz writes tokens into its script unescaped: a token "</script><img ...>" ended the
+    script and ran as markup.  The offline view escapes "</script" (the same string to
+    JavaScript): the page shows the token as text, creates no <img> and opens no dialog."""
+    _browser_or_skip()
+    import attnlib
+    from attnlib.bertviz_offline import head_view
+    from playwright.sync_api import sync_playwright
+    from test_browser import FLAGS, Visit, find_chromium, serve
+    run = attnlib.encoder.get_attentions("The cat sat.")
+    tokens = list(run.tokens)
+    tokens[2] = "</script><img src=x onerror=alert(1)>"
+    view = head_view(tuple(a.double().round(decimals=3) for a in run.attentions), tokens)
+    assert "</script><img" not in view.html
+    (tmp_path / "index.html").write_text(f"<html><body>{view.html}</body></html>")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=find_chromium(), args=FLAGS, headless=True)
+        try:
+            visit = Visit(browser, serve(str(tmp_path)) + "index.html")
+            assert visit.page.evaluate("() => document.querySelectorAll('img').length") == 0
+            assert visit.dialogs == [] and visit.errors == []
+            assert visit.page.evaluate("() => [...document.querySelectorAll('svg text')].some(t => t.textContent.includes('<img src=x'))")
+        finally:
+            browser.close()
