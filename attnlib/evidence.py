@@ -181,12 +181,13 @@ def pair_weights(texts, layer: int, head: int, query, keys, *, model=None, token
         ``weights`` (``{key: weight or None}``, floats in [0, 1]).
 
     Raises:
-        TypeError / ValueError: as :func:`token_position` for the query; IndexError: layer
-        or head out of range.
+        TypeError / ValueError: ``texts`` is not a list or tuple of non-blank str (one str is
+            refused: wrap it in a list); as :func:`token_position` for the query.
+        IndexError: layer or head out of range.
     """
     keys = [keys] if isinstance(keys, (str, int)) else list(keys)
     rows = []
-    for text in _texts(list(texts)):
+    for text in _validate.text_list(texts):   # one str is refused, not read letter by letter
         att = encoder.get_attentions(text, model=model, tokenizer=tokenizer)
         A = att.head(layer, head)
         i = token_position(att.tokens, query)

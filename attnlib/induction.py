@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import os
 import sys
 import time
@@ -110,9 +111,29 @@ def encode(words) -> torch.Tensor:
 
 
 def decode(ids) -> list:
-    """Ids -> words."""
+    """Ids -> words: ``ids`` a 1-D tensor of integers or a list/tuple of ints, each in
+    ``0..V-1`` (``V`` the vocabulary size); returns one word per id.
+
+    Raises:
+        TypeError: ``ids`` is a str, a float tensor, or holds something that is not an int
+            (a float such as 1.7 is refused, never rounded).
+        ValueError: an id outside ``0..V-1`` (a negative id would silently index from the end).
+    """
     vocab = _speech()[0]
-    return [vocab[int(i)] for i in ids]
+    if isinstance(ids, torch.Tensor):
+        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool or ids.dim() > 1:
+            raise TypeError(f"ids must be a 1-D integer tensor, got dtype {ids.dtype} and shape {tuple(ids.shape)}")
+        ids = ids.tolist()
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)):
+        raise TypeError(f"ids must be a list of ints or a 1-D integer tensor, got {type(ids).__name__}")
+    out = []
+    for n, i in enumerate(ids):
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral):
+            raise TypeError(f"ids[{n}] must be an int, got {type(i).__name__} {i!r}")
+        if not 0 <= int(i) < len(vocab):
+            raise ValueError(f"ids[{n}] = {i} is outside the vocabulary 0..{len(vocab) - 1}")
+        out.append(vocab[int(i)])
+    return out
 
 
 def _generator(seed, offset: int = 0) -> torch.Generator:

@@ -152,3 +152,10 @@ def test_mean_head_outputs_of_a_padded_batch_equal_the_texts_run_alone(encoder):
     texts = [corpus.RUNNING, "Hello there!", corpus.SINK_PROBES[2]]  # unequal lengths: padding
     alone = torch.cat([head_outputs(t, 2, None, model, tokenizer)[1] for t in texts], dim=1).mean(dim=1)  # (H, d_v)
     torch.testing.assert_close(mean_head_outputs(texts, 2, model, tokenizer), alone, atol=1e-5, rtol=1e-4)
+
+
+def test_pair_weights_refuses_one_str_instead_of_reading_it_letter_by_letter():
+    """pair_weights("Hello", ...) ran the model on the five one-letter texts 'H', 'e', ...
+    (issue 29): one str is refused with a message saying to wrap it in a list."""
+    with pytest.raises(TypeError, match="wrap a single text in a list"):
+        evidence.pair_weights("Hello", 0, 2, 0, [1])

@@ -370,3 +370,12 @@ def test_training_probe_reads_the_right_offset_and_each_half():
     second = F.cross_entropy(logits[:, n:-1].reshape(-1, V), repeated[:, n + 1:].reshape(-1)).item()
     assert reading["first_half"] == pytest.approx(first, rel=1e-5)
     assert reading["second_half"] == pytest.approx(second, rel=1e-5)
+
+
+@pytest.mark.parametrize("ids,error", [([-1], ValueError), ([10 ** 6], ValueError), ([1.7], TypeError), ("12", TypeError),
+                                       ([True], TypeError), (torch.tensor([1.0]), TypeError), (7, TypeError)])
+def test_decode_refuses_what_is_not_a_word_id(ids, error):
+    """decode([-1]) returned the last word, decode([1.7]) the word at 1, decode("12") a list:
+    each is now a clear error (issue 29)."""
+    with pytest.raises(error):
+        induction.decode(ids)

@@ -190,3 +190,14 @@ def test_mqa_without_the_flag_still_broadcasts():
     q, k, v = _qkv(2, 4, 1, 6)
     out, _ = scaled_dot_product_attention(q, k, v)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, enable_gqa=True), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("prompt,error", [(torch.tensor([[1, 10 ** 6]]), ValueError), (torch.tensor([[-1, 2]]), ValueError),
+                                          (torch.tensor([[1.0, 2.0]]), TypeError),
+                                          (torch.tensor([[1, 2]], dtype=torch.uint8), TypeError)])
+def test_generate_checks_the_prompt_on_both_paths(prompt, error, use_cache):
+    """The cached path used to skip the token-range check of the uncached one (an IndexError
+    from F.embedding; floats and uint8 failed inside it): both paths now name the problem."""
+    with pytest.raises(error, match="token ids must lie|int64 tensor of ids"):
+        generate(_model(), prompt, 3, use_cache=use_cache)
