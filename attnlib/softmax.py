@@ -36,7 +36,8 @@ def softmax(scores, dim: int = -1, temperature: float = 1.0) -> torch.Tensor:
 
     Scores of ``-inf`` get weight exactly 0.  A slice whose every score is ``-inf``
     (a query that may attend to nothing) gets all-zero weights rather than NaN.  An empty
-    slice (``T_k = 0``) gives an empty result.  NaN scores give NaN weights in their slice.
+    slice (``T_k = 0``) gives an empty result.  NaN or ``+inf`` scores give NaN weights in their
+    slice (as ``torch.softmax``): no finite distribution is defined there.
     Float16/bfloat16 inputs are computed in float32 and cast back.
 
     Shapes:

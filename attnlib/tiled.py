@@ -80,7 +80,8 @@ def online_softmax(score_blocks) -> torch.Tensor:
 
     Equal to ``attnlib.softmax(torch.cat(score_blocks, -1), dim=-1)``, without ever
     computing the maximum of the whole row first.  Rows whose every score is ``-inf`` get
-    all-zero weights, as in :func:`attnlib.softmax`.
+    all-zero weights, and rows holding a ``+inf`` or NaN score get NaN weights, as in
+    :func:`attnlib.softmax`.
 
     Shapes:
         score_blocks: a sequence of tensors ``(..., n_b)`` with equal leading shapes;
@@ -118,8 +119,14 @@ def online_softmax(score_blocks) -> torch.Tensor:
         m, l, _ = online_softmax_step(m, l, b.to(compute))
     m_safe = _safe(m)[..., None]
     l_safe = torch.where(l > 0, l, torch.ones_like(l))[..., None]
-    out = [torch.exp(b.to(compute) - m_safe) / l_safe for b in blocks]   # pass 2: weights
-    return torch.cat(out, dim=-1).to(dtype)
+    out = torch.cat([torch.exp(b.to(compute) - m_safe) / l_safe for b in blocks], dim=-1)   # pass 2
+    # A +inf or NaN score leaves no meaningful distribution: the whole row is NaN, exactly as
+    # attnlib.softmax (and torch.softmax) give it, never a row that looks like weights.
+    bad = torch.zeros(lead, dtype=torch.bool, device=out.device)
+    for b in blocks:
+        bad |= (torch.isnan(b) | torch.isposinf(b)).any(dim=-1)
+    out = torch.where(bad[..., None], torch.full_like(out, float("nan")), out)
+    return out.to(dtype)
 
 
 def tiled_attention(q, k, v, mask=None, *, is_causal: bool = False, scale: float | None = None,

@@ -315,3 +315,18 @@ def test_gradients_match_torch():
         grads.append([t.grad for t in leaves])
     for g_tiled, g_ref in zip(*grads):
         torch.testing.assert_close(g_tiled, g_ref, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("row", [[math.inf, 1.0, -2.0], [math.nan, 1.0, 0.5], [1.0, -math.inf, math.inf],
+                                 [-math.inf, -math.inf, -math.inf], [3.0, -math.inf, 1.0]])
+@pytest.mark.parametrize("split", [1, 2])
+def test_online_softmax_agrees_with_softmax_on_infinite_and_nan_scores(row, split):
+    """online_softmax([inf], [1]) gave [nan, 0] where softmax([inf, 1]) gives [nan, nan]
+    (issue 29): a +inf or NaN score makes the whole row NaN in both, -inf keeps weight 0, a
+    fully masked row is all zeros."""
+    scores = torch.tensor(row, dtype=torch.float64)
+    got = attnlib.online_softmax([scores[:split], scores[split:]])
+    want = attnlib.softmax(scores)
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=1e-15)
+    if any(math.isnan(x) or x == math.inf for x in row):
+        assert torch.isnan(want).all()
