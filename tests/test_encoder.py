@@ -795,3 +795,12 @@ def test_feed_forward_rejects(bad, layer, error):
     from attnlib.encoder import feed_forward
     with pytest.raises(error):
         feed_forward(bad, layer)
+
+
+def test_token_vectors_refuses_a_word_the_tokenizer_does_not_know(encoder):
+    """token_vectors(["I like 😀 a lot."], "🚀") returned the 😀's [UNK] as if the rocket were
+    there (issue 29): a word that becomes [UNK] is refused, naming why."""
+    model, tokenizer = encoder
+    assert tokenizer.tokenize("\U0001F680") == [tokenizer.unk_token]
+    with pytest.raises(ValueError, match="not in the tokenizer's vocabulary"):
+        token_vectors(["I like \U0001F600 a lot."], "\U0001F680", model=model, tokenizer=tokenizer)

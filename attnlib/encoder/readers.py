@@ -521,8 +521,9 @@ def token_vectors(texts, word: str, *, layer: int | None = -1, model=None, token
     Raises:
         TypeError: ``texts`` is not a list or tuple (a single str is refused), a text or
             ``word`` is not a str, ``layer`` is neither an int nor None.
-        ValueError: ``texts`` is empty; ``word`` is blank or does not occur exactly once (as
-            whole word pieces) in a text.
+        ValueError: ``texts`` is empty; ``word`` is blank, not in the vocabulary (it would
+            become ``[UNK]``, which matches any unknown character), or does not occur exactly
+            once (as whole word pieces) in a text.
         IndexError: ``layer`` outside ``-(n_layers + 1) .. n_layers``.
     """
     if not isinstance(texts, (list, tuple)):
@@ -537,6 +538,12 @@ def token_vectors(texts, word: str, *, layer: int | None = -1, model=None, token
     pieces = tokenizer.tokenize(word)
     if not pieces:
         raise ValueError(f"word must produce at least one token, got {word!r}")
+    unk = getattr(tokenizer, "unk_token", None)
+    if unk is not None and unk in pieces:
+        # every unknown character reads as the same [UNK]: matching it would find any other
+        # unknown character (a different emoji) as if it were this word
+        raise ValueError(f"{word!r} is not in the tokenizer's vocabulary (it becomes {pieces}): "
+                         f"its {unk} would match any other unknown character; pick a word the model knows")
     positions, vectors = [], []
     for text in texts:
         att = get_attentions(text, model=model, tokenizer=tokenizer)
