@@ -97,8 +97,10 @@ def apply_rope(x, positions=None, base: float = 10000.0) -> torch.Tensor:
 
     Args:
         x: queries or keys, ``(..., T, d)`` with ``d`` even.
-        positions: the position of each of the ``T`` rows, ints or floats ``(T,)`` (or
-            broadcastable to ``(..., T)``); default ``0 .. T-1``.  A decoder with a cache passes
+        positions: the position of each of the ``T`` rows, ints or floats ``(T,)``, or with
+            all of x's leading dimensions, broadcastable to ``(..., T)`` (``(B, 1, T)`` for
+            per-sequence positions of an ``x (B, H, T, d)``); a list is read as float64;
+            default ``0 .. T-1``.  A decoder with a cache passes
             ``T_cached .. T_cached + t - 1`` for its new tokens.
         base: ``10000`` in RoFormer and Llama 1-2 (Llama 3 uses ``500000``).
 
@@ -109,7 +111,8 @@ def apply_rope(x, positions=None, base: float = 10000.0) -> torch.Tensor:
         TypeError: ``x`` not a floating tensor; ``positions`` not a tensor/array/list of
             numbers; ``base`` not a real number.
         ValueError: ``x`` with fewer than 2 dimensions or an odd ``d``; ``positions`` that do not
-            broadcast to ``(..., T)`` or hold NaN/infinity; ``base <= 1``.
+            broadcast to ``(..., T)``, have fewer leading dimensions than ``x`` (but more than
+            one), or hold NaN/infinity; ``base <= 1``.
 
     Source: Su et al. (2021), "RoFormer: Enhanced Transformer with Rotary Position Embedding",
     eq. (34); rotate-half layout of GPT-NeoX (Black et al. 2022) and Llama.
@@ -125,13 +128,21 @@ def apply_rope(x, positions=None, base: float = 10000.0) -> torch.Tensor:
         pos = torch.arange(T, dtype=torch.float64)
     else:
         if isinstance(positions, (list, tuple)):
-            positions = torch.tensor(positions)
+            try:   # Python floats are float64: never round them through torch's float32 default
+                positions = torch.tensor(positions, dtype=torch.float64)
+            except (TypeError, ValueError, RuntimeError) as err:
+                raise TypeError(f"positions must be a list of numbers (one per row), got {positions!r:.80}: {err}") from None
         pos = _validate.tensor(positions, "positions")
         if pos.dtype == torch.bool or pos.is_complex():
             raise TypeError(f"positions must hold real numbers, got dtype {pos.dtype}")
         pos = pos.to(torch.float64)
         if not bool(torch.isfinite(pos).all()):
             raise ValueError("positions must be finite numbers")
+        if pos.dim() not in (0, 1, x.dim() - 1):
+            # (B, T) against x (B, H, T, d) would line B up with H: silently wrong when B == H
+            raise ValueError(f"positions must be (T,) or have x's {x.dim() - 1} leading dimensions "
+                             f"{tuple(x.shape[:-1])} (e.g. (B, 1, T) for one row of positions per sequence of "
+                             f"an x of shape (B, H, T, d)), got shape {tuple(pos.shape)}")
         try:
             torch.broadcast_shapes(pos.shape, x.shape[:-1])
         except RuntimeError:

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+import attnlib
+
 from attnlib.positions import apply_rope, rope_frequencies, rope_scores, sinusoidal
 
 ml = pytest.importorskip("transformers.models.llama.modeling_llama")
@@ -125,3 +127,24 @@ def test_sinusoidal_uses_its_base_as_written_in_the_paper(base):
             assert pe[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-12)
             assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-12)
     assert not torch.allclose(sinusoidal(T, d, base=base), sinusoidal(T, d, base=base * 10))
+
+
+def test_apply_rope_keeps_float64_positions_from_a_list():
+    """A list of Python floats went through torch's float32 default (an angle error of 9e-3
+    rad at position 1e5): a list is read as float64 (issue 29)."""
+    x = torch.randn(2, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    positions = [100000.3, 123456.7]
+    exact = attnlib.apply_rope(x, torch.tensor(positions, dtype=torch.float64))
+    assert torch.equal(attnlib.apply_rope(x, positions), exact)
+
+
+def test_apply_rope_refuses_batch_positions_that_would_line_up_with_heads():
+    """Positions (B, T) against x (B, H, T, d) broadcast B against H: with B == H the rotation
+    ran along the wrong axis without a word (issue 29).  They must be (T,) or (B, 1, T)."""
+    x = torch.randn(2, 2, 3, 8, generator=torch.Generator().manual_seed(0))
+    pos = torch.tensor([[0.0, 1, 2], [5, 6, 7]])
+    with pytest.raises(ValueError, match=r"\(B, 1, T\)"):
+        attnlib.apply_rope(x, pos)
+    per_sequence = attnlib.apply_rope(x, pos[:, None, :])
+    for b in range(2):
+        torch.testing.assert_close(per_sequence[b], attnlib.apply_rope(x[b], pos[b]))
