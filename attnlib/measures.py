@@ -174,11 +174,16 @@ def asymmetry(weights, *, relative: bool = False) -> torch.Tensor:
     relative = _validate.flag(relative, "relative")
     if not bool(torch.isfinite(m).all()):
         raise ValueError("asymmetry needs finite entries; got NaN or infinity (masked -inf scores?)")
+    dtype = m.dtype
+    m = m.to(torch.float32) if dtype in (torch.float16, torch.bfloat16) else m   # half's tiny range: float32 inside
     gap = (m - m.transpose(-1, -2)).abs().amax(dim=(-1, -2))  # (...)
     if not relative:
-        return gap
+        return gap.to(dtype)
     scale = m.abs().amax(dim=(-1, -2))
-    return torch.where(scale > 0, gap / scale.clamp_min(torch.finfo(m.dtype).tiny), torch.zeros_like(gap))
+    # divide by the scale itself (a clamp to float16's smallest normal number, 6e-5, turned a
+    # fully asymmetric matrix of tiny entries into 0.002)
+    return torch.where(scale > 0, gap / torch.where(scale > 0, scale, torch.ones_like(scale)),
+                       torch.zeros_like(gap)).to(dtype)
 
 
 def top_keys(weights_row, tokens, k: int = 3) -> list:

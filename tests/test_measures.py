@@ -253,3 +253,13 @@ BAD_CALLS = [
 def test_hostile_inputs_get_clear_errors(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("size", [1e-6, 1e-3, 1.0])
+def test_relative_asymmetry_is_one_for_a_one_sided_matrix_in_every_dtype(dtype, size):
+    """[[0, a], [0, 0]] is as asymmetric as a matrix gets: relative asymmetry 1 whatever a and
+    the dtype (float16 gave 0.002 for a = 1e-6: the scale was clamped to 6e-5) (issue 29)."""
+    m = torch.tensor([[0.0, size], [0.0, 0.0]]).to(dtype)
+    got = asymmetry(m, relative=True)
+    assert got.dtype == dtype and float(got) == pytest.approx(1.0, rel=1e-3)
