@@ -141,6 +141,27 @@ class ScreenVisit(Visit):
             self.page.wait_for_load_state("networkidle", timeout=90000)
 
 
+
+def check_explorables_on_screen(page, n: int, viewport: str, theme: str) -> None:
+    """The page's ``n`` explorables fit their column (content vs box, box vs column), show no
+    text under MIN_TEXT_PX, keep the page from scrolling sideways, keep every text at
+    MIN_CONTRAST against its ground, and each responds to its control (shared with
+    tests/test_page_steps.py)."""
+    fits = page.evaluate(FIT, ".attnlib-xp")
+    assert len(fits) == n
+    cut = [f for f in fits if f["scroll"] > f["client"] + 1 or f["right"] > f["column"] + 1]
+    assert not cut, f"{viewport}/{theme}: explorables wider than their column (content vs box, box vs column): {cut}"
+    tiny = [t for t in page.evaluate(SMALLEST_TEXT, ".attnlib-xp") if t["px"] < MIN_TEXT_PX]
+    assert not tiny, f"{viewport}/{theme}: text smaller than {MIN_TEXT_PX} px on screen: {tiny}"
+    scroll_width, client_width = page.evaluate(PAGE_SCROLL)
+    assert scroll_width <= client_width, f"{viewport}/{theme}: the page scrolls sideways ({scroll_width} > {client_width})"
+    low = [c for c in page.evaluate(CONTRASTS, ".attnlib-xp") if c["ratio"] < MIN_CONTRAST]
+    assert not low, f"{viewport}/{theme}: text below {MIN_CONTRAST}:1: " + "; ".join(
+        f"{c['id'].split('-')[1]} {c['text']!r} {c['ratio']:.2f}" for c in low[:12])
+    for f in fits:
+        assert respond(page, f["id"], f["kind"]), f"{viewport}/{theme}: {f['kind']} did not respond"
+
+
 SETTINGS = [(v, t) for v in VIEWPORTS for t in THEMES]
 
 
@@ -150,19 +171,7 @@ def test_explorables_fit_the_column_respond_and_are_readable(browser, column_pag
     try:
         page = visit.page
         assert page.get_attribute("html", "data-theme") == theme
-        fits = page.evaluate(FIT, ".attnlib-xp")
-        assert len(fits) == len(figures)
-        cut = [f for f in fits if f["scroll"] > f["client"] + 1 or f["right"] > f["column"] + 1]
-        assert not cut, f"{viewport}/{theme}: explorables wider than their column (content vs box, box vs column): {cut}"
-        tiny = [t for t in page.evaluate(SMALLEST_TEXT, ".attnlib-xp") if t["px"] < MIN_TEXT_PX]
-        assert not tiny, f"{viewport}/{theme}: text smaller than {MIN_TEXT_PX} px on screen: {tiny}"
-        scroll_width, client_width = page.evaluate(PAGE_SCROLL)
-        assert scroll_width <= client_width, f"{viewport}/{theme}: the page scrolls sideways ({scroll_width} > {client_width})"
-        low = [c for c in page.evaluate(CONTRASTS, ".attnlib-xp") if c["ratio"] < MIN_CONTRAST]
-        assert not low, f"{viewport}/{theme}: text below {MIN_CONTRAST}:1: " + "; ".join(
-            f"{c['id'].split('-')[1]} {c['text']!r} {c['ratio']:.2f}" for c in low[:12])
-        for f in fits:
-            assert respond(page, f["id"], f["kind"]), f"{viewport}/{theme}: {f['kind']} did not respond"
+        check_explorables_on_screen(page, len(figures), viewport, theme)
         assert visit.errors == [] and visit.external == []
     finally:
         visit.close()

@@ -26,7 +26,8 @@ from attnlib import corpus
 from attnlib import explorables as xp
 
 from test_browser import Visit, browser, explorer_page, figures, real, respond, serve  # noqa: F401  (fixtures)
-from test_page_explorables import (CONTRASTS, FIT, MIN_CONTRAST, MIN_TEXT_PX, PAGE_SCROLL, SETTINGS,
+from test_page_explorables import (CONTRASTS, FIT, MIN_CONTRAST, MIN_TEXT_PX, PAGE_SCROLL, SETTINGS,  # noqa: F401
+                                   check_explorables_on_screen,
                                    SMALLEST_TEXT, ScreenVisit, THEMES, theme_css)
 
 STATE = "(uid) => document.getElementById(uid).xpState"
@@ -442,19 +443,7 @@ def test_new_explorables_fit_respond_and_are_readable(browser, column, figs, vie
             while x.kind in ("steps", "online") and p.get_attribute(f"#{x.uid}-next", "aria-disabled") != "true":
                 p.click(f"#{x.uid}-next")
         p.click(f"#{figs['mask'].uid} [data-i='1'][data-j='1']")  # a removed cell and its readout
-        fits = p.evaluate(FIT, ".attnlib-xp")
-        assert len(fits) == len(figs)
-        cut = [f for f in fits if f["scroll"] > f["client"] + 1 or f["right"] > f["column"] + 1]
-        assert not cut, f"{viewport}/{theme}: wider than the column: {cut}"
-        tiny = [t for t in p.evaluate(SMALLEST_TEXT, ".attnlib-xp") if t["px"] < MIN_TEXT_PX]
-        assert not tiny, f"{viewport}/{theme}: text under {MIN_TEXT_PX} px: {tiny}"
-        scroll_width, client_width = p.evaluate(PAGE_SCROLL)
-        assert scroll_width <= client_width, f"{viewport}/{theme}: the page scrolls sideways"
-        low = [c for c in p.evaluate(CONTRASTS, ".attnlib-xp") if c["ratio"] < MIN_CONTRAST]
-        assert not low, f"{viewport}/{theme}: text below {MIN_CONTRAST}:1: " + "; ".join(
-            f"{c['id'].split('-')[1]} {c['text']!r} {c['ratio']:.2f}" for c in low[:12])
-        for f in fits:
-            assert respond(p, f["id"], f["kind"]), f"{viewport}/{theme}: {f['kind']} did not respond"
+        check_explorables_on_screen(p, len(figs), viewport, theme)
         assert visit.errors == [] and visit.external == []
     finally:
         visit.close()
