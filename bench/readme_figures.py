@@ -6,7 +6,8 @@ cannot drift from what was measured:
 
 * ``book.json``: ``bench/bench_book.py`` (each chapter executed in a fresh kernel);
 * ``attention_cpu.json``: ``bench/bench_attention.py`` (interleaved rounds, median ratios);
-* ``explorables.json``: ``bench/bench_explorables.py`` (headless Chromium).
+* ``explorables.json``: ``bench/bench_explorables.py`` (headless Chromium);
+* ``attention_cuda.json``, ``triton_cuda.json``: ``make gpu-check`` on a CUDA machine.
 
     python bench/readme_figures.py           # rewrite the section between the markers in README.md
     python bench/readme_figures.py --check   # exit 1 if README.md differs from the results
@@ -84,8 +85,44 @@ def attention_section(att: dict) -> list[str]:
     weights = T * T * 4 / 2 ** 20
     lines += ["", f"One float32 T x T weight matrix is {weights:.0f} MiB at this length; the reference path "
               "holds the scores and the weights, `tiled_attention` never more than a few "
-              f"(block x block) tiles (block sizes measured: {', '.join(map(str, blocks))}).  "
-              "GPU figures have not been measured (no GPU was available; `--device cuda` is implemented)."]
+              f"(block x block) tiles (block sizes measured: {', '.join(map(str, blocks))})."]
+    return lines
+
+
+def gpu_section(att: dict | None, tri: dict | None) -> list[str]:
+    """The GPU runs of ``make gpu-check`` (``bench/gpu_check.sh``), or a sentence saying none exists."""
+    if att is None and tri is None:
+        return ["GPU figures have not been measured (no GPU was available; `make gpu-check` is prepared)."]
+    lines = []
+    if att is not None:
+        cfg, meta = att["config"], att["meta"]
+        T = max(cfg["Ts"])
+        by = {(r["impl"], r["T"], r["mask"]): r for r in att["rows"]}
+        lines += [f"Attention on a GPU (`make gpu-check`: `bench/bench_attention.py --device cuda`, {meta['date'][:10]}, "
+                  f"{meta['machine']['gpu']}, CUDA {meta['machine']['cuda']}, PyTorch {meta['machine']['torch']}; "
+                  f"`bench/results/attention_cuda.md`): one head, d_head {cfg['d_head']}, {cfg['dtype']}, CUDA-event "
+                  f"medians.  At T = {T}, no mask:", "",
+                  "| implementation | ms | x torch | peak memory added (MiB) |", "|---|---:|---:|---:|"]
+        for impl in cfg["impls"]:
+            r = by[impl, T, "none"]
+            lines.append(f"| {att['labels'][impl]} | {r['time_s'] * 1e3:.2f} | {r['time_ratio']:.1f} | {r['peak_mib']:.1f} |")
+        lines.append("")
+    if tri is not None:
+        cfg, m = tri["config"], tri["meta"]["machine"]
+        ratios = [r["time_ratio"] for r in tri["rows"] if r["impl"] == "triton"]
+        big = max(cfg["Ts"])
+        at_big = [r["time_ratio"] for r in tri["rows"] if r["impl"] == "triton" and r["T"] == big]
+        peak = {r["impl"]: r["peak_mib"] for r in tri["rows"] if r["T"] == big and not r["causal"]}
+        lines.append(f"The Triton FlashAttention kernel (`bench/bench_triton.py`, {tri['meta']['date'][:10]}, {m['gpu']}, "
+                     f"Triton {m['triton']}; `bench/results/triton_cuda.md`; {cfg['heads']} heads of width {cfg['d_head']}, "
+                     f"{cfg['dtype']}, T = {min(cfg['Ts']):,} to {big:,}, with and without the causal mask): "
+                     f"{min(ratios):.2f}x to {max(ratios):.2f}x the time of PyTorch's fused kernel "
+                     f"({min(at_big):.2f}x to {max(at_big):.2f}x at T = {big:,}); its peak memory there is {peak['triton']:.0f} MiB "
+                     f"against PyTorch's {peak['torch']:.0f} MiB (both linear in T: no T x T matrix).")
+    tests = RESULTS / "gpu_tests.txt"
+    if tests.is_file():
+        summary = tests.read_text().strip().splitlines()[-1]
+        lines += ["", f"The CUDA cases of the unit tests, in the same run (`bench/results/gpu_tests.txt`): {summary}."]
     return lines
 
 
@@ -166,6 +203,8 @@ def render() -> str:
         data = _load(name)
         if data is not None and section(data):
             parts.append("\n".join(section(data)))
+        if name == "attention_cpu.json":
+            parts.append("\n".join(gpu_section(_load("attention_cuda.json"), _load("triton_cuda.json"))))
     return "\n\n".join([BEGIN, *parts, END])
 
 
