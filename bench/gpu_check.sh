@@ -28,7 +28,8 @@ step() {  # step NAME TIMEOUT COMMAND...
 }
 step "CUDA unit tests" 150 env HF_HUB_OFFLINE=1 $PY -m pytest -q -rs -m "not book" -k cuda \
   tests/test_attention.py tests/test_tiled.py tests/test_multihead.py tests/test_kv_cache.py \
-  tests/test_triton_attention.py tests/test_softmax.py tests/test_masks.py > "$OUT/gpu_tests.txt" 2>&1
+  tests/test_triton_attention.py tests/test_softmax.py tests/test_masks.py tests/test_geometry.py \
+  tests/test_graphs.py tests/test_measures.py tests/test_validate.py tests/test_views.py > "$OUT/gpu_tests.txt" 2>&1
 step "bench_attention --device cuda" 200 $PY bench/bench_attention.py --device cuda --budget 0.5 \
   --note "make gpu-check"
 step "bench_triton" 200 $PY bench/bench_triton.py --budget 1.0 --repeats 5
