@@ -209,9 +209,18 @@ def text_sequences(n: int = N_HELD_OUT, seed: int = 0) -> torch.Tensor:
     return ids[starts[:, None] + torch.arange(SEQ_LEN)]
 
 
-def build_model(n_layers: int = 2, seed: int = 0) -> TinyTransformer:
-    """The untrained model of :func:`train`, on :func:`attnlib.default_device`."""
-    return TinyTransformer(len(_speech()[0]), d_model=D_MODEL, n_heads=N_HEADS, n_layers=n_layers,
+def build_model(n_layers: int = 2, seed: int = 0, *, n_heads: int = N_HEADS) -> TinyTransformer:
+    """The untrained model of :func:`train`, on :func:`attnlib.default_device`: width
+    ``D_MODEL`` split into ``n_heads`` heads of width ``D_MODEL / n_heads`` (the heads sweep of
+    ``bench/bench_heads.py`` changes ``n_heads`` at equal width).
+
+    Raises:
+        TypeError: ``n_heads`` not an int.  ValueError: ``n_heads`` below 1 or not dividing ``D_MODEL``.
+    """
+    n_heads = _validate.positive_int(n_heads, "n_heads")
+    if D_MODEL % n_heads:
+        raise ValueError(f"n_heads must divide D_MODEL = {D_MODEL}, got {n_heads}")
+    return TinyTransformer(len(_speech()[0]), d_model=D_MODEL, n_heads=n_heads, n_layers=n_layers,
                            max_len=SEQ_LEN, seed=seed).to(default_device())
 
 
@@ -283,7 +292,8 @@ class TrainConfig:
     device: str = "cpu"
 
 
-def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: bool = True):
+def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: bool = True, *,
+          n_heads: int = N_HEADS):
     """Train the chapter's model: :func:`build_model` (seeded by ``seed``) on
     :func:`training_batch` batches (drawn from a generator seeded by ``seed``) with Adam and
     the next-token cross-entropy, nothing else.  The same arguments repeat the same run on
@@ -303,6 +313,7 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
         seed: initial weights and batches.
         steps: training steps (default ``STEPS``).
         progress: show progress.
+        n_heads: heads per layer at the same width ``D_MODEL`` (default ``N_HEADS``).
 
     Returns:
         ``(model, history)``: the trained model (in eval mode) and a dict with ``loss`` (one
@@ -313,7 +324,8 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
 
     Raises:
         TypeError: ``n_layers``, ``seed`` or ``steps`` not an int, ``progress`` not a bool.
-        ValueError: ``n_layers`` or ``steps`` below 1, ``seed`` negative.
+        ValueError: ``n_layers`` or ``steps`` below 1, ``seed`` negative, ``n_heads`` not
+            dividing ``D_MODEL``.
 
     Source: small attention-only models trained on next-token prediction, as in Elhage et
     al. (2021) and Olsson et al. (2022), in miniature.
@@ -322,7 +334,7 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
     seed = _validate.non_negative_int(seed, "seed")
     steps = STEPS if steps is None else _validate.positive_int(steps, "steps")
     progress = _validate.flag(progress, "progress")
-    model = build_model(n_layers, seed)
+    model = build_model(n_layers, seed, n_heads=n_heads)
     device = _device(model)
     generator = _generator(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
@@ -332,7 +344,7 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
     probe_text = text_sequences(64, seed + _PROBE).to(device)
     history = {"loss": [], "probe_step": [], "induction": [], "previous": [], "first_half": [],
                "second_half": [],
-               "config": TrainConfig(n_layers=n_layers, seed=seed, steps=steps,
+               "config": TrainConfig(n_layers=n_layers, seed=seed, steps=steps, n_heads=model.n_heads,
                                      vocab_size=len(_speech()[0]), device=str(device))}
 
     def record(step):
@@ -374,7 +386,8 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
         torch.set_num_threads(previous_threads)
         model.eval()
     history["seconds"] = time.perf_counter() - start
-    _RUNS[(n_layers, seed, steps)] = (model, history)
+    if model.n_heads == N_HEADS:                                   # trained() serves the chapter's width only
+        _RUNS[(n_layers, seed, steps)] = (model, history)
     if summary:
         print(f"{n_layers}-layer model, seed {seed}: {steps} steps in {history['seconds']:.1f} s, "
               f"final loss {history['loss'][-1]:.3f}", file=sys.stdout)
