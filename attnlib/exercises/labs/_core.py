@@ -107,7 +107,8 @@ def _fail(message: str, diagnosis: str, hint: str | None = None):
 #: The lab of each checker (keys of ``MISTAKES``), and the name of its function in feedback.
 _LAB_OF = {"check_softmax": ("softmax", "softmax"), "check_attention": ("attention", "attention"),
            "check_causal_mask": ("causal_mask", "causal mask"), "check_split_heads": ("split_heads", "split_heads"),
-           "check_online_softmax_attention": ("online_softmax", "online softmax attention")}
+           "check_online_softmax_attention": ("online_softmax", "online softmax attention"),
+           "check_attention_backward": ("attention_backward", "attention backward")}
 
 #: What each lab refuses and what to write instead (``library_call`` feedback).
 _REFUSED = {
@@ -130,6 +131,10 @@ _REFUSED = {
                        "and attnlib's online softmax (online_softmax, online_softmax_step) are not accepted here",
                        "Loop over blocks of keys, keeping for every query a running maximum, a running sum and "
                        "a running output, rescaled by exp(m_old - m_new) when the maximum grows."),
+    "attention_backward": ("deriving the gradients yourself, so autograd (torch.autograd.grad, .backward(), "
+                           "torch.func's grad, vjp and jacobians) is not accepted here",
+                           "Recompute A = softmax(q k^T / sqrt(d_k)), then dA = d_out v^T, dv = A^T d_out, "
+                           "dS = A * (dA - rowsum(dA * A)), dq = dS k / sqrt(d_k), dk = dS^T q / sqrt(d_k)."),
 }
 
 
@@ -431,7 +436,8 @@ def _raised(err: BaseException, case: _Case, what: str, patterns, index: int, ba
     """Fail for an exception, naming a known mistake when its message gives it away."""
     text = f"{type(err).__name__}: {err}"
     lab = {"softmax": "softmax", "attention": "attention", "causal mask": "causal_mask",
-           "split_heads": "split_heads", "online softmax attention": "online_softmax"}[what]
+           "split_heads": "split_heads", "online softmax attention": "online_softmax",
+           "attention backward": "attention_backward"}[what]
     for needle, key in patterns:
         if needle in text:
             _fail(_raised_message(err, case, ) + " " + _describe([key], lab), key)

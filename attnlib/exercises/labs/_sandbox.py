@@ -95,6 +95,8 @@ def _torch_forbidden(lab: str, name: str) -> bool:
         return name in ("softmax", "log_softmax", "_softmax", "_log_softmax", "softmin")
     if lab in ("attention", "online_softmax"):
         return "scaled_dot_product" in name or "multi_head_attention" in name
+    if lab == "attention_backward":  # autograd: torch.autograd.grad, Tensor.backward (torch.func goes through grad)
+        return name in ("grad", "backward", "_run_backward", "run_backward")
     return False
 
 
@@ -116,6 +118,11 @@ def _python_forbidden(lab: str, module: str, qualname: str) -> str | None:
     if lab in ("attention", "online_softmax") and module.startswith("torch.nn.modules") \
             and qualname in ("MultiheadAttention.forward",):
         return "torch.nn.MultiheadAttention"
+    if lab == "attention_backward" and (
+            (module.startswith("torch.autograd") and q in ("grad", "backward", "vjp", "jacobian"))
+            or (module == "torch._tensor" and q == "tensor.backward")
+            or (module.startswith("torch._functorch") and q in ("grad", "grad_and_value", "vjp", "jacrev", "jacfwd"))):
+        return "Tensor.backward" if q == "tensor.backward" else f"{module.split('.')[0]}.{'func' if 'functorch' in module else 'autograd'}.{qualname}"
     if lab == "causal_mask" and module.startswith("torch.nn.modules.transformer") and "square_subsequent_mask" in q:
         return f"torch.nn.{qualname.lstrip('_')}" if "." in qualname else f"torch.nn.modules.transformer.{qualname}"
     return None
@@ -128,6 +135,8 @@ def _torch_name(func) -> str:
     for modname, mod in (("torch.nn.functional", F), ("torch.special", torch.special), ("torch", torch)):
         if getattr(mod, name, None) is func:
             return f"{modname}.{name}"
+    if getattr(torch.autograd, name, None) is func:
+        return f"torch.autograd.{name}"
     if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return f"torch.ops.aten.{name}"
     return f"torch {name}"

@@ -171,6 +171,27 @@ MISTAKES: dict[str, dict[str, tuple[str, str]]] = {
                         "large), in torch or NumPy; the point is never to hold it, only "
                         "`(T_q, block_size)` tiles, so its values are not graded until it is gone."),
     },
+    "attention_backward": {
+        "no_rowsum": ("The softmax's rowsum term left out",
+                      "`dS = A * dA` treats each weight as if it moved alone; the softmax ties a row "
+                      "together (its weights sum to 1), so `dS = A * (dA - rowsum(dA * A))`."),
+        "rowsum_wrong_axis": ("Rowsum over the wrong axis",
+                              "the correction `sum(dA * A)` must run over the keys of each query "
+                              "(`dim=-1`, one number per row), not down the columns (`dim=-2`)."),
+        "rowsum_no_keepdim": ("Rowsum without `keepdim=True`",
+                              "`(dA * A).sum(-1)` has shape `(..., T_q)`; subtracting it from "
+                              "`(..., T_q, T_k)` broadcasts it along the rows, so row `i` gets the "
+                              "sums of other rows. Keep the dimension: `sum(-1, keepdim=True)`."),
+        "no_scaling": ("1/sqrt(d_k) missing in dq and dk",
+                       "the scores are `Q K^T / sqrt(d_k)`, so the chain rule multiplies `dS K` and "
+                       "`dS^T Q` by `1/sqrt(d_k)` too."),
+        "dv_not_transposed": ("dv = A d_out instead of A^T d_out",
+                              "value row `j` receives the gradient of every query that read it, "
+                              "weighted by column `j` of `A`: `dv = A^T d_out`, shape `(T_k, d_v)`."),
+        "dk_not_transposed": ("dk = dS q instead of dS^T q",
+                              "key `j` is scored against every query, so its gradient sums column `j` "
+                              "of `dS`: `dk = dS^T q / sqrt(d_k)`, shape `(T_k, d_k)`."),
+    },
 }
 
 
