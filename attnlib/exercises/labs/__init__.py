@@ -16,6 +16,7 @@ the one the learner's output matches, with that input, the expected and the actu
 | :func:`check_causal_mask` | ``causal_mask(T)`` | ``(T, T)`` bool, True where ``j <= i`` |
 | :func:`check_split_heads` | ``split_heads(x, n_heads)`` | ``(B, T, d_model) -> (B, H, T, d_head)`` |
 | :func:`check_online_softmax_attention` | ``online_softmax_attention(q, k, v, block_size)`` | unmasked attention, keys visited in blocks with a running max and sum |
+| :func:`check_attention_backward` | ``attention_backward(q, k, v, d_out) -> (dq, dk, dv)`` | the gradients of unmasked attention, derived by hand (autograd refused), checked against ``torch.autograd`` |
 
 Nothing the learner writes raises through a checker: an exception, a wrong type or shape, NaN
 all become a :class:`LabFeedback` (a :class:`~attnlib.exercises.core.Feedback` that also
@@ -77,6 +78,7 @@ from __future__ import annotations
 from ._core import ATOL, LARGE_SCORE, REAL_LAYER, RTOL, LabFeedback
 from ._sandbox import CHECK_TIME_LIMIT_S, TIME_LIMIT_S
 from .attention import check_attention
+from .backward import check_attention_backward
 from .causal import check_causal_mask
 from .heads import check_split_heads
 from .mistakes import MISTAKES, mistakes_markdown
@@ -85,6 +87,6 @@ from .softmax import check_softmax
 
 __all__ = [
     "LabFeedback", "MISTAKES", "mistakes_markdown", "check_softmax", "check_attention",
-    "check_causal_mask", "check_split_heads", "check_online_softmax_attention",
+    "check_causal_mask", "check_split_heads", "check_online_softmax_attention", "check_attention_backward",
     "RTOL", "ATOL", "LARGE_SCORE", "REAL_LAYER", "TIME_LIMIT_S", "CHECK_TIME_LIMIT_S",
 ]
