@@ -242,6 +242,13 @@ def scaled_dot_product_attention(
       gets weights of exactly 0 and an output of exactly 0, never NaN, as with PyTorch's
       kernel.  The same holds for ``T_k = 0`` (no keys at all); ``T_q = 0`` gives an empty
       output.
+    * **A float mask is first rounded to the dtype of q**, in every backend (PyTorch's
+      kernel takes its mask in that dtype; :func:`attnlib.masks.prepare_mask` rounds it once
+      for the reference, tiled and PyTorch paths alike).  A value that dtype cannot hold
+      becomes ``-inf`` and removes its key: with float16 inputs, ``-1e9`` (anything at or
+      below ``-65520``) is a removal, so a row masked with it everywhere is fully masked
+      (zeros); with bfloat16 inputs, float32's ``finfo.min`` is a removal too.  The rounded
+      mask is then added in the compute dtype (float32 for float16/bfloat16).
     * **Finite minimums are not removals.**  A float mask that writes
       ``torch.finfo(dtype).min`` instead of ``-inf`` (Hugging Face's extended masks) is added
       like any bias.  Keys with it get weight 0 while the row has an unmasked key; a row
@@ -262,7 +269,7 @@ def scaled_dot_product_attention(
         backend: ``"reference"`` (default) computes the steps explicitly and returns the
             weights.  ``"torch"`` defers to PyTorch's fused kernel, which never forms the
             weight matrix, and returns ``weights=None``; use it when only ``out`` is needed.
-            A float mask is cast to the dtype of ``q`` for that kernel.
+            A float mask is rounded to the dtype of ``q``, as in the other paths (see above).
         enable_gqa: allow k and v to have fewer heads than q (see above).  Off by default,
             as in PyTorch, so that a head-count mismatch is an error unless asked for.
 
@@ -300,13 +307,11 @@ def scaled_dot_product_attention(
     q, k, v = check_qkv(q, k, v)
     T_q, T_k, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
     batch_shape = _check_batch(q=q, k=k, v=v)
-    mask = prepare_mask(mask, batch_shape, T_q, T_k, q.device, is_causal=is_causal)
+    mask = prepare_mask(mask, batch_shape, T_q, T_k, q.device, is_causal=is_causal, dtype=q.dtype)
     is_causal = bool(is_causal)
     scale = resolve_scale(scale, d_k)
 
     if backend == "torch":
-        if mask is not None and mask.dtype != torch.bool:
-            mask = mask.to(q.dtype)                                      # the kernel wants q's dtype
         if enable_gqa:                                                   # the kernel reads the H_kv heads itself
             k, v = _validate.tensor(k_kv, "k"), _validate.tensor(v_kv, "v")   # (..., H_kv, T_k, d), not repeated
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale,

@@ -153,11 +153,17 @@ def to_boolean(mask) -> torch.Tensor:
 
 
 def prepare_mask(mask, batch_shape: tuple, T_q: int, T_k: int, device, *,
-                 is_causal: bool = False) -> torch.Tensor | None:
+                 is_causal: bool = False, dtype: torch.dtype | None = None) -> torch.Tensor | None:
     """Check the ``mask`` and ``is_causal`` arguments of an attention call and return the mask
     as a tensor of at least 2 dimensions (a ``(T_k,)`` key mask becomes ``(1, T_k)``), or
     ``None`` when there is none.  The causal mask itself is not built here: each attention
     path builds what it needs with :func:`causal_block`.
+
+    With ``dtype`` (the dtype of ``q``), a float mask is **rounded to that dtype** here, once,
+    for every attention path: this is the one rule that makes the reference, tiled and
+    PyTorch paths agree, since PyTorch's kernel takes its mask in ``q``'s dtype.  A value the
+    dtype cannot hold becomes ``-inf`` and removes its key: ``-1e9`` for float16 (anything at
+    or below ``-65520``), float32's ``finfo.min`` for bfloat16.  A boolean mask is unchanged.
 
     Shapes:
         mask: broadcastable to ``(*batch_shape, T_q, T_k)``.
@@ -169,6 +175,8 @@ def prepare_mask(mask, batch_shape: tuple, T_q: int, T_k: int, device, *,
             another device than ``device``, or is given together with ``is_causal=True``.
     """
     is_causal = _validate.flag(is_causal, "is_causal")
+    if dtype is not None:
+        dtype = _validate.float_dtype(dtype)
     if mask is None:
         return None
     if is_causal:
@@ -196,6 +204,8 @@ def prepare_mask(mask, batch_shape: tuple, T_q: int, T_k: int, device, *,
         raise ValueError(f"mask is on {mask.device} but q, k, v are on {device}")
     while mask.dim() < 2:                                                # e.g. a (T_k,) key mask
         mask = mask.unsqueeze(0)
+    if dtype is not None and mask.dtype != torch.bool:
+        mask = mask.to(dtype)                                            # the one rounding, in every path
     return mask
 
 

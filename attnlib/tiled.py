@@ -176,7 +176,7 @@ def tiled_attention(q, k, v, mask=None, *, is_causal: bool = False, scale: float
     q, k, v = check_qkv(q, k, v)
     T_q, T_k, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     batch_shape = tuple(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
-    mask = prepare_mask(mask, batch_shape, T_q, T_k, q.device, is_causal=is_causal)
+    mask = prepare_mask(mask, batch_shape, T_q, T_k, q.device, is_causal=is_causal, dtype=q.dtype)
     is_causal = bool(is_causal)
     block_size = _validate.positive_int(block_size, "block_size")
     scale = resolve_scale(scale, d_k)

@@ -465,3 +465,34 @@ def test_np_bool_is_causal_is_accepted():
     q, k, v = make_qkv((), 3, 3, 4, 2, dtype=torch.float64)
     out, _ = sdpa(q, k, v, is_causal=np.bool_(True))
     torch.testing.assert_close(out, oracle(q, k, v, is_causal=True)[0])
+
+
+# ---------------------------------------------------------------- one rule for float masks (issue 29)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("fill", [-1e9, torch.finfo(torch.float32).min, -65520.0, -65504.0])
+def test_float_mask_is_rounded_to_q_dtype_in_every_path(dtype, fill, device):
+    """A float32 mask with huge negative entries and float16/bfloat16 inputs: the PyTorch path
+    used to round it to q's dtype (-1e9 -> -inf in float16: a zero row) while the reference and
+    tiled paths added it in float32 (a uniform row).  Now every path rounds it to q's dtype
+    first; oracle: PyTorch's kernel given the mask rounded by hand, and the float64 reference
+    with the rounded values as removals (-inf) or biases."""
+    from attnlib.tiled import tiled_attention
+    q, k, v = make_qkv((2, 2), 5, 6, 8, 4, dtype=dtype, device=device, seed=31)
+    mask = torch.zeros(5, 6, device=device)
+    mask[0] = fill                                                       # a row masked everywhere
+    mask[1, :3] = fill                                                   # a row masked in part
+    mask[2, 4] = -0.7                                                    # an ordinary bias
+    rounded = mask.to(dtype)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=rounded)
+    outs = {b: sdpa(q, k, v, mask, backend=b)[0] for b in BACKENDS}
+    outs["tiled"] = tiled_attention(q, k, v, mask, block_size=2)
+    for name, out in outs.items():
+        torch.testing.assert_close(out, expected, **TOL[dtype], msg=lambda m: f"{name}: {m}")
+    removed = bool(torch.isinf(rounded[0, 0]))
+    assert removed == (fill < -65504 if dtype == torch.float16 else
+                       dtype == torch.bfloat16 and fill == torch.finfo(torch.float32).min)
+    for name, out in outs.items():                                       # the documented meaning
+        if removed:                                                      # fully masked: zeros
+            assert (out[..., 0, :] == 0).all(), name
+        else:                                                            # a finite bias: no zero row
+            assert (out[..., 0, :] != 0).any(), name
