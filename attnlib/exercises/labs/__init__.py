@@ -16,6 +16,7 @@ the one the learner's output matches, with that input, the expected and the actu
 | :func:`check_causal_mask` | ``causal_mask(T)`` | ``(T, T)`` bool, True where ``j <= i`` |
 | :func:`check_split_heads` | ``split_heads(x, n_heads)`` | ``(B, T, d_model) -> (B, H, T, d_head)`` |
 | :func:`check_online_softmax_attention` | ``online_softmax_attention(q, k, v, block_size)`` | unmasked attention, keys visited in blocks with a running max and sum |
+| :func:`check_multi_head_attention` | ``multi_head_attention(x, W_q, W_k, W_v, W_o, n_heads)`` | ``(B, T, d_model) -> (B, T, d_model)``: heads split, attended, merged and projected, as :class:`attnlib.MultiHeadAttention` without biases |
 | :func:`check_attention_backward` | ``attention_backward(q, k, v, d_out) -> (dq, dk, dv)`` | the gradients of unmasked attention, derived by hand (autograd refused), checked against ``torch.autograd`` |
 
 Nothing the learner writes raises through a checker: an exception, a wrong type or shape, NaN
@@ -82,11 +83,13 @@ from .backward import check_attention_backward
 from .causal import check_causal_mask
 from .heads import check_split_heads
 from .mistakes import MISTAKES, mistakes_markdown
+from .multihead_lab import check_multi_head_attention
 from .online import check_online_softmax_attention
 from .softmax import check_softmax
 
 __all__ = [
     "LabFeedback", "MISTAKES", "mistakes_markdown", "check_softmax", "check_attention",
     "check_causal_mask", "check_split_heads", "check_online_softmax_attention", "check_attention_backward",
+    "check_multi_head_attention",
     "RTOL", "ATOL", "LARGE_SCORE", "REAL_LAYER", "TIME_LIMIT_S", "CHECK_TIME_LIMIT_S",
 ]

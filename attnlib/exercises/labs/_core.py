@@ -108,7 +108,8 @@ def _fail(message: str, diagnosis: str, hint: str | None = None):
 _LAB_OF = {"check_softmax": ("softmax", "softmax"), "check_attention": ("attention", "attention"),
            "check_causal_mask": ("causal_mask", "causal mask"), "check_split_heads": ("split_heads", "split_heads"),
            "check_online_softmax_attention": ("online_softmax", "online softmax attention"),
-           "check_attention_backward": ("attention_backward", "attention backward")}
+           "check_attention_backward": ("attention_backward", "attention backward"),
+           "check_multi_head_attention": ("multi_head", "multi-head attention")}
 
 #: What each lab refuses and what to write instead (``library_call`` feedback).
 _REFUSED = {
@@ -126,6 +127,12 @@ _REFUSED = {
                     "torch.tril(torch.ones(T, T, dtype=torch.bool))."),
     "split_heads": ("writing the reshape yourself, so attnlib.split_heads is not accepted here",
                     "Reshape (B, T, d_model) to (B, T, H, d_head), then transpose(1, 2)."),
+    "multi_head": ("writing the multi-head forward pass yourself, so ready-made attention "
+                   "(F.scaled_dot_product_attention, nn.MultiheadAttention, attnlib's attention functions and "
+                   "MultiHeadAttention) and attnlib's split_heads / merge_heads are not accepted here",
+                   "Project (x @ W_q), reshape to (B, T, H, d_head) and transpose(1, 2); scores q @ k.transpose(-2, "
+                   "-1) / sqrt(d_head), torch.softmax over the keys, times v; transpose back, reshape to "
+                   "(B, T, d_model) and multiply by W_o."),
     "online_softmax": ("the online softmax itself, so ready-made attention (F.scaled_dot_product_attention, "
                        "nn.MultiheadAttention, attnlib.tiled_attention and attnlib's other attention functions) "
                        "and attnlib's online softmax (online_softmax, online_softmax_step) are not accepted here",
@@ -437,7 +444,7 @@ def _raised(err: BaseException, case: _Case, what: str, patterns, index: int, ba
     text = f"{type(err).__name__}: {err}"
     lab = {"softmax": "softmax", "attention": "attention", "causal mask": "causal_mask",
            "split_heads": "split_heads", "online softmax attention": "online_softmax",
-           "attention backward": "attention_backward"}[what]
+           "attention backward": "attention_backward", "multi-head attention": "multi_head"}[what]
     for needle, key in patterns:
         if needle in text:
             _fail(_raised_message(err, case, ) + " " + _describe([key], lab), key)

@@ -134,6 +134,40 @@ MISTAKES: dict[str, dict[str, tuple[str, str]]] = {
         "float_d_head": ("d_head computed with `/`",
                          "`d_model / n_heads` is a float; shapes need the integer `//`."),
     },
+    "multi_head": {
+        "split_mixes_tokens": ("A reshape that mixes tokens across heads",
+                               "reshaping `(B, T, d_model)` straight to `(B, H, T, d_head)` reads the numbers "
+                               "in memory order, so a head gets pieces of several tokens; reshape to "
+                               "`(B, T, H, d_head)`, then `transpose(1, 2)`."),
+        "split_interleaved": ("Strided features",
+                              "head `h` takes every `H`-th feature instead of the contiguous slice "
+                              "`h*d_head : (h+1)*d_head`."),
+        "one_head": ("One head of width d_model",
+                     "`n_heads` is ignored: a single softmax over all `d_model` features is one "
+                     "attention pattern per query, not `H`."),
+        "scaled_by_sqrt_d_model": ("Scaled by sqrt(d_model) instead of sqrt(d_head)",
+                                   "each head's scores are dot products of `d_head` numbers, so they are "
+                                   "divided by `sqrt(d_head)`; `sqrt(d_model)` makes every head's weights too flat."),
+        "no_scaling": ("No scaling", "the scores are `Q_h K_h^T`, not `Q_h K_h^T / sqrt(d_head)`."),
+        "softmax_wrong_dim": ("Softmax over the wrong axis",
+                              "the weights sum to 1 down each column (over queries); each query's row, "
+                              "over the keys (`dim=-1`), must sum to 1."),
+        "no_out_proj": ("W_o forgotten",
+                        "the concatenated heads are returned as they are; `W_o` mixes them into the output."),
+        "out_proj_transposed": ("W_o transposed",
+                                "`concat @ W_o.T`: in the row-vector convention the output is `concat @ W_o`."),
+        "merge_without_transpose": ("Heads merged without moving them back",
+                                    "`(B, H, T, d_head).reshape(B, T, d_model)` mixes tokens: transpose to "
+                                    "`(B, T, H, d_head)` first, then reshape."),
+        "merge_interleaved": ("Heads merged in the wrong order",
+                              "the features of the heads are interleaved (`permute(0, 2, 3, 1)`) instead of "
+                              "laid side by side, head 0's `d_head` features first."),
+        "linear_convention": ("Weights used as nn.Linear stores them",
+                              "`x @ W.T` is `nn.Linear`'s `(out, in)` convention; here the matrices are "
+                              "given in the row-vector convention, `Q = x @ W_q`."),
+        "float_d_head": ("d_head computed with `/`",
+                         "`d_model / n_heads` is a float; shapes need the integer `//`."),
+    },
     "online_softmax": {
         "no_rescale": ("Running sum and output never rescaled",
                        "when a later block raises the running maximum, what was accumulated "
