@@ -96,7 +96,7 @@ def _torch_forbidden(lab: str, name: str) -> bool:
     if lab in ("attention", "online_softmax", "multi_head"):
         return "scaled_dot_product" in name or "multi_head_attention" in name
     if lab == "attention_backward":  # autograd: torch.autograd.grad, Tensor.backward (torch.func goes through grad)
-        return False
+        return name in ("grad", "backward", "_run_backward", "run_backward")
     return False
 
 
