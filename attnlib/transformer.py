@@ -8,6 +8,12 @@ so that everything the model does passes through attention heads), a final Layer
 linear read-out to next-token logits.  The training run and the measures of its heads live in
 :mod:`attnlib.induction`.
 
+Position information comes in one of three ways (``positions=``, chapter 10): ``"learned"``
+(the default, a table of ``max_len`` learned vectors added to the token embeddings, as in GPT-2
+and in chapter 6), ``"rope"`` (no table; every layer rotates each head's queries and keys by
+:func:`attnlib.apply_rope`, Su et al. 2021) or ``"alibi"`` (no table; every layer adds the
+bias ``-m_h (i - j)`` to head ``h``'s causal scores, :func:`alibi_bias`, Press et al. 2022).
+
 Ablation (``forward(tokens, ablate=...)``) removes named heads: each head's output is a
 block of ``d_head`` columns of the concatenation that enters ``W_O``
 (:func:`attnlib.merge_heads`), and ablating it replaces that block by zeros, or by a given
@@ -23,9 +29,62 @@ from torch import nn
 
 from . import _validate
 from .kv_cache import KVCache
-from .multihead import MultiHeadAttention, replace_heads
+from .multihead import MultiHeadAttention, merge_heads, replace_heads, split_heads
+from .attention import scaled_dot_product_attention
+from .positions import apply_rope
 
-__all__ = ["TinyTransformer", "STATIC_BOOK_ENV"]
+__all__ = ["TinyTransformer", "STATIC_BOOK_ENV", "POSITIONS", "alibi_slopes", "alibi_bias"]
+
+#: The position schemes of :class:`TinyTransformer` (``positions=``).
+POSITIONS = ("learned", "rope", "alibi")
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """ALiBi's per-head slopes ``m_h = 2^(-8 h / H)`` for ``h = 1 .. H`` (Press et al. 2022,
+    section 3: for 8 heads ``1/2, 1/4, ..., 1/256``; a geometric sequence for any ``H``).
+
+    Shapes:
+        returns ``(H,)`` float64.
+
+    Raises:
+        TypeError: ``n_heads`` not an int.  ValueError: ``n_heads < 1``.
+
+    >>> alibi_slopes(4).tolist()
+    [0.25, 0.0625, 0.015625, 0.00390625]
+    """
+    H = _validate.positive_int(n_heads, "n_heads")
+    return 2.0 ** (-8.0 * torch.arange(1, H + 1, dtype=torch.float64) / H)
+
+
+def alibi_bias(n_heads: int, T_q: int, T_k: int | None = None, *, start: int | None = None) -> torch.Tensor:
+    """The additive ALiBi mask of causal attention: ``-m_h (i - j)`` where key ``j`` may be seen
+    by query ``i`` (``j <= i``) and ``-inf`` where it may not (``j > i``), to be added to the
+    scaled scores ``q_i . k_j / sqrt(d_k)`` of head ``h`` (Press et al. 2022, eq. in section
+    3).  The queries sit at positions ``start .. start + T_q - 1`` and the keys at
+    ``0 .. T_k - 1`` (``start = T_k - T_q`` by default: the last ``T_q`` positions, as when
+    decoding with a cache).  The bias depends on ``i - j`` only.
+
+    Shapes:
+        returns ``(H, T_q, T_k)`` float32 (broadcasts against scores ``(B, H, T_q, T_k)``).
+
+    Raises:
+        TypeError: an argument not an int.  ValueError: a size below 1 (``T_q``, ``T_k``,
+            ``n_heads``), ``T_q > T_k``, ``start`` negative or ``start + T_q > T_k`` (a query after the last key).
+    """
+    slopes = alibi_slopes(n_heads)
+    T_q = _validate.positive_int(T_q, "T_q")
+    T_k = T_q if T_k is None else _validate.positive_int(T_k, "T_k")
+    if T_q > T_k:
+        raise ValueError(f"T_q = {T_q} queries need at least as many keys (causal), got T_k = {T_k}")
+    start = T_k - T_q if start is None else _validate.non_negative_int(start, "start")
+    if start + T_q > T_k:
+        raise ValueError(f"queries at {start}..{start + T_q - 1} need keys up to that position, got T_k = {T_k}")
+    i = torch.arange(start, start + T_q, dtype=torch.float64)[:, None]
+    j = torch.arange(T_k, dtype=torch.float64)[None, :]
+    distance = i - j                                                        # (T_q, T_k)
+    bias = -slopes[:, None, None] * distance                                # (H, T_q, T_k)
+    return bias.masked_fill(distance < 0, float("-inf")).float()
+
 
 #: Set (to any non-empty value) while the static book is built (``_ext/exercise_pages.py``
 #: does it for the kernels it starts): training then prints one line per run instead of a
@@ -37,12 +96,36 @@ class Block(nn.Module):
     """Pre-LayerNorm attention block: ``x + attn(LN(x))``.  Returns ``(x, weights)`` with
     weights ``(B, H, T, T)``."""
 
-    def __init__(self, d_model: int, n_heads: int):
+    def __init__(self, d_model: int, n_heads: int, positions: str = "learned"):
         super().__init__()
         self.ln_attn = nn.LayerNorm(d_model)
         self.attn = MultiHeadAttention(d_model, n_heads)
+        self.positions = positions
 
-    def forward(self, x, replace: dict | None = None, is_causal: bool = True, cache=None):
+    def _positional(self, x, start: int, cache=None):
+        """Causal self-attention with RoPE on q and k, or with the ALiBi bias, through the
+        same four projections: ``(out (B, t, d_model), weights (B, H, t, start + t))`` for the
+        ``t`` rows of ``x`` at positions ``start .. start + t - 1``."""
+        attn, t = self.attn, x.shape[1]
+        q = split_heads(attn.q_proj(x), attn.n_heads)                  # (B, H, t, d_head)
+        k = split_heads(attn.k_proj(x), attn.n_heads)
+        v = split_heads(attn.v_proj(x), attn.n_heads)
+        if self.positions == "rope":                                   # rotate q and k, never v
+            pos = torch.arange(start, start + t, device=x.device)
+            q, k = apply_rope(q, pos), apply_rope(k, pos)
+        if cache is not None:
+            cache.append(k, v)                                         # keys already rotated (RoPE)
+            k, v = cache.keys, cache.values                            # (B, H, start + t, d_head)
+        T_k = k.shape[2]
+        if self.positions == "alibi":
+            mask = alibi_bias(attn.n_heads, t, T_k, start=start).to(x.device, q.dtype)   # (H, t, T_k)
+        else:
+            i = torch.arange(start, start + t, device=x.device)[:, None]
+            mask = torch.arange(T_k, device=x.device)[None, :] <= i     # (t, T_k) causal, True = may attend
+        heads, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, t, d_head), (B, H, t, T_k)
+        return attn.out_proj(merge_heads(heads)), weights
+
+    def forward(self, x, replace: dict | None = None, is_causal: bool = True, cache=None, start: int = 0):
         handle = None
         if replace:
 
@@ -51,7 +134,9 @@ class Block(nn.Module):
 
             handle = self.attn.out_proj.register_forward_pre_hook(swap)
         try:
-            if cache is None:
+            if self.positions != "learned":
+                a, weights = self._positional(self.ln_attn(x), start, cache)
+            elif cache is None:
                 a, weights = self.attn(self.ln_attn(x), is_causal=is_causal)  # (B, T, d_model), (B, H, T, T)
             else:
                 a, weights = self.attn(self.ln_attn(x), cache=cache)          # (B, t, d_model), (B, H, t, T)
@@ -65,9 +150,15 @@ class TinyTransformer(nn.Module):
     """A small attention-only causal language model.
 
     Args:
-        vocab_size: ``V``.  max_len: the longest sequence it accepts (number of learned
-            position embeddings).
+        vocab_size: ``V``.  max_len: the longest sequence it accepts (with
+            ``positions="learned"`` the number of learned position embeddings; with RoPE or
+            ALiBi only a limit, since nothing is stored per position).
         d_model, n_heads, n_layers: width, heads per block, blocks.
+        positions: ``"learned"`` (default: a learned vector per position added to the token
+            embeddings), ``"rope"`` (every layer rotates each head's queries and keys,
+            :func:`attnlib.apply_rope`, rotate-half pairing, base 10000; the values are not
+            rotated) or ``"alibi"`` (every layer adds :func:`alibi_bias` to the causal scores).
+            With RoPE or ALiBi the model has no ``pos_emb`` (it is ``None``).
         seed: seed of the initial weights (the global random state is left untouched).
 
     Shapes:
@@ -83,25 +174,29 @@ class TinyTransformer(nn.Module):
     Raises:
         TypeError: a size or ``seed`` is not an int (at construction); tokens not an
             integer tensor; ``ablate`` not a list of pairs; ``means`` not a tensor.
-        ValueError: a size below 1, ``d_model`` not divisible by ``n_heads``; tokens not
+        ValueError: a size below 1, ``d_model`` not divisible by ``n_heads``, ``positions`` not
+            one of :data:`POSITIONS` (anything else, a non-str included); tokens not
             2-D, longer than ``max_len`` or outside ``0..V-1``; ``means`` of the wrong shape.
         IndexError: an ablated layer or head outside the model.
 
-    Source: Elhage et al. (2021), attention-only transformers; Vaswani et al. (2017).
+    Source: Elhage et al. (2021), attention-only transformers; Vaswani et al. (2017); Su et
+    al. (2021), RoFormer (RoPE); Press et al. (2022), "Train Short, Test Long" (ALiBi).
     """
 
     def __init__(self, vocab_size: int, *, d_model: int = 64, n_heads: int = 4, n_layers: int = 2,
-                 max_len: int = 32, seed: int = 0):
+                 max_len: int = 32, seed: int = 0, positions: str = "learned"):
         super().__init__()
         vocab_size, max_len, n_layers = (_validate.positive_int(value, name) for name, value in (
             ("vocab_size", vocab_size), ("max_len", max_len), ("n_layers", n_layers)))
         seed = _validate.non_negative_int(seed, "seed")
-        self.vocab_size, self.max_len, self.n_layers = vocab_size, max_len, n_layers
+        positions = _validate.choice(positions, POSITIONS, "positions")
+        self.vocab_size, self.max_len, self.n_layers, self.positions = vocab_size, max_len, n_layers, positions
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.tok_emb = nn.Embedding(vocab_size, d_model)
-            self.pos_emb = nn.Embedding(max_len, d_model)
-            self.blocks = nn.ModuleList(Block(d_model, n_heads) for _ in range(n_layers))
+            # the learned table is drawn only when used, so the default model's weights are unchanged
+            self.pos_emb = nn.Embedding(max_len, d_model) if positions == "learned" else None
+            self.blocks = nn.ModuleList(Block(d_model, n_heads, positions) for _ in range(n_layers))
             self.ln_out = nn.LayerNorm(d_model)
             self.unembed = nn.Linear(d_model, vocab_size)
         self.n_heads, self.d_head = self.blocks[0].attn.n_heads, self.blocks[0].attn.d_head
@@ -142,10 +237,12 @@ class TinyTransformer(nn.Module):
             replace[layer][head] = None if means is None else means[layer, head]
         B, T = tokens.shape
         positions = torch.arange(start, start + T, device=tokens.device)   # after what the cache holds
-        x = self.tok_emb(tokens) + self.pos_emb(positions)    # (B, T, d_model) + (T, d_model)
+        x = self.tok_emb(tokens)                               # (B, T, d_model)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(positions)                    # + (T, d_model)
         weights = []
         for layer, (block, rep) in enumerate(zip(self.blocks, replace)):
-            x, w = block(x, rep, cache=None if cache is None else cache[layer])  # (B, T, d_model), (B, H, T, start + T)
+            x, w = block(x, rep, cache=None if cache is None else cache[layer], start=start)  # (B, T, d_model), (B, H, T, start + T)
             weights.append(w)
         logits = self.unembed(self.ln_out(x))                  # (B, T, V)
         return logits, weights
