@@ -148,3 +148,84 @@ def test_apply_rope_refuses_batch_positions_that_would_line_up_with_heads():
     per_sequence = attnlib.apply_rope(x, pos[:, None, :])
     for b in range(2):
         torch.testing.assert_close(per_sequence[b], attnlib.apply_rope(x[b], pos[b]))
+
+
+# ---------------------------------------------------------------- the two pairings (issue 29)
+def _complex_rope(x, positions, base, pairs):
+    """Oracle from the complex form of RoPE (Su et al. 2021, section 3.4.1 / eq. 34 read as
+    complex numbers): pair i = (x[a_i], x[b_i]) is the number x[a_i] + 1j x[b_i], multiplied by
+    exp(1j * p * base^(-2i/d)); written element by element in float64 complex arithmetic."""
+    x = x.double()
+    d = x.shape[-1]
+    out = torch.empty_like(x)
+    for i, (a, b) in enumerate(pairs):
+        theta = base ** (-2 * i / d)
+        z = torch.complex(x[..., a], x[..., b]) * torch.polar(torch.ones(len(positions), dtype=torch.float64),
+                                                              positions.double() * theta)
+        out[..., a], out[..., b] = z.real, z.imag
+    return out
+
+
+@pytest.mark.parametrize("d", [2, 8, 64])
+@pytest.mark.parametrize("base", [10000.0, 500000.0])
+def test_each_pairing_equals_the_complex_form_of_its_source(d, base):
+    """adjacent: RoFormer eq. (34), pairs (2i, 2i+1); half: Hugging Face Llama, pairs (i, i + d/2).
+    Tolerance 1e-10: angles up to 65536 rad, whose float64 rounding (the oracle forms
+    base^(-2i/d) in Python) is ~1e-11."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 3, 11, d, generator=g, dtype=torch.float64)
+    positions = torch.tensor([0, 1, 2, 5, 17, 100, 999, 4096, 5000, 12345, 65536])
+    adjacent = [(2 * i, 2 * i + 1) for i in range(d // 2)]
+    half = [(i, i + d // 2) for i in range(d // 2)]
+    torch.testing.assert_close(apply_rope(x, positions, base, pairing="adjacent"),
+                               _complex_rope(x, positions, base, adjacent), atol=1e-10, rtol=0)
+    torch.testing.assert_close(apply_rope(x, positions, base, pairing="half"),
+                               _complex_rope(x, positions, base, half), atol=1e-10, rtol=0)
+    torch.testing.assert_close(apply_rope(x, positions, base), apply_rope(x, positions, base, pairing="half"),
+                               atol=0, rtol=0)
+
+
+def test_the_pairings_agree_exactly_after_reordering_q_and_k_and_differ_otherwise():
+    """perm = (0, 2, .., d-2, 1, 3, .., d-1): adjacent(x)[perm] == half(x[perm]), hence equal
+    scores for q and k both reordered; for the same q and k the scores differ (except at
+    offset 0).  d = 2 has a single pair: the two are the same there."""
+    g = torch.Generator().manual_seed(6)
+    d = 64
+    q = torch.randn(2, 4, 32, d, generator=g, dtype=torch.float64)
+    k = torch.randn(2, 4, 32, d, generator=g, dtype=torch.float64)
+    pos = torch.arange(32)
+    perm = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])
+    torch.testing.assert_close(apply_rope(q, pos, pairing="adjacent")[..., perm],
+                               apply_rope(q[..., perm], pos, pairing="half"), atol=1e-12, rtol=0)
+    adj = rope_scores(q, k, pos, pos, pairing="adjacent")
+    half = rope_scores(q, k, pos, pos, pairing="half")
+    torch.testing.assert_close(adj, rope_scores(q[..., perm], k[..., perm], pos, pos, pairing="half"),
+                               atol=1e-10, rtol=0)
+    # same q, k: different scores, as large as the scores themselves (this seed: mean |gap| 5.6
+    # against mean |score| 6.4; largest gap 39.5)
+    off = ~torch.eye(32, dtype=torch.bool)
+    gap = (adj - half).abs()[..., off]
+    assert gap.mean() > 0.5 * half.abs()[..., off].mean() and gap.min() > 0
+    torch.testing.assert_close(adj.diagonal(dim1=-2, dim2=-1), half.diagonal(dim1=-2, dim2=-1),
+                               atol=1e-10, rtol=0)                           # offset 0: both q . k
+    x2, y2 = torch.randn(5, 2, generator=g, dtype=torch.float64), torch.randn(7, 2, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(rope_scores(x2, y2, torch.arange(5), torch.arange(7), pairing="adjacent"),
+                               rope_scores(x2, y2, torch.arange(5), torch.arange(7)), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("pairing", ["half", "adjacent"])
+def test_each_pairing_depends_on_the_offset_only_and_keeps_norms(pairing):
+    g = torch.Generator().manual_seed(7)
+    q, k = torch.randn(5, 16, generator=g, dtype=torch.float64), torch.randn(7, 16, generator=g, dtype=torch.float64)
+    i, j = torch.arange(5), torch.arange(7)
+    s = rope_scores(q, k, i, j, pairing=pairing)
+    torch.testing.assert_close(rope_scores(q, k, i + 321, j + 321, pairing=pairing), s, atol=1e-9, rtol=0)
+    torch.testing.assert_close(apply_rope(k, j + 50, pairing=pairing).norm(dim=-1), k.norm(dim=-1))
+
+
+@pytest.mark.parametrize("bad", ["interleaved", "Half", None, 0])
+def test_unknown_pairing_is_refused(bad):
+    with pytest.raises(ValueError, match=r"pairing must be one of 'half', 'adjacent'"):
+        apply_rope(torch.randn(3, 4), pairing=bad)
+    with pytest.raises(ValueError, match=r"pairing must be one of"):
+        rope_scores(torch.randn(3, 4), torch.randn(3, 4), [0, 1, 2], [0, 1, 2], pairing=bad)
