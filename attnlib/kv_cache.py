@@ -76,8 +76,16 @@ class KVCache:
     ``H_kv``: grouped-query attention, Ainslie et al. 2023; ``H_kv = 1``: multi-query,
     Shazeer 2019).
 
-    The cache grows by concatenation, like Hugging Face's ``DynamicCache``: each append copies
-    what is held (simple, and exact about memory; a serving system preallocates instead).
+    **Memory layout.**  The keys and values live in preallocated buffers of ``capacity`` tokens
+    along ``T``; an append writes the new tokens after the ``T`` held ones.  When they do not
+    fit, the buffers are reallocated at ``max(2 * capacity, T + t)`` tokens and the held tokens
+    copied once, so ``n`` one-token appends copy fewer than ``2 n`` tokens in all: amortised
+    constant time per token (concatenating, as Hugging Face's ``DynamicCache`` does, copies all
+    ``T`` held tokens at every step: quadratic in all; ``bench/bench_kv_cache.py`` measures
+    both).  ``keys`` and ``values`` are views of the first ``T`` tokens of the buffers, not
+    copies: a view taken earlier keeps showing the tokens it showed (later appends write past
+    its end, and a reallocation leaves the old buffer to it), and writing into a view writes
+    into the cache.  The inputs are copied, never aliased.
 
     Shapes:
         append: k ``(B, H_kv, t, d_k)``, v ``(B, H_kv, t, d_v)``.
@@ -86,8 +94,12 @@ class KVCache:
         keys / values: ``(B, H_kv, T, d_k)`` / ``(B, H_kv, T, d_v)`` (``None`` while empty).
 
     Attributes:
-        nbytes: memory held by the cached keys and values, in bytes (exactly
-            ``k.nelement() * k.element_size() + v.nelement() * v.element_size()``).
+        nbytes: bytes of the ``T`` tokens held (used, not allocated): exactly
+            ``keys.nelement() * keys.element_size() + values.nelement() * values.element_size()``,
+            the count of :func:`kv_cache_bytes`.
+        capacity: tokens the buffers can hold before the next reallocation (``>= T``).
+        allocated_nbytes: bytes of the buffers, ``nbytes * capacity / T`` (at most twice
+            ``nbytes`` after a growth by doubling, and ``nbytes`` after the first append).
         length (also ``len(cache)``): ``T``, the tokens cached.
 
     Raises:
@@ -103,8 +115,29 @@ class KVCache:
     """
 
     def __init__(self):
-        self.keys: torch.Tensor | None = None
-        self.values: torch.Tensor | None = None
+        self._k: torch.Tensor | None = None       # (B, H_kv, capacity, d_k) buffer
+        self._v: torch.Tensor | None = None       # (B, H_kv, capacity, d_v) buffer
+        self._T = 0                               # tokens held: the first _T of the buffers
+
+    @property
+    def keys(self) -> torch.Tensor | None:
+        """``(B, H_kv, T, d_k)``: a view of the cached keys (``None`` while empty)."""
+        return None if self._k is None else self._k[:, :, :self._T]
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        """``(B, H_kv, T, d_v)``: a view of the cached values (``None`` while empty)."""
+        return None if self._v is None else self._v[:, :, :self._T]
+
+    @property
+    def capacity(self) -> int:
+        return 0 if self._k is None else int(self._k.shape[2])
+
+    @property
+    def allocated_nbytes(self) -> int:
+        if self._k is None:
+            return 0
+        return self._k.nelement() * self._k.element_size() + self._v.nelement() * self._v.element_size()
 
     def __len__(self) -> int:
         return self.length
@@ -112,18 +145,21 @@ class KVCache:
     def __repr__(self) -> str:
         if self.keys is None:
             return "KVCache(empty)"
-        return (f"KVCache(B={self.keys.shape[0]}, H_kv={self.keys.shape[1]}, T={self.length}, "
-                f"d_k={self.keys.shape[3]}, d_v={self.values.shape[3]}, {self.keys.dtype}, {self.nbytes:,} bytes)")
+        return (f"KVCache(B={self._k.shape[0]}, H_kv={self._k.shape[1]}, T={self.length}, "
+                f"d_k={self._k.shape[3]}, d_v={self._v.shape[3]}, {self._k.dtype}, {self.nbytes:,} bytes; "
+                f"capacity {self.capacity} tokens, {self.allocated_nbytes:,} bytes allocated)")
 
     @property
     def length(self) -> int:
-        return 0 if self.keys is None else int(self.keys.shape[2])
+        return self._T
 
     @property
     def nbytes(self) -> int:
-        if self.keys is None:
+        if self._k is None:
             return 0
-        return self.keys.nelement() * self.keys.element_size() + self.values.nelement() * self.values.element_size()
+        per_token = self._k.shape[0] * self._k.shape[1] * (self._k.shape[3] * self._k.element_size()
+                                                           + self._v.shape[3] * self._v.element_size())
+        return per_token * self._T
 
     def append(self, k, v) -> None:
         """Add the keys ``k (B, H_kv, t, d_k)`` and values ``v (B, H_kv, t, d_v)`` of ``t``
@@ -138,26 +174,39 @@ class KVCache:
         if k.dtype != v.dtype:
             raise TypeError(f"k and v must share a dtype, got k {k.dtype}, v {v.dtype}")
         _validate.same_device(k=k, v=v)
-        if self.keys is None:
-            self.keys, self.values = k.detach().clone(), v.detach().clone()   # never an alias of the caller's tensors
+        t = k.shape[2]
+        if self._k is None:                        # the first append allocates exactly t tokens
+            self._k = k.detach().clone(memory_format=torch.contiguous_format)   # never an alias of the caller's
+            self._v = v.detach().clone(memory_format=torch.contiguous_format)   # tensors
+            self._T = t
             return
-        if k.dtype != self.keys.dtype:
-            raise TypeError(f"the cache holds {self.keys.dtype}; k and v must be {self.keys.dtype}, got {k.dtype}")
-        _validate.same_device(cached_keys=self.keys, k=k)
-        for what, new, old in (("k", k, self.keys), ("v", v, self.values)):
+        if k.dtype != self._k.dtype:
+            raise TypeError(f"the cache holds {self._k.dtype}; k and v must be {self._k.dtype}, got {k.dtype}")
+        _validate.same_device(cached_keys=self._k, k=k)
+        for what, new, old in (("k", k, self._k), ("v", v, self._v)):
             if new.shape[:2] != old.shape[:2] or new.shape[3] != old.shape[3]:
                 raise ValueError(
                     f"{what} must match the cache's (B, H_kv, ., d) = ({old.shape[0]}, {old.shape[1]}, ., "
                     f"{old.shape[3]}), got {_validate.shape_of(new)}")
-        self.keys = torch.cat([self.keys, k.detach()], dim=2)        # (B, H_kv, T + t, d_k)
-        self.values = torch.cat([self.values, v.detach()], dim=2)    # (B, H_kv, T + t, d_v)
+        T = self._T
+        if T + t > self.capacity:                  # grow by doubling: amortised O(1) per token
+            cap = max(2 * self.capacity, T + t)
+            for name in ("_k", "_v"):
+                old = getattr(self, name)
+                grown = old.new_empty((old.shape[0], old.shape[1], cap, old.shape[3]))   # (B, H_kv, cap, d)
+                grown[:, :, :T] = old[:, :, :T]
+                setattr(self, name, grown)
+        with torch.no_grad():
+            self._k[:, :, T:T + t] = k.detach()    # (B, H_kv, t, d_k) written after the T held
+            self._v[:, :, T:T + t] = v.detach()
+        self._T = T + t
 
     def attend(self, q, *, scale: float | None = None, return_weights: bool = False):
         """Output ``(B, H, t, d_v)`` of the ``t`` newest queries ``q (B, H, t, d_k)`` over
         the cache, causally (see the class docstring); ``scale`` defaults to ``1/sqrt(d_k)``.
         With ``return_weights=True``, ``(out, weights)`` with weights ``(B, H, t, T)``.
         Call :meth:`append` with the same tokens' keys and values first."""
-        if self.keys is None:
+        if self._k is None:
             raise ValueError("the cache is empty: append the new tokens' keys and values before attend(q)")
         q = _validate.floating(q, "q")
         if q.dim() != 4:

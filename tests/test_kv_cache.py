@@ -201,3 +201,68 @@ def test_generate_checks_the_prompt_on_both_paths(prompt, error, use_cache):
     from F.embedding; floats and uint8 failed inside it): both paths now name the problem."""
     with pytest.raises(error, match="token ids must lie|int64 tensor of ids"):
         generate(_model(), prompt, 3, use_cache=use_cache)
+
+
+# ---------------------------------------------------------------- preallocated, doubling storage (issue 29)
+def _storage(t):
+    return t.untyped_storage().data_ptr()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_appends_hold_what_concatenation_holds_and_keep_dtype_and_device(dtype, device):
+    """Oracle: torch.cat of everything appended.  Chunks of 3, 1, 0, 7, 1, ... tokens, growing
+    the buffers several times; dtype and device kept; nbytes counts the T tokens held."""
+    g = torch.Generator().manual_seed(40)
+    cache, ks, vs = KVCache(), [], []
+    for t in [3, 1, 0, 7, 1, 1, 1, 20, 2, 1]:
+        k = torch.randn(2, 3, t, 5, generator=g).to(device=device, dtype=dtype)
+        v = torch.randn(2, 3, t, 4, generator=g).to(device=device, dtype=dtype)
+        cache.append(k, v)
+        ks.append(k), vs.append(v)
+        assert torch.equal(cache.keys, torch.cat(ks, dim=2)) and torch.equal(cache.values, torch.cat(vs, dim=2))
+        assert cache.keys.dtype == dtype and cache.keys.device.type == device.type
+        assert cache.nbytes == cache.keys.nelement() * cache.keys.element_size() \
+            + cache.values.nelement() * cache.values.element_size()
+        assert cache.capacity >= len(cache) and cache.allocated_nbytes == cache.nbytes * cache.capacity // len(cache)
+    assert len(cache) == 37
+
+
+def test_one_token_appends_reallocate_only_when_the_capacity_doubles():
+    """n one-token appends: the buffers are reallocated about log2(n) times (concatenation
+    allocated at every append), capacity is the next power of two, and the tokens copied by
+    the growths sum to less than 2n."""
+    cache, ptrs = KVCache(), []
+    for t in range(300):
+        cache.append(torch.full((1, 2, 1, 4), float(t)), torch.full((1, 2, 1, 3), float(-t)))
+        ptrs.append(_storage(cache.keys))
+    assert len(set(ptrs)) == 10                      # capacities 1, 2, 4, ..., 512: 9 growths
+    assert cache.capacity == 512 and len(cache) == 300   # they copied 1 + 2 + ... + 256 = 511 < 2 * 300 tokens
+    assert cache.keys[0, 1, :, 0].tolist() == [float(t) for t in range(300)]
+
+
+def test_views_are_not_aliased_wrongly_across_appends_and_growth():
+    """A view taken earlier keeps the tokens it showed, after an append in place and after a
+    reallocation; the caller's tensors are copied, never aliased."""
+    cache = KVCache()
+    k0, v0 = torch.ones(1, 1, 2, 2), torch.ones(1, 1, 2, 2)
+    cache.append(k0, v0)
+    k0.fill_(99.0)                                   # the caller's tensor changes later
+    assert (cache.keys == 1).all()
+    early = cache.keys                               # (1, 1, 2, 2): capacity 2
+    cache.append(torch.full((1, 1, 1, 2), 2.0), torch.full((1, 1, 1, 2), 2.0))   # grows to 4
+    middle = cache.keys
+    assert _storage(middle) != _storage(early) and early.shape[2] == 2 and (early == 1).all()
+    new_k = torch.full((1, 1, 1, 2), 3.0)
+    cache.append(new_k, new_k.clone())               # fits: written in place after the 3 held
+    assert _storage(cache.keys) == _storage(middle)
+    new_k.fill_(-5.0)
+    assert middle.shape[2] == 3 and middle[0, 0, :, 0].tolist() == [1.0, 1.0, 2.0]
+    assert cache.keys[0, 0, :, 0].tolist() == [1.0, 1.0, 2.0, 3.0]
+
+
+def test_append_does_not_record_autograd_history():
+    k = torch.randn(1, 2, 3, 4, requires_grad=True)
+    cache = KVCache()
+    cache.append(k, k * 2)
+    cache.append(k[:, :, :1], k[:, :, :1] * 2)
+    assert not cache.keys.requires_grad and not cache.values.requires_grad
