@@ -82,14 +82,16 @@ from .attention import check_attention
 from .backward import check_attention_backward
 from .causal import check_causal_mask
 from .heads import check_split_heads
+from .kv_lab import check_decode_step
 from .mistakes import MISTAKES, mistakes_markdown
 from .multihead_lab import check_multi_head_attention
 from .online import check_online_softmax_attention
+from .rope_lab import check_apply_rope, check_rope_attention
 from .softmax import check_softmax
 
 __all__ = [
     "LabFeedback", "MISTAKES", "mistakes_markdown", "check_softmax", "check_attention",
     "check_causal_mask", "check_split_heads", "check_online_softmax_attention", "check_attention_backward",
-    "check_multi_head_attention",
+    "check_multi_head_attention", "check_apply_rope", "check_rope_attention", "check_decode_step",
     "RTOL", "ATOL", "LARGE_SCORE", "REAL_LAYER", "TIME_LIMIT_S", "CHECK_TIME_LIMIT_S",
 ]

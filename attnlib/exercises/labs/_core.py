@@ -109,7 +109,9 @@ _LAB_OF = {"check_softmax": ("softmax", "softmax"), "check_attention": ("attenti
            "check_causal_mask": ("causal_mask", "causal mask"), "check_split_heads": ("split_heads", "split_heads"),
            "check_online_softmax_attention": ("online_softmax", "online softmax attention"),
            "check_attention_backward": ("attention_backward", "attention backward"),
-           "check_multi_head_attention": ("multi_head", "multi-head attention")}
+           "check_multi_head_attention": ("multi_head", "multi-head attention"),
+           "check_apply_rope": ("rope", "apply_rope"), "check_rope_attention": ("rope", "attention with RoPE"),
+           "check_decode_step": ("kv_cache", "decode step")}
 
 #: What each lab refuses and what to write instead (``library_call`` feedback).
 _REFUSED = {
@@ -142,6 +144,14 @@ _REFUSED = {
                            "torch.func's grad, vjp and jacobians) is not accepted here",
                            "Recompute A = softmax(q k^T / sqrt(d_k)), then dA = d_out v^T, dv = A^T d_out, "
                            "dS = A * (dA - rowsum(dA * A)), dq = dS k / sqrt(d_k), dk = dS^T q / sqrt(d_k)."),
+    "rope": ("writing the rotation yourself, so attnlib's RoPE (apply_rope, rope_scores, rope_frequencies) "
+             "and Hugging Face's apply_rotary_pos_emb are not accepted here",
+             "Compute theta = 10000 ** (-2 * torch.arange(d // 2) / d), the angles positions[:, None] * theta, "
+             "and rotate each pair (x[..., m], x[..., m + d // 2]) with their cos and sin."),
+    "kv_cache": ("one decoding step written out, so ready-made attention (F.scaled_dot_product_attention, "
+                 "nn.MultiheadAttention, attnlib's attention functions) and attnlib.KVCache are not accepted here",
+                 "torch.cat the new key and value onto the caches along dim=-2, then compute the scores "
+                 "q_new @ cache_k.transpose(-2, -1) / sqrt(d_k), their softmax (torch.softmax is fine) and @ cache_v."),
 }
 
 
@@ -444,7 +454,8 @@ def _raised(err: BaseException, case: _Case, what: str, patterns, index: int, ba
     text = f"{type(err).__name__}: {err}"
     lab = {"softmax": "softmax", "attention": "attention", "causal mask": "causal_mask",
            "split_heads": "split_heads", "online softmax attention": "online_softmax",
-           "attention backward": "attention_backward", "multi-head attention": "multi_head"}[what]
+           "attention backward": "attention_backward", "multi-head attention": "multi_head",
+           "apply_rope": "rope", "attention with RoPE": "rope", "decode step": "kv_cache"}[what]
     for needle, key in patterns:
         if needle in text:
             _fail(_raised_message(err, case, ) + " " + _describe([key], lab), key)

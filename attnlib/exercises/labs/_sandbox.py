@@ -93,7 +93,7 @@ def isolation() -> str:
 def _torch_forbidden(lab: str, name: str) -> bool:
     if lab == "softmax":
         return name in ("softmax", "log_softmax", "_softmax", "_log_softmax", "softmin")
-    if lab in ("attention", "online_softmax", "multi_head"):
+    if lab in ("attention", "online_softmax", "multi_head", "kv_cache"):
         return "scaled_dot_product" in name or "multi_head_attention" in name
     if lab == "attention_backward":  # autograd: torch.autograd.grad, Tensor.backward (torch.func goes through grad)
         return name in ("grad", "backward", "_run_backward", "run_backward")
@@ -109,14 +109,18 @@ def _python_forbidden(lab: str, module: str, qualname: str) -> str | None:
                "causal_mask": "causal_mask" in q or "causal_block" in q,
                "split_heads": "split_heads" in q,
                "online_softmax": "attention" in q or "online_softmax" in q,
-               "multi_head": "attention" in q or "split_heads" in q or "merge_heads" in q}.get(lab, False)
+               "multi_head": "attention" in q or "split_heads" in q or "merge_heads" in q,
+               "rope": "rope" in q,
+               "kv_cache": "attention" in q or "kvcache" in q}.get(lab, False)
         if hit:
             import attnlib
             return f"attnlib.{qualname}" if getattr(attnlib, qualname, None) is not None else f"{module}.{qualname}"
         return None
     if lab == "softmax" and module.startswith("scipy.special") and q in ("softmax", "log_softmax"):
         return f"scipy.special.{qualname}"
-    if lab in ("attention", "online_softmax", "multi_head") and module.startswith("torch.nn.modules") \
+    if lab == "rope" and module.startswith("transformers") and "rotary" in q:
+        return f"{module}.{qualname}"
+    if lab in ("attention", "online_softmax", "multi_head", "kv_cache") and module.startswith("torch.nn.modules") \
             and qualname in ("MultiheadAttention.forward",):
         return "torch.nn.MultiheadAttention"
     if lab == "attention_backward" and (

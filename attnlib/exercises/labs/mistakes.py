@@ -226,6 +226,46 @@ MISTAKES: dict[str, dict[str, tuple[str, str]]] = {
                               "key `j` is scored against every query, so its gradient sums column `j` "
                               "of `dS`: `dk = dS^T q / sqrt(d_k)`, shape `(T_k, d_k)`."),
     },
+    "rope": {
+        "wrong_pairing": ("Adjacent coordinates paired",
+                          "the rotation pairs `2m` with `2m + 1` (the RoFormer paper's layout); this "
+                          "chapter (and Llama's code) pairs `m` with `m + d/2`. Both are RoPE, but for the "
+                          "same vectors they give different results: pick the chapter's."),
+        "frequency": ("Frequencies off",
+                      "pair `m` turns by `10000^(-2m/d)` radians per position: the exponent is "
+                      "`-2m/d` (a negative sign, and the 2), so the first pair turns fastest and the last "
+                      "one slowest."),
+        "sin_sign": ("Rotated the wrong way",
+                     "the sine terms have the wrong sign, which rotates by minus the angle: "
+                     "`out_m = x_m cos - x_(m+d/2) sin`, `out_(m+d/2) = x_m sin + x_(m+d/2) cos`."),
+        "positions_off_by_one": ("Positions off by one",
+                                 "the angle uses `position + 1` (or `- 1`): the token at position 0 "
+                                 "must not be rotated at all. Use the given positions as they are."),
+        "rotates_v": ("Values rotated too",
+                      "RoPE rotates only the queries and keys, whose dot product then depends on the "
+                      "offset; rotating `v` turns the outputs by each key's position."),
+        "one_side_only": ("Only one of q and k rotated",
+                          "the score depends on the offset only when both the query and the key are "
+                          "rotated by their own positions."),
+        "not_rotated": ("No rotation", "the positions have no effect: q and k are used as they are."),
+        "no_scaling": ("No scaling", "the scores are `R(q) R(k)^T`, not divided by `sqrt(d_k)`."),
+    },
+    "kv_cache": {
+        "not_appended": ("New key and value not kept",
+                         "the caches come back as they went in: the next step would not see this "
+                         "token. Return `torch.cat([cache_k, k_new], dim=-2)` (and the same for v)."),
+        "appended_after": ("Attended before appending",
+                           "the new query attends to the old cache only, so the token cannot see "
+                           "itself; append first, then attend over all `T + 1` positions."),
+        "causal_single_query": ("A causal mask on the single query",
+                                "a top-left causal mask (`is_causal=True`, or `tril` of a `(1, T+1)` "
+                                "grid) lets the one new query see key 0 only. The new token is the "
+                                "last: every cached key lies in its past, so no mask is needed."),
+        "wrong_concat_axis": ("Appended along the wrong axis",
+                              "the caches are `(B, H, T, d)`: new positions go on the time axis, "
+                              "`dim=-2` (or 2), not the batch, heads or feature axis."),
+        "no_scaling": ("No scaling", "the scores are `q k^T`, not `q k^T / sqrt(d_k)`."),
+    },
 }
 
 
