@@ -60,7 +60,7 @@ __all__ = [
     "SEQ_LEN", "CHUNK", "SPAN_MIN", "D_MODEL", "N_HEADS", "BATCH_SIZE", "LR", "STEPS",
     "vocabulary", "encode", "decode", "training_batch", "repeated_sequences", "text_sequences",
     "build_model", "TrainConfig", "train", "induction_scores", "previous_token_scores", "duplicate_token_scores",
-    "repeated_loss",
+    "repeated_loss", "natural_repeats", "natural_repeat_loss",
     "uniform_induction_score", "uniform_previous_score", "offset_baseline", "head_patterns", "trained",
 ]
 
@@ -510,6 +510,63 @@ def offset_baseline(model, seed: int = 0) -> torch.Tensor:
     """
     model = _model(model)
     return _induction_from_weights(head_patterns(model, _plain_sequences(N_HELD_OUT, seed)))
+
+
+def natural_repeats(tokens) -> dict:
+    """Classify each next-token prediction of real text by what the context offers to copy.
+
+    Position ``i`` predicts token ``i + 1`` (``i = 0 .. T-2``).  It is
+
+    * ``"same_next"``: token ``i`` occurred earlier in the sequence, and at some earlier
+      occurrence ``j < i`` it was followed by the same word as now (``x[j+1] == x[i+1]``):
+      copying what followed an earlier occurrence, as an induction head does, is right;
+    * ``"other_next"``: token ``i`` occurred earlier, but never followed by ``x[i+1]``:
+      copying is wrong;
+    * ``"first"``: token ``i`` occurs for the first time: there is nothing to copy.
+
+    Shapes:
+        tokens ``(B, T)`` int64; returns a dict of three ``(B, T-1)`` bool masks, one True per
+        position.
+
+    Raises:
+        TypeError: tokens not an integer tensor.  ValueError: tokens not 2-D or shorter than 2.
+    """
+    if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"tokens must be an integer tensor (B, T), got {getattr(tokens, 'dtype', type(tokens).__name__)}")
+    if tokens.dim() != 2 or tokens.shape[1] < 2:
+        raise ValueError(f"tokens must be (B, T) with T >= 2, got shape {tuple(tokens.shape)}")
+    t = tokens.cpu()
+    T = t.shape[1]
+    earlier = torch.tril(torch.ones(T - 1, T - 1, dtype=torch.bool), diagonal=-1)    # j < i
+    same_tok = (t[:, :-1, None] == t[:, None, :-1]) & earlier                          # (B, i, j): x[j] == x[i]
+    same_next = (t[:, 1:, None] == t[:, None, 1:])                                     # x[j+1] == x[i+1]
+    seen = same_tok.any(-1)
+    copy = (same_tok & same_next).any(-1)
+    return {"same_next": copy, "other_next": seen & ~copy, "first": ~seen}
+
+
+@torch.no_grad()
+def natural_repeat_loss(model, ablate=(), seed: int = 0) -> dict:
+    """Next-token loss, in nats, on held-out windows of the speech (:func:`text_sequences`,
+    ``seed``), split by :func:`natural_repeats`, with the ``(layer, head)`` pairs in
+    ``ablate`` zero-ablated: repeats that happen in real text, never planted.
+
+    Returns:
+        dict with, for each of ``"same_next"``, ``"other_next"`` and ``"first"``, the mean
+        loss over those positions, and ``counts`` (positions of each kind).
+
+    Raises:
+        as :func:`repeated_loss`.
+    """
+    model = _model(model)
+    tokens = text_sequences(N_HELD_OUT, seed)
+    kinds = natural_repeats(tokens)
+    model.eval()
+    logits, _ = model(tokens.to(_device(model)), ablate=ablate)
+    loss = _next_token_loss(logits, tokens.to(_device(model))).cpu()              # (B, T-1)
+    out = {k: loss[m].mean().item() for k, m in kinds.items()}
+    out["counts"] = {k: int(m.sum()) for k, m in kinds.items()}
+    return out
 
 
 _HALVES = ("second", "first")

@@ -379,3 +379,76 @@ def test_decode_refuses_what_is_not_a_word_id(ids, error):
     each is now a clear error (issue 29)."""
     with pytest.raises(error):
         induction.decode(ids)
+
+
+# ------------------------------------------------------------------ natural repeats, heads sweep
+def _kinds_by_loops(tokens):
+    """natural_repeats' three kinds, by plain loops over the positions."""
+    out = []
+    for row in tokens.tolist():
+        kinds = []
+        for i in range(len(row) - 1):
+            earlier = [j for j in range(i) if row[j] == row[i]]
+            if not earlier:
+                kinds.append("first")
+            elif any(row[j + 1] == row[i + 1] for j in earlier):
+                kinds.append("same_next")
+            else:
+                kinds.append("other_next")
+        out.append(kinds)
+    return out
+
+
+def test_natural_repeats_match_a_loop_and_partition_the_positions():
+    g = torch.Generator().manual_seed(3)
+    tokens = torch.cat([torch.randint(0, 6, (20, 12), generator=g), induction.text_sequences(8)[:, :12]])
+    kinds = induction.natural_repeats(tokens)
+    expected = _kinds_by_loops(tokens)
+    for name, mask in kinds.items():
+        assert mask.shape == (28, 11)
+        assert mask.tolist() == [[k == name for k in row] for row in expected]
+    assert (sum(m.int() for m in kinds.values()) == 1).all()
+    hand = induction.natural_repeats(torch.tensor([[1, 2, 1, 2, 1, 3]]))     # a b a b a c
+    assert hand["first"][0].tolist() == [True, True, False, False, False]
+    assert hand["same_next"][0].tolist() == [False, False, True, True, False]   # a->b seen, b->a seen; a->c new
+    assert hand["other_next"][0].tolist() == [False, False, False, False, True]
+    with pytest.raises(TypeError):
+        induction.natural_repeats(torch.zeros(2, 4))
+    with pytest.raises(ValueError):
+        induction.natural_repeats(torch.zeros(4, dtype=torch.long))
+
+
+def test_natural_repeat_loss_splits_the_mean_loss():
+    model = small_model().eval()
+    out = induction.natural_repeat_loss(model)
+    tokens = induction.text_sequences(induction.N_HELD_OUT)
+    logits, _ = model(tokens)
+    loss = F.cross_entropy(logits[:, :-1].reshape(-1, V), tokens[:, 1:].reshape(-1))
+    n = out["counts"]
+    assert sum(n.values()) == tokens.shape[0] * (T - 1)
+    pooled = sum(out[k] * n[k] for k in n) / sum(n.values())
+    assert pooled == pytest.approx(loss.item(), rel=1e-5)
+    assert induction.natural_repeat_loss(model, ablate=[(1, 0)])["first"] != out["first"]
+
+
+def test_heads_sweep_results_match_the_module_and_a_rerun():
+    """bench/results/heads.json was written with the module's settings, and its runs start as
+    a re-run here does: the loss of the first two steps (initial weights, then one Adam step,
+    neither of which depends on the schedule's length) for one head and for eight.  Another
+    machine and torch version wrote the file, hence the tolerance."""
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "bench" / "results" / "heads.json").read_text())
+    settings = data["meta"]["settings"]
+    for key in ("SEQ_LEN", "CHUNK", "SPAN_MIN", "D_MODEL", "BATCH_SIZE", "LR", "N_HELD_OUT"):
+        assert settings[key] == getattr(induction, key), key
+    assert settings["STEPS"] == induction.STEPS and not settings["steps_reduced"]
+    assert data["meta"]["device"] == "cpu"
+    rows = {(r["n_heads"], r["seed"]): r for r in data["rows"]}
+    assert {h for h, _ in rows} == {1, 4, 8} and len({s for _, s in rows}) >= 3
+    for h in (1, 8):
+        _, history = induction.train(2, 0, steps=2, progress=False, n_heads=h)
+        assert history["config"].n_heads == h
+        assert history["loss"] == pytest.approx(rows[(h, 0)]["early_loss"], abs=2e-3)
+        assert rows[(h, 0)]["d_head"] == induction.D_MODEL // h
