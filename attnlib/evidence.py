@@ -16,7 +16,11 @@ A head's weight on a key means little on its own.  Three questions come first:
 
 And where the claim is about what a head contributes, an **ablation**: remove the head and
 measure how much the model's output moves (:func:`head_ablation`), next to the same change
-for every other head of the layer (:func:`layer_ablation`) as its baseline.
+for every other head of the layer (:func:`layer_ablation`) or of the model
+(:func:`ablation_table`) as its reference scale.  Where a minimal pair differs, **activation
+patching** (:func:`patching_effects`) asks which head carries the difference: copy one head's
+output from the run on one sentence into the run on the other and see how much of the
+difference at a chosen token it brings along.
 
 The reference sentences (:func:`reference_sentences`) are the course's sink probes and the
 sentences of the Gettysburg Address: real prose, none written for a head.
@@ -37,7 +41,7 @@ from .encoder.loading import model_and_tokenizer
 
 __all__ = [
     "reference_sentences", "uniform_weight", "positional_lifts", "positional_lift", "positional_baseline",
-    "token_position", "pair_weights", "head_ablation", "layer_ablation",
+    "token_position", "pair_weights", "head_ablation", "layer_ablation", "ablation_table", "patching_effects",
 ]
 
 _SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
@@ -274,3 +278,105 @@ def layer_ablation(text, layer: int, *, mode: str = "mean", texts=None, model=No
                               model=model, tokenizer=tokenizer).output
         changes.append(_change(intact, ablated)[1])
     return torch.tensor(changes, dtype=torch.float64)
+
+
+def ablation_table(text, *, mode: str = "mean", texts=None, model=None, tokenizer=None) -> torch.Tensor:
+    """:func:`head_ablation`'s ``sentence_change`` for every head of every layer: the
+    reference scale against which one head's effect is read ("is removing this head a large
+    change, compared with removing any other head?").  The mean outputs of every layer come
+    from one run per text of ``texts`` (default :func:`reference_sentences`), so
+    ``ablation_table(text)[l]`` equals :func:`layer_ablation` ``(text, l)``.
+
+    Shapes:
+        returns ``(n_layers, H)`` float64, unitless (1 - cosine; 0 for no change, at most 2).
+
+    Raises:
+        ValueError: ``mode`` is not "mean" or "zero"; as :func:`attnlib.encoder.run`.
+        TypeError: ``texts`` is not a list of str.
+    """
+    mode = _validate.choice(mode, ("mean", "zero"), "mode")
+    model, tokenizer = model_and_tokenizer(model, tokenizer)
+    n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    means = None
+    if mode == "mean":
+        runs = [encoder.run(t, model=model, tokenizer=tokenizer) for t in _texts(texts)]
+        means = [torch.cat([r["z", l] for r in runs], dim=1).mean(dim=1) for l in range(n_layers)]  # (H, d_v) each
+    intact = encoder.run(text, model=model, tokenizer=tokenizer).output                     # (T, d_model)
+    table = torch.zeros(n_layers, n_heads, dtype=torch.float64)
+    for l in range(n_layers):
+        for h in range(n_heads):
+            edit = {(l, h): None if means is None else means[l][h]}
+            table[l, h] = _change(intact, encoder.run(text, replace=edit, model=model, tokenizer=tokenizer).output)[1]
+    return table
+
+
+def patching_effects(clean, corrupt, position, *, depth=None, layers=None, model=None, tokenizer=None) -> dict:
+    """Activation patching between the two sentences of a minimal pair: which head carries
+    the difference into one token?
+
+    For every head ``(l, h)``, the encoder runs on ``clean`` with that head's output ``z``
+    (before ``W_O``) at ``position`` only replaced by its output at the same position in the
+    run on ``corrupt``; every other head and position keeps its clean output, and everything
+    downstream is recomputed (:func:`attnlib.encoder.run` with ``replace``).  The effect is
+    the share of the clean-to-corrupt difference of the model's output at ``position`` that
+    this one patch brings along, measured along that difference:
+
+    ``effect[l, h] = (o_patched - o_clean) . (o_corrupt - o_clean) / ||o_corrupt - o_clean||^2``
+
+    with ``o`` the hidden state at ``position`` after ``depth`` layers (default: the model's
+    output): 1 when the patch alone turns the clean state into the corrupt one, 0 when it
+    moves nothing (it can be negative, or above 1).  Heads of layers at or after ``depth``
+    cannot reach that state and are not run.
+    The method is the activation patching of Vig et al. (2020) and Meng et al. (2022), per
+    head and per position as in Wang et al. (2023).
+
+    Args:
+        clean, corrupt: the two sentences; they must tokenize to the same number of tokens.
+        position: a token of ``clean`` (a str occurring once) or its position.
+        depth: where the difference is measured, as an index of ``Run.resid_pre``: 1 is the
+            input of layer 1 (what layer 0 wrote), ``n_layers`` (the default) the output.
+        layers: the layers whose heads are patched (default all below ``depth``).
+
+    Returns:
+        dict with ``tokens`` (clean) and ``corrupt_tokens`` (lists of ``T`` str),
+        ``position`` (int), ``depth`` (int), ``difference`` (float, ``||o_corrupt - o_clean||``,
+        in the units of the hidden states) and ``effect``: ``(n_layers, H)`` float64,
+        unitless, NaN for the layers not patched.
+
+    Raises:
+        TypeError: a text is not a str; ``position`` neither an int nor a str.
+        ValueError: the two tokenize to different lengths; the outputs at ``position`` are
+            equal (nothing to carry); as :func:`token_position`.
+        IndexError: a layer out of range; ``depth`` not in ``1..n_layers``; a layer patched
+            at or after ``depth``.
+    """
+    model, tokenizer = model_and_tokenizer(model, tokenizer)
+    n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    depth = n_layers if depth is None else _validate.index(depth, n_layers + 1, "depth")
+    if depth == 0:
+        raise IndexError("depth must be 1..n_layers: no head acts before the input of layer 0")
+    base = encoder.run(_validate.text(clean, "clean"), model=model, tokenizer=tokenizer)
+    other = encoder.run(_validate.text(corrupt, "corrupt"), model=model, tokenizer=tokenizer)
+    if len(base.tokens) != len(other.tokens):
+        raise ValueError(f"clean and corrupt must have the same number of tokens, got {len(base.tokens)} "
+                         f"({base.tokens}) and {len(other.tokens)} ({other.tokens})")
+    i = token_position(base.tokens, position)
+    layers = range(depth) if layers is None else [_validate.index(l, n_layers, "layer") for l in _ints(layers, "layers")]
+    late = [l for l in layers if l >= depth]
+    if late:
+        raise IndexError(f"layer(s) {late} cannot change the state after {depth} layer(s); patch layers 0..{depth - 1}")
+    o_clean, o_corrupt = base.resid_pre[depth][i].double(), other.resid_pre[depth][i].double()
+    delta = o_corrupt - o_clean
+    norm2 = float(delta @ delta)
+    if norm2 == 0.0:
+        raise ValueError(f"the two sentences give the same output at position {i} ({base.tokens[i]!r}): "
+                         "there is no difference to carry")
+    effect = torch.full((n_layers, n_heads), float("nan"), dtype=torch.float64)
+    for l in layers:
+        for h in range(n_heads):
+            z = base.head("z", l, h).clone()                   # (T, d_v): clean everywhere ...
+            z[i] = other.head("z", l, h)[i]                    # ... but the corrupt output at position i
+            patched = encoder.run(clean, replace={(l, h): z}, model=model, tokenizer=tokenizer).resid_pre[depth][i].double()
+            effect[l, h] = float((patched - o_clean) @ delta) / norm2
+    return {"tokens": list(base.tokens), "corrupt_tokens": list(other.tokens), "position": i, "depth": depth,
+            "difference": norm2 ** 0.5, "effect": effect}

@@ -159,3 +159,88 @@ def test_pair_weights_refuses_one_str_instead_of_reading_it_letter_by_letter():
     (issue 29): one str is refused with a message saying to wrap it in a list."""
     with pytest.raises(TypeError, match="wrap a single text in a list"):
         evidence.pair_weights("Hello", 0, 2, 0, [1])
+
+
+def test_ablation_table_is_layer_ablation_for_every_layer(encoder):
+    """The table's mean outputs come from one run per text for all layers; layer_ablation's
+    from encoder.mean_head_outputs, layer by layer: the two must agree."""
+    model, tokenizer = encoder
+    texts = [corpus.SINK_PROBES[0], "Most birds build their nests in early spring."]
+    table = evidence.ablation_table(corpus.RUNNING, texts=texts, model=model, tokenizer=tokenizer)
+    assert table.shape == (6, 12) and table.dtype == torch.float64
+    for layer in (0, 4):
+        torch.testing.assert_close(table[layer], evidence.layer_ablation(corpus.RUNNING, layer, texts=texts, model=model,
+                                                                         tokenizer=tokenizer), atol=1e-6, rtol=1e-4)
+    zero = evidence.ablation_table(corpus.RUNNING, mode="zero", model=model, tokenizer=tokenizer)
+    assert zero[4, 3] == pytest.approx(evidence.head_ablation(corpus.RUNNING, 4, 3, mode="zero", model=model,
+                                                              tokenizer=tokenizer)["sentence_change"])
+    with pytest.raises(ValueError, match="mode"):
+        evidence.ablation_table(corpus.RUNNING, mode="half", model=model, tokenizer=tokenizer)
+
+
+def _patched_by_hook(model, tokenizer, clean, corrupt, layer, head, i):
+    """Activation patching done without attnlib's intervention: a forward hook on the
+    self-attention of ``layer`` writes the corrupt run's slice of head ``head`` at token ``i``
+    (read from Hugging Face's own module output) into the clean run."""
+    d_v = model.config.hidden_size // model.config.num_attention_heads
+    cols = slice(head * d_v, (head + 1) * d_v)
+    block = model.encoder.layer[layer].attention.self
+    seen = {}
+    handle = block.register_forward_hook(lambda m, a, out: seen.__setitem__("z", out[0].detach().clone()))
+    try:
+        with torch.no_grad():
+            model(**tokenizer(corrupt, return_tensors="pt"))
+    finally:
+        handle.remove()
+
+    def patch(module, args, out):
+        edited = out[0].clone()
+        edited[0, i, cols] = seen["z"][0, i, cols]
+        return (edited,) + tuple(out[1:])
+
+    handle = block.register_forward_hook(patch)
+    try:
+        with torch.no_grad():
+            return model(**tokenizer(clean, return_tensors="pt"), output_hidden_states=True).hidden_states
+    finally:
+        handle.remove()
+
+
+def test_patching_effects_equal_a_patch_made_by_hand(encoder):
+    model, tokenizer = encoder
+    clean, corrupt = "The cat sat on the mat.", "The idea sat on the mat."
+    with torch.no_grad():
+        o_clean = model(**tokenizer(clean, return_tensors="pt"), output_hidden_states=True).hidden_states
+        o_corrupt = model(**tokenizer(corrupt, return_tensors="pt"), output_hidden_states=True).hidden_states
+    for depth in (6, 1):
+        result = evidence.patching_effects(clean, corrupt, "sat", depth=depth, layers=[0], model=model,
+                                           tokenizer=tokenizer)
+        i = result["position"]
+        assert result["tokens"][i] == "sat" and result["depth"] == depth
+        delta = (o_corrupt[depth][0, i] - o_clean[depth][0, i]).double()
+        assert result["difference"] == pytest.approx(float(delta.norm()), rel=1e-5)
+        for head in (2, 7):
+            patched = _patched_by_hook(model, tokenizer, clean, corrupt, 0, head, i)[depth][0, i].double()
+            oracle = float((patched - o_clean[depth][0, i].double()) @ delta / (delta @ delta))
+            assert result["effect"][0, head].item() == pytest.approx(oracle, abs=1e-4)
+        assert torch.isnan(result["effect"][1:]).all()             # layers not patched
+    # layer 0, head 2 (the previous-token head) carries most of what layer 0 writes into "sat"
+    first = evidence.patching_effects(clean, corrupt, "sat", depth=1, model=model, tokenizer=tokenizer)["effect"][0]
+    assert int(first.argmax()) == 2 and first[2] > 0.5
+
+
+def test_patching_effects_errors(encoder):
+    model, tokenizer = encoder
+    kw = dict(model=model, tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="same number of tokens"):
+        evidence.patching_effects("The cat sat.", "The big cat sat.", "sat", **kw)
+    with pytest.raises(ValueError, match="no difference"):
+        evidence.patching_effects("The cat sat.", "The cat sat.", "sat", **kw)
+    with pytest.raises(ValueError, match="occurs 2 times"):
+        evidence.patching_effects(corpus.RUNNING, corpus.RUNNING.replace("warm", "soft"), "the", **kw)
+    with pytest.raises(IndexError, match="cannot change"):
+        evidence.patching_effects("The cat sat.", "The dog sat.", "sat", depth=2, layers=[3], **kw)
+    with pytest.raises(IndexError, match="depth"):
+        evidence.patching_effects("The cat sat.", "The dog sat.", "sat", depth=0, **kw)
+    with pytest.raises(TypeError):
+        evidence.patching_effects(None, "The dog sat.", "sat", **kw)
