@@ -7,8 +7,9 @@
   the induction head) are removed at once.
 * ``one_layer_halves``: predict, then check, whether the one-layer control does better on the
   second copy of a repeated sequence than on the first, although it has no induction head.
-* ``torch_mask``: which ``attn_mask`` makes ``torch.nn.MultiheadAttention`` apply an attnlib
-  boolean mask (``True`` = may attend).
+* ``torch_mask``: predict, then check on the encoder's first layer, which ``attn_mask`` makes
+  ``torch.nn.MultiheadAttention`` apply an attnlib boolean mask (``True`` = may attend); the
+  grade follows the measured outputs (:func:`torch_mask_data`).
 
 The numbers come from the chapter's training runs (:func:`attnlib.induction.trained`, reused
 from the chapter's kernel, so nothing is trained twice), rounded as the page shows them.
@@ -23,7 +24,7 @@ from .registry import define
 __all__ = [
     "induction_data", "INDUCTION_THRESHOLD", "check_induction_head", "circuit_reading", "check_circuit_loss",
     "HALVES_OPTIONS", "halves_answer", "check_one_layer_halves",
-    "TORCH_MASK_OPTIONS", "check_torch_mask",
+    "TORCH_MASK_OPTIONS", "torch_mask_data", "torch_mask_answer", "check_torch_mask",
 ]
 
 
@@ -262,18 +263,85 @@ _TORCH_MASK_FEEDBACK = {
 }
 
 
+_MASK_MATCH = 1e-4   # max |difference| below which an option "computes the same attention"
+
+
+def torch_mask_data() -> dict:
+    """What each option of :data:`TORCH_MASK_OPTIONS` does on real input: layer 0 of the
+    course's encoder, its four projections loaded into ``torch.nn.MultiheadAttention`` and
+    into :class:`attnlib.MultiHeadAttention`, run on the embedded running sentence with the
+    causal mask ``allowed``.
+
+    Returns:
+        dict with ``options`` (the option strings), ``gaps`` (per option, the largest
+        ``|out_torch - out_attnlib|``, or None where PyTorch's output is not finite: a row
+        whose every key is hidden), ``nan_rows`` (per option, the rows of PyTorch's output that
+        are NaN), ``T`` (tokens) and ``torch`` (the version that produced them).
+    """
+    import torch
+
+    from .. import corpus, encoder
+    from ..masks import causal_mask
+    from ..multihead import MultiHeadAttention
+
+    model, _ = encoder.load_encoder()
+    X = encoder.get_attentions(corpus.RUNNING).hidden_states[0].float().cpu()     # (1, T, 384)
+    layer = model.encoder.layer[0].attention
+    ours = MultiHeadAttention(384, 12).eval()
+    with torch.no_grad():
+        for mine, theirs in ((ours.q_proj, layer.self.query), (ours.k_proj, layer.self.key),
+                             (ours.v_proj, layer.self.value), (ours.out_proj, layer.output.dense)):
+            mine.load_state_dict({k: v.float().cpu() for k, v in theirs.state_dict().items()})
+        theirs = torch.nn.MultiheadAttention(384, 12, batch_first=True).eval()
+        theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
+        theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+        theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
+        T = X.shape[1]
+        allowed = causal_mask(T)
+        expected, _ = ours(X, mask=allowed)
+        masks = [allowed, ~allowed, allowed.float(), 1 - allowed.float()]
+        gaps, nan_rows = [], []
+        for m in masks:
+            out, _ = theirs(X, X, X, attn_mask=m, need_weights=False)
+            bad = ~torch.isfinite(out[0]).all(-1)
+            nan_rows.append(int(bad.sum()))
+            gaps.append(None if bad.any() else _r((out - expected).abs().max().item(), 8))
+    return {"options": list(TORCH_MASK_OPTIONS), "gaps": gaps, "nan_rows": nan_rows, "T": T,
+            "torch": torch.__version__.split("+")[0]}
+
+
+def torch_mask_answer(data: dict) -> str:
+    """The option whose output matches attnlib's on the real layer (gap below 1e-4)."""
+    close = [o for o, g in zip(data["options"], data["gaps"]) if g is not None and g < _MASK_MATCH]
+    return close[0] if len(close) == 1 else TORCH_MASK_OPTIONS[1]
+
+
+def _measured(data: dict) -> str:
+    parts = []
+    for option, gap, nan in zip(data["options"], data["gaps"], data["nan_rows"]):
+        parts.append(f"{option}: " + (f"NaN in {nan} of {data['T']} rows (every key hidden there)" if gap is None
+                                       else f"largest difference {gap:.1e}"))
+    return (f"Measured on the encoder's first layer and the running sentence ({data['T']} tokens, causal mask, "
+            f"torch {data['torch']}): " + "; ".join(parts) + ".")
+
+
 @checker
-def check_torch_mask(answer):
-    """Grade the mask-convention question; the right answer is ``attn_mask=~allowed``."""
-    return grade_choice(answer, TORCH_MASK_OPTIONS, TORCH_MASK_OPTIONS[1],
+def check_torch_mask(answer, data: dict | None = None):
+    """Grade the mask-convention question against the real layer's outputs
+    (:func:`torch_mask_data`): the right option is the one whose output matches attnlib's."""
+    data = data or torch_mask_data()
+    return grade_choice(answer, TORCH_MASK_OPTIONS, torch_mask_answer(data),
                         "PyTorch's module marks the keys to hide with True, so the mask is inverted. "
                         "An additive mask (0 where allowed, -inf elsewhere) works in both, unchanged.",
-                        _TORCH_MASK_FEEDBACK, hint="Which convention does torch.nn.MultiheadAttention use for boolean masks?")
+                        _TORCH_MASK_FEEDBACK, measured=_measured(data),
+                        hint="Which convention does torch.nn.MultiheadAttention use for boolean masks? "
+                             "Run the check cell below the question and compare the four outputs.")
 
 
 define(6, "torch_mask", kind="choice", title="Two conventions for one mask",
-       question=("<code>allowed</code> is an attnlib boolean mask (<code>True</code> = the query <b>may "
-                 "attend</b> to the key), e.g. <code>attnlib.causal_mask(T)</code>. Which argument makes "
-                 "<code>torch.nn.MultiheadAttention</code> compute the same attention as "
-                 "<code>attnlib.MultiHeadAttention(..., mask=allowed)</code>?"),
-       options=TORCH_MASK_OPTIONS, grade=check_torch_mask)
+       question=("Predict, then check. <code>allowed</code> is an attnlib boolean mask (<code>True</code> = the "
+                 "query <b>may attend</b> to the key), here <code>attnlib.causal_mask(T)</code>. Which argument "
+                 "makes <code>torch.nn.MultiheadAttention</code> compute the same attention as "
+                 "<code>attnlib.MultiHeadAttention(...)(x, mask=allowed)</code> on the encoder's first layer? "
+                 "Choose, then run the check cell, which compares all four on the real layer."),
+       options=TORCH_MASK_OPTIONS, data=torch_mask_data, grade=check_torch_mask)
