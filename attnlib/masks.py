@@ -18,7 +18,7 @@ import torch
 
 from . import _validate
 
-__all__ = ["causal_mask", "causal_block", "padding_mask", "to_additive", "to_boolean",
+__all__ = ["causal_mask", "sliding_window_mask", "causal_block", "padding_mask", "to_additive", "to_boolean",
            "prepare_mask", "apply_mask"]
 
 
@@ -66,6 +66,37 @@ def causal_mask(T_q: int, T_k: int | None = None, *, device=None) -> torch.Tenso
     T_k = T_q if T_k is None else _validate.non_negative_int(T_k, "T_k")
     return causal_block(0, T_q, 0, T_k, device=_validate.device(device))
 
+
+def sliding_window_mask(T: int, window: int, *, device=None) -> torch.Tensor:
+    """Boolean sliding-window causal mask: query ``i`` may attend to key ``j`` iff
+    ``i - window < j <= i``, the ``window`` most recent positions, itself included.
+
+    Each query sees at most ``window`` keys, so one layer costs ``O(T * window)`` scores instead
+    of ``O(T^2)``.  Stacked in ``L`` layers, position ``i`` can still receive information from
+    ``L (window - 1)`` positions back: the receptive field is ``L (window - 1) + 1`` tokens
+    (Beltagy et al. 2020, "Longformer", section 3.1; Jiang et al. 2023, "Mistral 7B", section 2).
+    ``window >= T`` gives :func:`causal_mask`; ``window = 1`` lets each token see only itself.
+
+    Shapes:
+        result: ``(T, T)`` bool (True = may attend, as in :func:`causal_mask`).
+
+    Raises:
+        TypeError: ``T`` or ``window`` is not an int; ``device`` is not a device or name.
+        ValueError: ``T`` negative; ``window`` below 1 (a query must see itself); ``device``
+            names no available device.
+
+    >>> sliding_window_mask(4, 2).int()
+    tensor([[1, 0, 0, 0],
+            [1, 1, 0, 0],
+            [0, 1, 1, 0],
+            [0, 0, 1, 1]], dtype=torch.int32)
+    """
+    T = _validate.non_negative_int(T, "T")
+    window = _validate.positive_int(window, "window")
+    device = _validate.device(device)
+    i = torch.arange(T, device=device)[:, None]
+    j = torch.arange(T, device=device)[None, :]
+    return (j <= i) & (j > i - window)
 
 def padding_mask(attention_mask) -> torch.Tensor:
     """Turn a tokenizer's ``attention_mask`` (1 = real token, 0 = padding) into a boolean
