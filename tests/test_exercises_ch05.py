@@ -159,6 +159,47 @@ def test_fully_masked_right_answer_matches_pytorch():
     assert right == ["a vector of zeros"]
 
 
+def _version(v: str) -> tuple:
+    return tuple(int(x) for x in v.split("+")[0].split(".")[:2])
+
+
+def test_fully_masked_example_is_what_pytorch_returns_on_the_real_head(encoder):
+    """The measurement behind the exercise, against PyTorch's kernel and a hand-written textbook
+    softmax on the same real head (an independent oracle: no attnlib attention code)."""
+    from attnlib import corpus
+    from attnlib.encoder import head_qkv
+    from attnlib.exercises.ch05 import FULLY_MASKED_HEAD, FULLY_MASKED_LAYER, FULLY_MASKED_PAD, fully_masked_example
+
+    data = fully_masked_example()
+    _, q, k, v = head_qkv(corpus.RUNNING, FULLY_MASKED_LAYER, FULLY_MASKED_HEAD)
+    T, P = q.shape[0], FULLY_MASKED_PAD
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    mask = (j <= i) & (j >= P)
+    assert data["T"] == T and data["n_rows"] == P == int((~mask.any(-1)).sum())
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    e = torch.exp((q @ k.T / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf")))
+    assert (e / e.sum(-1, keepdim=True))[:P].isnan().all() and data["naive_nan"]
+    assert data["torch"] == torch.__version__
+    if _version(torch.__version__) >= (2, 5):       # the chapter's claim: zeros since PyTorch 2.5
+        assert torch.equal(out[:P], torch.zeros_like(out[:P]))
+        assert data["torch_absmax"] == 0.0 and not data["torch_nan"]
+    assert data["attnlib_absmax"] == 0.0 and not data["attnlib_nan"]
+
+
+def test_fully_masked_grade_follows_the_measurement():
+    """Predict, then check: the option graded right is the one the measurement supports, and
+    the feedback quotes the measurement with the PyTorch version."""
+    from attnlib.exercises.ch05 import fully_masked_example
+
+    data = fully_masked_example()
+    fb = check_fully_masked_row("a vector of zeros", data)
+    assert fb.correct and f"PyTorch {torch.__version__}" in fb.message and "exactly zero" in fb.message
+    nan_world = {**data, "attnlib_nan": True, "attnlib_absmax": float("nan")}
+    assert check_fully_masked_row("NaN in every entry", nan_world).correct
+    fb = check_fully_masked_row("a vector of zeros", nan_world)
+    assert not fb.correct and "measurement" in fb.message
+
+
 @pytest.mark.parametrize("option,fragment", [
     ("NaN in every entry", "0/0 is NaN"),
     ("the average of all value rows (uniform weights)", "-1e9"),
