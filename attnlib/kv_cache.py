@@ -164,30 +164,13 @@ class KVCache:
     def append(self, k, v) -> None:
         """Add the keys ``k (B, H_kv, t, d_k)`` and values ``v (B, H_kv, t, d_v)`` of ``t``
         new tokens (see the class docstring for the errors)."""
-        k = _validate.floating(k, "k")
-        v = _validate.floating(v, "v")
-        for name, x in (("k", k), ("v", v)):
-            if x.dim() != 4:
-                raise ValueError(f"{name} must be 4-D (B, H_kv, t, d), got shape {_validate.shape_of(x)}")
-        if k.shape[:3] != v.shape[:3]:
-            raise ValueError(f"k and v must share (B, H_kv, t): k {_validate.shape_of(k)} vs v {_validate.shape_of(v)}")
-        if k.dtype != v.dtype:
-            raise TypeError(f"k and v must share a dtype, got k {k.dtype}, v {v.dtype}")
-        _validate.same_device(k=k, v=v)
+        k, v = self._checked(k, v)
         t = k.shape[2]
         if self._k is None:                        # the first append allocates exactly t tokens
             self._k = k.detach().clone(memory_format=torch.contiguous_format)   # never an alias of the caller's
             self._v = v.detach().clone(memory_format=torch.contiguous_format)   # tensors
             self._T = t
             return
-        if k.dtype != self._k.dtype:
-            raise TypeError(f"the cache holds {self._k.dtype}; k and v must be {self._k.dtype}, got {k.dtype}")
-        _validate.same_device(cached_keys=self._k, k=k)
-        for what, new, old in (("k", k, self._k), ("v", v, self._v)):
-            if new.shape[:2] != old.shape[:2] or new.shape[3] != old.shape[3]:
-                raise ValueError(
-                    f"{what} must match the cache's (B, H_kv, ., d) = ({old.shape[0]}, {old.shape[1]}, ., "
-                    f"{old.shape[3]}), got {_validate.shape_of(new)}")
         T = self._T
         if T + t > self.capacity:                  # grow by doubling: amortised O(1) per token
             cap = max(2 * self.capacity, T + t)
@@ -200,6 +183,31 @@ class KVCache:
             self._k[:, :, T:T + t] = k.detach()    # (B, H_kv, t, d_k) written after the T held
             self._v[:, :, T:T + t] = v.detach()
         self._T = T + t
+
+    def _checked(self, k, v) -> tuple[torch.Tensor, torch.Tensor]:
+        """``k, v`` as tensors that fit each other and what the cache holds (the errors of the
+        class docstring)."""
+        k = _validate.floating(k, "k")
+        v = _validate.floating(v, "v")
+        for name, x in (("k", k), ("v", v)):
+            if x.dim() != 4:
+                raise ValueError(f"{name} must be 4-D (B, H_kv, t, d), got shape {_validate.shape_of(x)}")
+        if k.shape[:3] != v.shape[:3]:
+            raise ValueError(f"k and v must share (B, H_kv, t): k {_validate.shape_of(k)} vs v {_validate.shape_of(v)}")
+        if k.dtype != v.dtype:
+            raise TypeError(f"k and v must share a dtype, got k {k.dtype}, v {v.dtype}")
+        _validate.same_device(k=k, v=v)
+        if self._k is None:
+            return k, v
+        if k.dtype != self._k.dtype:
+            raise TypeError(f"the cache holds {self._k.dtype}; k and v must be {self._k.dtype}, got {k.dtype}")
+        _validate.same_device(cached_keys=self._k, k=k)
+        for what, new, old in (("k", k, self._k), ("v", v, self._v)):
+            if new.shape[:2] != old.shape[:2] or new.shape[3] != old.shape[3]:
+                raise ValueError(
+                    f"{what} must match the cache's (B, H_kv, ., d) = ({old.shape[0]}, {old.shape[1]}, ., "
+                    f"{old.shape[3]}), got {_validate.shape_of(new)}")
+        return k, v
 
     def attend(self, q, *, scale: float | None = None, return_weights: bool = False):
         """Output ``(B, H, t, d_v)`` of the ``t`` newest queries ``q (B, H, t, d_k)`` over
