@@ -42,6 +42,31 @@ def first_line(source: str) -> str:
     return code[0] if len(code[0]) <= 100 else code[0][:97] + "..."
 
 
+def transport_encryption() -> str:
+    """How the kernels started here protect their sockets: ``"auto"`` where pyzmq has CurveZMQ
+    (jupyter_client then provisions Curve keys for kernels whose kernelspec declares support,
+    as ipykernel's does), else ``"disabled"``.  Without keys, ipykernel warns at every start
+    that it "is running over TCP without encryption" (ipykernel/kernelapp.py, init_sockets);
+    with them that warning has no cause and other warnings still show."""
+    try:
+        import zmq
+        from jupyter_client import KernelManager
+    except ImportError:
+        return "disabled"
+    if not KernelManager.class_traits().get("transport_encryption") or not zmq.has("curve"):
+        return "disabled"   # an older jupyter_client, or a libzmq built without libsodium
+    return "auto"
+
+
+def kernel_config():
+    """The traitlets config for nbclient's kernel manager (:func:`transport_encryption`)."""
+    from traitlets.config import Config
+    config = Config()
+    if transport_encryption() == "auto":
+        config.KernelManager.transport_encryption = "auto"
+    return config
+
+
 class ChapterError(RuntimeError):
     """A cell of a chapter failed or timed out; the message names the chapter and the cell."""
 
@@ -83,7 +108,7 @@ def execute_chapter(path: str | Path, timeout: int | None = None, output: str | 
         cells.append((cell_index, time.perf_counter() - started[cell_index], first_line(cell.source)))
 
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel, on_cell_execute=on_execute,
-                            on_cell_executed=on_executed,
+                            on_cell_executed=on_executed, config=kernel_config(),
                             resources={"metadata": {"path": str(Path(cwd) if cwd else path.parent)}})
     t0 = time.perf_counter()
     try:
