@@ -11,8 +11,8 @@ from torch.overrides import TorchFunctionMode
 from attnlib import online_softmax_step, tiled_attention
 from attnlib.exercises import exercise_names
 from attnlib.exercises.ch09 import (
-    MEMORY_T, RESCALE_BLOCK_MAX, RESCALE_L_OLD, RESCALE_M_OLD, STATE_BLOCK, STATE_D_V,
-    check_rescale_factor, check_state_per_query, check_weights_memory,
+    MEMORY_T, RESCALE_BLOCK_MAX, RESCALE_L_OLD, RESCALE_M_OLD, STATE_BLOCK, STATE_HEAD, STATE_LAYER,
+    check_rescale_factor, check_state_per_query, check_weights_memory, state_example,
 )
 from widget_checks import assert_widget_round_trip
 
@@ -121,33 +121,69 @@ class _StateProbe(TorchFunctionMode):
         return result
 
 
-def _state_oracle() -> int:
+def _head_width() -> int:
+    """d_v of the course's encoder, from its config (not from the exercise's measurement)."""
+    from attnlib.encoder import load_encoder
+
+    cfg = load_encoder()[0].config
+    return cfg.hidden_size // cfg.num_attention_heads
+
+
+def _state_oracle(d_v: int | None = None) -> int:
     """The running state attnlib.tiled_attention really allocates for one query block,
-    divided by the block's rows."""
-    rows = 8
-    q, k, v = torch.randn(rows, 16), torch.randn(3 * STATE_BLOCK, 16), torch.randn(3 * STATE_BLOCK, STATE_D_V)
+    divided by the block's rows (random inputs of the real head's width)."""
+    d_v = d_v or _head_width()
+    rows = STATE_BLOCK
+    q, k, v = torch.randn(rows, 16), torch.randn(3 * STATE_BLOCK, 16), torch.randn(3 * STATE_BLOCK, d_v)
     with _StateProbe() as probe:
         tiled_attention(q, k, v, block_size=STATE_BLOCK)
     return probe.numel // rows
+
+
+def test_state_example_is_the_real_head():
+    """The measurement behind the exercise: the real head's width, its length, and the state
+    the probe above counts; tiled_attention's output there equals PyTorch's SDPA."""
+    from attnlib import corpus
+    from attnlib.encoder import head_qkv
+
+    data = state_example()
+    _, q, k, v = head_qkv(corpus.RUNNING, STATE_LAYER, STATE_HEAD)
+    assert (data["T"], data["d_v"], data["block"]) == (q.shape[0], v.shape[-1], STATE_BLOCK) == (
+        q.shape[0], _head_width(), STATE_BLOCK)
+    assert data["per_query"] == _state_oracle(data["d_v"]) and data["matches_reference"]
+    torch.testing.assert_close(tiled_attention(q, k, v, block_size=STATE_BLOCK),
+                               torch.nn.functional.scaled_dot_product_attention(q, k, v), atol=1e-5, rtol=1e-4)
 
 
 def test_state_right_answer():
     n = _state_oracle()
     for answer in (n, float(n), str(n), f"{n}.0"):
         fb = check_state_per_query(answer)
-        assert fb.correct and "whatever T_k is" in fb.message, answer
+        assert fb.correct and "whatever T_k is" in fb.message and "Measured" in fb.message, answer
+
+
+def test_state_grade_follows_the_measurement():
+    """Predict, then check: the target is the measured count, not a constant."""
+    data = state_example()
+    other = {**data, "d_v": 64, "per_query": 66, "state": [[4, 1], [4, 1], [4, 64]]}
+    assert check_state_per_query(66, other).correct and not check_state_per_query(66, data).correct
+    assert check_state_per_query(data["per_query"], data).correct
 
 
 @pytest.mark.parametrize("answer, fragment", [
-    (STATE_D_V, "running maximum m and the running sum l"),
-    (STATE_D_V + 1, "One number is missing"),
+    ("d_v", "running maximum m and the running sum l"),
+    ("d_v + 1", "One number is missing"),
     (2, "weighted sum of value rows"),
     (STATE_BLOCK, "used and discarded"),
-    (STATE_BLOCK * STATE_D_V, "used and discarded"),
-    (66.5, "whole number"),
+    ("block * d_v", "used and discarded"),
+    ("T", "grows with the length"),
+    (34.5, "whole number"),
     (7, "not it"),
 ])
 def test_state_typical_mistakes(answer, fragment):
+    d_v, T = _head_width(), state_example()["T"]
+    if isinstance(answer, str):
+        answer = eval(answer, {"d_v": d_v, "T": T, "block": STATE_BLOCK})  # noqa: S307 - the test's own table
     fb = check_state_per_query(answer)
     assert not fb.correct and fragment in fb.message, fb
 
@@ -156,7 +192,7 @@ def test_state_typical_mistakes(answer, fragment):
 @pytest.mark.parametrize("name, wrong_answer, fragment, right_answer", [
     ("weights_memory", "268.435456", "megabytes", lambda: f"{_weights_mib_oracle(MEMORY_T):g}"),
     ("rescale_factor", "1", "Without rescaling", lambda: f"{_rescale_oracle():.4f}"),
-    ("state_per_query", "64", "running maximum", lambda: str(_state_oracle())),
+    ("state_per_query", "2", "weighted sum of value rows", lambda: str(_state_oracle())),
 ])
 def test_widgets(name, wrong_answer, fragment, right_answer):
     assert_widget_round_trip(9, name, wrong_answer, fragment, right_answer())

@@ -3,8 +3,8 @@
 * ``weights_memory``: the memory, in MiB, of one head's float32 ``(T, T)`` weight matrix.
 * ``rescale_factor``: the factor the online softmax multiplies its running sum by when a new
   block raises the running maximum.
-* ``state_per_query``: how many numbers per query row tiled attention carries from one key
-  block to the next.
+* ``state_per_query``: predict, then check on a real head, how many numbers per query row
+  tiled attention carries from one key block to the next.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from .registry import define
 __all__ = [
     "MEMORY_T", "check_weights_memory",
     "RESCALE_M_OLD", "RESCALE_L_OLD", "RESCALE_BLOCK_MAX", "check_rescale_factor",
-    "STATE_D_V", "STATE_BLOCK", "check_state_per_query",
+    "STATE_LAYER", "STATE_HEAD", "STATE_BLOCK", "state_example", "check_state_per_query",
 ]
 
 MIB = 2 ** 20
@@ -108,19 +108,71 @@ define(9, "rescale_factor", kind="number", precision='Graded within 1 %; an expr
 
 
 # ----------------------------------------------------------------------------- state_per_query
-STATE_D_V = 64
-STATE_BLOCK = 128
+# Predict, then check on a real head: attnlib.tiled_attention on layer 4, head 3 of the
+# encoder (the running sentence), and the running state it really creates, counted by a probe.
+STATE_LAYER, STATE_HEAD, STATE_BLOCK = 4, 3, 4
+
+
+def state_example() -> dict:
+    """The running state :func:`attnlib.tiled_attention` carries between key blocks on a real
+    head (kernel only; torch imported here): layer :data:`STATE_LAYER`, head
+    :data:`STATE_HEAD` of the encoder on :data:`attnlib.corpus.RUNNING`, blocks of
+    :data:`STATE_BLOCK` keys.  A torch function mode records every tensor the function creates
+    with ``torch.full`` / ``torch.zeros`` (the running maximum, sum and output of each query
+    block, made once per query block and updated across its key blocks).
+
+    Returns ``{"T", "d_k", "d_v", "block", "n_query_blocks", "state": [[shape...], ...] (the
+    first query block's), "per_query" (numbers per query row), "matches_reference" (bool)}``.
+    """
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    from .. import corpus
+    from ..attention import scaled_dot_product_attention
+    from ..encoder import head_qkv
+    from ..tiled import tiled_attention
+
+    _, q, k, v = head_qkv(corpus.RUNNING, STATE_LAYER, STATE_HEAD)               # (T, d) each
+    q, k, v = (t.detach().float().cpu() for t in (q, k, v))
+
+    class Probe(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.made = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            if func in (torch.full, torch.zeros):
+                self.made.append(tuple(result.shape))
+            return result
+
+    with Probe() as probe:
+        out = tiled_attention(q, k, v, block_size=STATE_BLOCK)
+    T = q.shape[0]
+    n_query_blocks = -(-T // STATE_BLOCK)
+    first = probe.made[:len(probe.made) // n_query_blocks]                     # one query block's state
+    rows = first[0][0]
+    return {"T": T, "d_k": q.shape[-1], "d_v": v.shape[-1], "block": STATE_BLOCK,
+            "n_query_blocks": n_query_blocks, "state": [list(s) for s in first],
+            "per_query": sum(s[-1] for s in first) if all(s[0] == rows for s in first) else None,
+            "matches_reference": bool(torch.allclose(out, scaled_dot_product_attention(q, k, v)[0], atol=1e-5))}
 
 
 @checker
-def check_state_per_query(answer, d_v: int = STATE_D_V, block: int = STATE_BLOCK):
+def check_state_per_query(answer, data=None):
     """Grade the number of values one query row carries between key blocks in tiled
-    attention: the running maximum, the running sum and ``d_v`` accumulated output values."""
-    target = d_v + 2
+    attention, against what :func:`state_example` measured on a real head (``data``): the
+    running maximum, the running sum and ``d_v`` accumulated output values."""
+    data = data or state_example()
+    d_v, block, target = data["d_v"], data["block"], data["per_query"]
+    shapes = ", ".join(str(tuple(s)) for s in data["state"])
+    measured = (f"Measured: attnlib.tiled_attention on layer {STATE_LAYER}, head {STATE_HEAD} (T = {data['T']}, "
+                f"d_v = {d_v}, blocks of {block} keys) creates, per block of query rows, running tensors of "
+                f"shapes {shapes}: {target} numbers per query row.")
     return grade_number(
         answer, target,
         f"m (the running maximum), l (the running sum) and the {d_v} entries of the "
-        f"unnormalised output acc: {target} numbers, whatever T_k is.",
+        f"unnormalised output acc: {target} numbers, whatever T_k is. " + measured,
         what="a count, a whole number", whole="count the numbers kept per query row.",
         mistakes=[
             (d_v, f"The {d_v} entries of the accumulated output are needed, but rescaling also "
@@ -132,6 +184,12 @@ def check_state_per_query(answer, d_v: int = STATE_D_V, block: int = STATE_BLOCK
             ((block, block + 2, block + d_v + 2, block * d_v),
              f"The {block} scores of a tile are used and discarded at once; only running "
              "quantities travel to the next key block."),
+            ((data["T"], data["T"] + 2, data["T"] + d_v + 2),
+             f"That grows with the length T = {data['T']}; the state per query does not depend on how many "
+             "keys there are, which is the point of tiling."),
+            ((data["d_k"] + 2, data["d_k"] + d_v + 2) if data["d_k"] != d_v else (data["d_k"] + d_v + 2,),
+             f"The query itself (d_k = {data['d_k']} numbers) is read, not carried as running state; the "
+             f"state is m, l and the {d_v} output entries."),
         ],
         otherwise=lambda v: f"{v} is not it. List what the update m, l, acc needs from the blocks "
                             "already processed.",
@@ -139,6 +197,9 @@ def check_state_per_query(answer, d_v: int = STATE_D_V, block: int = STATE_BLOCK
 
 
 define(9, "state_per_query", kind="number", precision='A whole number.', title="What travels between blocks",
-       question=(f"Tiled attention with d_v = {STATE_D_V} and blocks of {STATE_BLOCK} keys. How many numbers "
-                 "does it keep for <b>one query row</b> between one key block and the next?"),
-       grade=check_state_per_query, label="Numbers", placeholder="a whole number")
+       question=(f"Run <code>attnlib.tiled_attention</code> on the real queries, keys and values of layer "
+                 f"{STATE_LAYER}, head {STATE_HEAD} on the running sentence (its value width d_v is printed above), with blocks of "
+                 f"{STATE_BLOCK} keys. <b>Predict first:</b> how many numbers does it "
+                 "keep for <b>one query row</b> between one key block and the next? Then check: your answer "
+                 "is graded against the running tensors the function really creates on this head."),
+       data=state_example, grade=check_state_per_query, label="Numbers", placeholder="a whole number")
