@@ -149,3 +149,25 @@ def test_stub_and_garbage_are_feedback():
     assert check_decode_step(None).diagnosis == "not_callable"
     assert check_decode_step(lambda *a: step(*a)[0]).diagnosis == "wrong_type"
     assert check_decode_step(lambda *a: (step(*a)[0][..., :1], *step(*a)[1:])).diagnosis == "wrong_shape"
+
+
+def test_the_lab_is_in_chapter_10_before_the_exercises_and_its_solution_passes():
+    """As tests/test_labs.py checks the other labs; the hidden solution, run as the book runs
+    it, passes."""
+    import re
+    from pathlib import Path
+
+    from attnlib.exercises import labs as labs_module
+
+    text = (Path(__file__).resolve().parents[1] / "chapters" / "10_position_decoding.md").read_text()
+    lab_part = text[:text.index("\n## Exercises\n")]
+    assert "check_decode_step(my_decode_step)" in lab_part and "raise NotImplementedError" in lab_part
+    assert 'mistakes_markdown("kv_cache")' in lab_part
+    solution = lab_part.index("kv_lab_result = check_decode_step(")
+    assert ":tags: [hide-input]" in lab_part[lab_part.rindex("```{code-cell}", 0, solution):solution]
+    assert "assert kv_lab_result.correct" in lab_part[solution:]
+    ns = {"torch": torch, "math": math, **{name: getattr(labs_module, name) for name in labs_module.__all__}}
+    for cell in re.findall(r"```\{code-cell\} ipython3\n:tags: \[hide-input\]\n(.*?)```", lab_part, flags=re.S):
+        if "kv_lab_result = " in cell:
+            exec(compile(cell, "10_position_decoding.md", "exec"), ns)  # noqa: S102 - the book's own code
+    _assert_correct(ns["kv_lab_result"])

@@ -201,3 +201,41 @@ def test_an_off_by_one_in_both_q_and_k_is_harmless_in_attention():
 def test_rope_attention_refuses_attnlib_rope():
     fb = check_rope_attention(lambda q, k, v, p: attn(attnlib.apply_rope(q, p), attnlib.apply_rope(k, p), v))
     assert fb.diagnosis == "library_call", fb.text
+
+
+# ------------------------------------------------------------------------------------ the book
+
+def _chapter_lab_part():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "chapters" / "10_position_decoding.md").read_text()
+    return text[:text.index("\n## Exercises\n")]
+
+
+@pytest.mark.parametrize("checker, stub, result", [
+    ("check_apply_rope", "my_apply_rope", "rope_lab_result"),
+    ("check_rope_attention", "my_rope_attention", "rope_attention_lab_result"),
+])
+def test_the_lab_is_in_chapter_10_before_the_exercises(checker, stub, result):
+    """As tests/test_labs.py checks the other labs: the stub, the mistakes from MISTAKES, the
+    hidden reference solution and the removed assert that makes the build prove it correct."""
+    lab_part = _chapter_lab_part()
+    assert "```{include} _lab_note.md" in lab_part
+    assert f"{checker}({stub})" in lab_part and "raise NotImplementedError" in lab_part
+    assert 'mistakes_markdown("rope")' in lab_part
+    solution = lab_part.index(f"{result} = {checker}(")
+    assert ":tags: [hide-input]" in lab_part[lab_part.rindex("```{code-cell}", 0, solution):solution]
+    assert f"assert {result}.correct" in lab_part[solution:]
+
+
+def test_the_chapters_rope_solutions_are_graded_correct():
+    import re
+
+    from attnlib.exercises import labs as labs_module
+
+    ns = {"torch": torch, "math": math, **{name: getattr(labs_module, name) for name in labs_module.__all__}}
+    for cell in re.findall(r"```\{code-cell\} ipython3\n:tags: \[hide-input\]\n(.*?)```", _chapter_lab_part(), flags=re.S):
+        if "rope_lab_result = " in cell:
+            exec(compile(cell, "10_position_decoding.md", "exec"), ns)  # noqa: S102 - the book's own code
+    _assert_correct(ns["rope_lab_result"])
+    _assert_correct(ns["rope_attention_lab_result"])
