@@ -97,7 +97,7 @@ def battery(chapter: int, name: str) -> tuple[list, list]:
                                 262144, 0.125, -1, 7],
         (9, "rescale_factor"): lambda: [math.exp(-3), math.exp(3), -3, 3, 1, 0.4, 3.5 * math.exp(-3),
                                 math.exp(-5), 0, 7],
-        (9, "state_per_query"): lambda: [66, 64, 65, 2, 128, 130, 194, 8192, 70, 66.5],
+        (9, "state_per_query"): lambda: [34, 32, 33, 2, 4, 6, 38, 15, 36, 34.5],
         (10, "shifted_score"): lambda: [data["score"], data["query_only"], data["unrotated"], 0, 7, -1,
                                 data["score"] + 0.05],
         (10, "cache_bytes"): lambda: [4, 16, 2, 8, 1, 0.125, 4 * 2 ** 30, 4 * 2 ** 30 / 1e9, 4096, -1, 3.3],
