@@ -9,8 +9,8 @@ import torch
 
 import attnlib
 from attnlib.exercises import exercise_names
-from attnlib.exercises.ch10 import (CACHE_MODEL, GQA, SHIFT, check_cache_bytes, check_gqa_head,
-                                    check_shifted_score, shifted_score_data)
+from attnlib.exercises.ch10 import (CACHE_MODEL, GQA, SHIFT, WINDOW, check_cache_bytes, check_gqa_head,
+                                    check_receptive_field, check_shifted_score, shifted_score_data)
 from attnlib.exercises.registry import exercise_data
 from widget_checks import assert_widget_round_trip
 
@@ -24,12 +24,13 @@ def shift_data():
 
 
 def test_registered():
-    assert exercise_names(10) == ["shifted_score", "cache_bytes", "gqa_head"]
+    assert exercise_names(10) == ["shifted_score", "cache_bytes", "gqa_head", "receptive_field"]
 
 
 @pytest.mark.parametrize("bad", BAD_INPUTS, ids=repr)
 def test_bad_inputs_never_raise(bad, shift_data):
-    for fb in (check_shifted_score(bad, shift_data), check_cache_bytes(bad), check_gqa_head(bad)):
+    for fb in (check_shifted_score(bad, shift_data), check_cache_bytes(bad), check_gqa_head(bad),
+               check_receptive_field(bad)):
         assert not fb.correct and fb.message
 
 
@@ -123,7 +124,39 @@ def test_gqa_typical_mistakes(answer, fragment):
     assert not fb.correct and fragment in fb.message, fb.message
 
 
+# ----------------------------------------------------------------------------- receptive_field
+def _reach(layers, window, T=64):
+    """Positions that can reach the last token through `layers` masks: the boolean power."""
+    m = attnlib.masks.sliding_window_mask(T, window).long()
+    reach = torch.eye(T, dtype=torch.long)
+    for _ in range(layers):
+        reach = ((reach @ m) > 0).long()
+    return int(reach[-1].sum())
+
+
+def test_receptive_field_answer_is_the_reachability_of_the_masks():
+    answer = _reach(WINDOW["layers"], WINDOW["window"])
+    assert check_receptive_field(answer).correct and check_receptive_field(str(answer)).correct
+    for L, w in [(1, 1), (1, 4), (3, 2), (4, 7)]:
+        assert check_receptive_field(_reach(L, w), layers=L, window=w).correct
+
+
+@pytest.mark.parametrize("answer, fragment", [
+    (WINDOW["layers"] * WINDOW["window"], "itself once per layer"),
+    (WINDOW["layers"] * (WINDOW["window"] - 1), "count the last token"),
+    (WINDOW["window"], "one layer's window"),
+    (WINDOW["window"] ** WINDOW["layers"], "do not multiply"),
+    (0, "at least itself"),
+    (24.5, "whole number"),
+    (7, "not it"),
+])
+def test_receptive_field_typical_mistakes(answer, fragment):
+    fb = check_receptive_field(answer)
+    assert not fb.correct and fragment in fb.message, fb.message
+
+
 @pytest.mark.parametrize("name, wrong_answer, fragment, right_answer", [
+    ("receptive_field", "30", "itself once per layer", lambda: "25"),
     ("cache_bytes", "16", "query heads share", lambda: "4"),
     ("gqa_head", "5", "repeat_interleave", lambda: "3"),
     ("shifted_score", "99", "not it", lambda: f"{exercise_data(10, 'shifted_score')['score']:.4f}"),

@@ -4,6 +4,8 @@
   move by the same number of positions (it does not change).
 * ``cache_bytes``: the memory, in GiB, of the KV cache of a given grouped-query model.
 * ``gqa_head``: which key/value head a query head reads in grouped-query attention.
+* ``receptive_field``: how many tokens can reach the last one through ``L`` stacked layers of
+  sliding-window attention (``L (w - 1) + 1``).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ __all__ = [
     "SHIFT", "shifted_score_data", "check_shifted_score",
     "CACHE_MODEL", "cache_gib", "check_cache_bytes",
     "GQA", "check_gqa_head",
+    "WINDOW", "check_receptive_field",
 ]
 
 GIB = 2 ** 30
@@ -160,3 +163,43 @@ define(10, "gqa_head", kind="number", precision='A whole number (heads are numbe
                  "grouped as in PyTorch's <code>enable_gqa=True</code> and Hugging Face's Llama. Heads are "
                  f"numbered from 0. Which key/value head does query head <b>{GQA['head']}</b> read?"),
        grade=check_gqa_head, label="Key/value head", placeholder="a whole number")
+
+
+# ----------------------------------------------------------------------------- receptive_field
+WINDOW = {"layers": 6, "window": 5}
+
+
+@checker
+def check_receptive_field(answer, layers: int = WINDOW["layers"], window: int = WINDOW["window"]):
+    """Grade the receptive field of ``layers`` stacked sliding-window layers of window ``window``
+    (key ``j`` visible from query ``i`` iff ``i - window < j <= i``): ``layers (window - 1) + 1``
+    positions, the token itself included (Beltagy et al. 2020; Jiang et al. 2023)."""
+    L, w = layers, window
+    target = L * (w - 1) + 1
+    return grade_number(
+        answer, target,
+        f"Each layer reaches w - 1 = {w - 1} positions further back than the one below it, so after {L} layers "
+        f"the last token can have read {L} x {w - 1} = {L * (w - 1)} earlier positions, plus itself: {target}.",
+        what="a number of positions", whole="positions are counted one by one",
+        mistakes=[
+            (L * w, f"{L} x {w} counts the token itself once per layer. Each window of {w} holds the query itself "
+                    f"and {w - 1} earlier positions; only the {w - 1} new ones add up from layer to layer."),
+            (L * (w - 1), f"{L * (w - 1)} is how far back it reaches; count the last token itself as well."),
+            (w, f"{w} is one layer's window. In the next layer each of those {w} positions passes on what it read "
+                "in the layer below, so the field grows with every layer."),
+            (w ** L, "The windows overlap: they do not multiply. Each layer moves the oldest reachable position back "
+                     f"by {w - 1}."),
+        ],
+        impossible=[(lambda v: v < 1, "The token always sees at least itself.")],
+        otherwise=lambda v: f"{v} is not it. Follow the oldest position the last token can reach: one window "
+                            "back per layer.",
+        hint="With w = 2 (each token sees itself and the one before), how far back does information get in "
+             "2 layers?")
+
+
+define(10, "receptive_field", kind="number", precision="A whole number.", title="Stacked sliding windows",
+       question=(f"A decoder has <b>{WINDOW['layers']}</b> layers, each with sliding-window attention of window "
+                 f"w = <b>{WINDOW['window']}</b> (query i sees keys j with i - w &lt; j &le; i). Through all the "
+                 "layers, how many positions of a long sequence, the last token itself included, can have "
+                 "influenced the last token's output?"),
+       grade=check_receptive_field, label="Positions", placeholder="a whole number")
