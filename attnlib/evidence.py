@@ -42,6 +42,7 @@ from .encoder.loading import model_and_tokenizer
 __all__ = [
     "reference_sentences", "uniform_weight", "positional_lifts", "positional_lift", "positional_baseline",
     "token_position", "pair_weights", "head_ablation", "layer_ablation", "ablation_table", "patching_effects",
+    "probe_accuracy", "TAGGED_SENTENCES", "tagged_features", "pos_probe",
 ]
 
 _SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
@@ -380,3 +381,172 @@ def patching_effects(clean, corrupt, position, *, depth=None, layers=None, model
             effect[l, h] = float((patched - o_clean) @ delta) / norm2
     return {"tokens": list(base.tokens), "corrupt_tokens": list(other.tokens), "position": i, "depth": depth,
             "difference": norm2 ** 0.5, "effect": effect}
+
+
+def probe_accuracy(features, labels, groups, *, n_folds: int = 4, steps: int = 100, lr: float = 0.1,
+                   weight_decay: float = 1e-3, seed: int = 0) -> torch.Tensor:
+    """Held-out accuracy of linear probes: multinomial logistic regression, one per row of
+    ``features``, all trained at once (full-batch Adam), with cross-validation by group.
+
+    Tokens are split into ``n_folds`` folds by ``groups % n_folds`` (give each sentence its own
+    group, so that no sentence is in both the training and the test part of a fold); each
+    fold's probe is trained on the other folds, with features standardised by the training
+    part's mean and standard deviation, and tested on its own.  The accuracy pools the
+    predictions of every fold, so every token is predicted once, by a probe that never saw its
+    sentence.  A probe answers "can a linear map read the labels from these vectors?"; what that
+    means needs controls (shuffled labels, features not made for the purpose), as in Hewitt &
+    Liang (2019).
+
+    Shapes:
+        features ``(P, N, d)`` float (P probes of N tokens with d features each); labels
+        ``(P, N)`` or ``(N,)`` int64 in ``0..C-1``; groups ``(N,)`` int64.  Returns ``(P,)``
+        float64, the share of the N tokens predicted correctly (unitless, 0 to 1).
+
+    Raises:
+        TypeError: a tensor of the wrong dtype.  ValueError: shapes that do not match, a
+            negative label, a fold with no test or no training token, ``n_folds < 2``, or
+            non-finite features.
+    """
+    if not isinstance(features, torch.Tensor) or not features.is_floating_point() or features.dim() != 3:
+        raise TypeError(f"features must be a float tensor (P, N, d), got {getattr(features, 'shape', type(features))}")
+    P, N, d = features.shape
+    if not isinstance(labels, torch.Tensor) or labels.dtype != torch.int64:
+        raise TypeError(f"labels must be an int64 tensor (P, N) or (N,), got {getattr(labels, 'dtype', type(labels))}")
+    labels = labels.expand(P, N) if labels.shape == (N,) else labels
+    if labels.shape != (P, N) or int(labels.min()) < 0:
+        raise ValueError(f"labels must be (P, N) = ({P}, {N}) or ({N},) with values >= 0, got {tuple(labels.shape)}")
+    if not isinstance(groups, torch.Tensor) or groups.dtype != torch.int64 or groups.shape != (N,):
+        raise ValueError(f"groups must be an int64 tensor ({N},), one group per token")
+    n_folds = _validate.positive_int(n_folds, "n_folds")
+    if n_folds < 2:
+        raise ValueError(f"n_folds must be at least 2, got {n_folds}")
+    if not torch.isfinite(features).all():
+        raise ValueError("features must be finite")
+    test = torch.stack([groups % n_folds == f for f in range(n_folds)])         # (F, N)
+    if (test.sum(1) == 0).any() or (test.sum(1) == N).any():
+        raise ValueError(f"every fold needs test and training tokens; groups % {n_folds} leaves a fold empty")
+    C = int(labels.max()) + 1
+    x = features.double()
+    train = (~test).double()[:, None, :, None]                                  # (F, 1, N, 1)
+    mu = (x[None] * train).sum(2, keepdim=True) / train.sum(2, keepdim=True)   # (F, P, 1, d)
+    sd = (((x[None] - mu) ** 2 * train).sum(2, keepdim=True) / train.sum(2, keepdim=True)).sqrt() + 1e-6
+    z = ((x[None] - mu) / sd).float()                                           # (F, P, N, d)
+    target = labels[None].expand(n_folds, P, N)
+    torch.manual_seed(seed)
+    W = torch.zeros(n_folds, P, d, C, requires_grad=True)
+    b = torch.zeros(n_folds, P, 1, C, requires_grad=True)
+    optimiser = torch.optim.Adam([W, b], lr=lr)
+    weight = train[..., 0].float() / train[..., 0].float().sum((1, 2), keepdim=True)   # mean over each fold's training tokens
+    for _ in range(steps):
+        loss_per_token = torch.nn.functional.cross_entropy((z @ W + b).permute(0, 3, 1, 2), target, reduction="none")
+        loss = (loss_per_token * weight).sum() + weight_decay * (W ** 2).sum()     # problems are independent: a sum
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    with torch.no_grad():
+        hit = ((z @ W + b).argmax(-1) == target).double()                      # (F, P, N)
+    return (hit * test[:, None].double()).sum(dim=(0, 2)) / N
+
+
+#: Sixteen sentences written for the course's part-of-speech probe, each word tagged by hand
+#: ("word/TAG"; a coarse universal tag set: NOUN, VERB (auxiliaries included), ADJ, ADV, DET,
+#: ADP, PRON (possessives included), CONJ, PUNCT).
+TAGGED_SENTENCES = (
+    "The/DET old/ADJ man/NOUN walked/VERB slowly/ADV to/ADP the/DET small/ADJ shop/NOUN ./PUNCT",
+    "She/PRON quickly/ADV read/VERB the/DET long/ADJ letter/NOUN from/ADP her/PRON brother/NOUN ./PUNCT",
+    "A/DET young/ADJ girl/NOUN found/VERB a/DET red/ADJ ball/NOUN in/ADP the/DET garden/NOUN ./PUNCT",
+    "They/PRON built/VERB a/DET new/ADJ house/NOUN near/ADP the/DET river/NOUN ./PUNCT",
+    "The/DET children/NOUN played/VERB happily/ADV in/ADP the/DET warm/ADJ sun/NOUN ./PUNCT",
+    "We/PRON ate/VERB fresh/ADJ bread/NOUN and/CONJ drank/VERB cold/ADJ water/NOUN ./PUNCT",
+    "My/PRON brother/NOUN bought/VERB an/DET expensive/ADJ car/NOUN last/ADJ week/NOUN ./PUNCT",
+    "The/DET dog/NOUN barked/VERB loudly/ADV at/ADP the/DET strange/ADJ visitor/NOUN ./PUNCT",
+    "He/PRON carefully/ADV opened/VERB the/DET heavy/ADJ door/NOUN and/CONJ stepped/VERB inside/ADV ./PUNCT",
+    "The/DET teacher/NOUN gave/VERB the/DET students/NOUN a/DET difficult/ADJ test/NOUN ./PUNCT",
+    "Birds/NOUN sing/VERB sweetly/ADV in/ADP the/DET early/ADJ morning/NOUN ./PUNCT",
+    "The/DET tired/ADJ workers/NOUN slept/VERB deeply/ADV after/ADP the/DET long/ADJ day/NOUN ./PUNCT",
+    "You/PRON can/VERB see/VERB the/DET tall/ADJ mountains/NOUN from/ADP the/DET window/NOUN ./PUNCT",
+    "The/DET soup/NOUN was/VERB hot/ADJ but/CONJ the/DET bread/NOUN was/VERB stale/ADJ ./PUNCT",
+    "Our/PRON neighbours/NOUN painted/VERB their/PRON old/ADJ fence/NOUN yesterday/ADV ./PUNCT",
+    "A/DET cold/ADJ wind/NOUN blew/VERB across/ADP the/DET empty/ADJ field/NOUN ./PUNCT",
+)
+
+
+def tagged_features(sentences=TAGGED_SENTENCES, *, model=None, tokenizer=None) -> dict:
+    """Per-word queries, keys and layer inputs of the encoder on hand-tagged sentences, for a
+    part-of-speech probe.  Each sentence (``"word/TAG word/TAG ..."``) is run once
+    (:func:`attnlib.encoder.run`); a word split into several word pieces is represented by
+    its first piece; ``[CLS]`` and ``[SEP]`` are left out.
+
+    Returns:
+        dict with ``tags`` (sorted list of the C tag names), ``labels`` ``(N,)`` int64 (index
+        into ``tags``), ``groups`` ``(N,)`` int64 (the sentence of each word), ``words`` (N
+        str), and, over all N words: ``q`` and ``k`` ``(n_layers, H, N, d_k)`` and ``x``
+        ``(n_layers, N, d_model)`` (the input of each layer), float32.
+
+    Raises:
+        ValueError: a sentence not in ``word/TAG`` form, or whose words tokenize differently
+            alone and in the sentence.
+    """
+    model, tokenizer = model_and_tokenizer(model, tokenizer)
+    parsed = []
+    for line in _validate.text_list(list(sentences), "sentences"):
+        pairs = [item.rsplit("/", 1) for item in line.split()]
+        if any(len(p) != 2 or not p[0] or not p[1] for p in pairs):
+            raise ValueError(f"each word must be written word/TAG, got {line!r}")
+        parsed.append(pairs)
+    tags = sorted({tag for pairs in parsed for _, tag in pairs})
+    q, k, x, labels, groups, words = [], [], [], [], [], []
+    for n, pairs in enumerate(parsed):
+        sentence_words = [w for w, _ in pairs]
+        enc = tokenizer(sentence_words, is_split_into_words=True)
+        r = encoder.run(" ".join(sentence_words), model=model, tokenizer=tokenizer)
+        if r.input_ids.tolist() != enc["input_ids"]:
+            raise ValueError(f"the words of {' '.join(sentence_words)!r} tokenize differently in the sentence")
+        first = [enc.word_ids().index(i) for i in range(len(sentence_words))]   # first piece of each word
+        q.append(r.stacked("q")[:, :, first])                                   # (L, H, n, d_k)
+        k.append(r.stacked("k")[:, :, first])
+        x.append(torch.stack(r.resid_pre[:-1])[:, first])                        # (L, n, d_model)
+        labels += [tags.index(t) for _, t in pairs]
+        groups += [n] * len(pairs)
+        words += sentence_words
+    return {"tags": tags, "labels": torch.tensor(labels), "groups": torch.tensor(groups), "words": words,
+            "q": torch.cat(q, dim=2).cpu(), "k": torch.cat(k, dim=2).cpu(), "x": torch.cat(x, dim=1).cpu()}
+
+
+def pos_probe(data: dict, layers, *, seed: int = 0, **probe_kwargs) -> dict:
+    """The part-of-speech probe of the course with its controls, for each head of each of
+    ``layers``: :func:`probe_accuracy` on
+
+    * ``q``, ``k``: the head's queries and keys (``d_k`` features per word);
+    * ``random``: as many random ``d_k``-dimensional projections of the same layer's input
+      ``x`` (Gaussian matrices, seeded per layer, so a layer's result does not depend on
+      which other layers are probed with it), the same amount of the same information, with no
+      training for attention: the baseline for "are queries and keys *organised* by part of
+      speech?";
+    * ``shuffled``: the queries with the labels permuted over all words (seeded), the control
+      for what a probe can fit without any relation between vectors and tags;
+
+    and ``majority``, the share of the most frequent tag.  ``data`` is
+    :func:`tagged_features`'s result; other keyword arguments go to :func:`probe_accuracy`.
+
+    Returns:
+        dict with ``q``, ``k``, ``random``, ``shuffled`` each ``(len(layers), H)`` float64
+        (held-out accuracy, 0 to 1), ``majority`` (float) and ``layers`` (list).
+
+    Raises:
+        IndexError: a layer out of range; as :func:`probe_accuracy`.
+    """
+    layers = [_validate.index(l, data["q"].shape[0], "layer") for l in _ints(layers, "layers")]
+    q, k, x = data["q"][layers], data["k"][layers], data["x"][layers]          # (L', H, N, d_k), (L', N, d_model)
+    L, H, N, d_k = q.shape
+    projections = torch.stack([torch.randn(H, x.shape[-1], d_k,                # (L', H, d_model, d_k): one
+                                           generator=torch.Generator().manual_seed(seed + 1000 * (l + 1)))
+                               for l in layers])                                # seed per layer, whatever else is run
+    random = torch.einsum("lnd,lhde->lhne", x, projections)
+    y = data["labels"]
+    shuffled = y[torch.randperm(N, generator=torch.Generator().manual_seed(seed))]
+    feats = torch.stack([q, k, random, q]).reshape(-1, N, d_k)                 # (4 L' H, N, d_k)
+    labels = torch.stack([y, y, y, shuffled])[:, None, None].expand(4, L, H, N).reshape(-1, N)
+    acc = probe_accuracy(feats, labels, data["groups"], seed=seed, **probe_kwargs).reshape(4, L, H)
+    return {"q": acc[0], "k": acc[1], "random": acc[2], "shuffled": acc[3], "layers": layers,
+            "majority": float((y == y.mode().values).double().mean())}

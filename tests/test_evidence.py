@@ -244,3 +244,85 @@ def test_patching_effects_errors(encoder):
         evidence.patching_effects("The cat sat.", "The dog sat.", "sat", depth=0, **kw)
     with pytest.raises(TypeError):
         evidence.patching_effects(None, "The dog sat.", "sat", **kw)
+
+
+def _blobs(n_groups=12, per_group=10, n_classes=3, d=6, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    labels = torch.randint(0, n_classes, (n_groups * per_group,), generator=gen)
+    groups = torch.arange(n_groups).repeat_interleave(per_group)
+    signal = torch.nn.functional.one_hot(labels, d).float() * 3.0
+    noise = torch.randn(n_groups * per_group, d, generator=gen)
+    return signal + noise, noise, labels, groups
+
+
+def test_probe_accuracy_reads_a_linear_signal_and_nothing_from_noise():
+    signal, noise, labels, groups = _blobs()
+    acc = evidence.probe_accuracy(torch.stack([signal, noise]), labels, groups)
+    assert acc.shape == (2,) and acc.dtype == torch.float64
+    assert acc[0] > 0.95 and acc[1] < 0.6                        # 3 classes: chance is about 1/3
+    alone = evidence.probe_accuracy(signal[None], labels, groups)  # problems in a batch do not interact
+    assert alone[0] == acc[0]
+
+
+def test_probe_accuracy_tests_on_unseen_groups_only():
+    """Features that name the group and labels drawn per group: a probe tested on tokens of
+    groups it was trained on would score near 1; on unseen groups it cannot beat chance."""
+    gen = torch.Generator().manual_seed(1)
+    groups = torch.arange(16).repeat_interleave(8)
+    per_group = torch.randint(0, 2, (16,), generator=gen)
+    labels = per_group[groups]
+    features = torch.nn.functional.one_hot(groups, 16).float() + 0.01 * torch.randn(128, 16, generator=gen)
+    acc = evidence.probe_accuracy(features[None], labels, groups)
+    assert acc[0] < 0.75
+
+
+def test_probe_accuracy_errors():
+    signal, _, labels, groups = _blobs()
+    with pytest.raises(TypeError, match="features"):
+        evidence.probe_accuracy(signal, labels, groups)             # (N, d): no probe axis
+    with pytest.raises(TypeError, match="labels"):
+        evidence.probe_accuracy(signal[None], labels.float(), groups)
+    with pytest.raises(ValueError, match="labels"):
+        evidence.probe_accuracy(signal[None], labels[:-1], groups)
+    with pytest.raises(ValueError, match="groups"):
+        evidence.probe_accuracy(signal[None], labels, groups[:-1])
+    with pytest.raises(ValueError, match="n_folds"):
+        evidence.probe_accuracy(signal[None], labels, groups, n_folds=1)
+    with pytest.raises(ValueError, match="empty"):
+        evidence.probe_accuracy(signal[None], labels, torch.zeros_like(groups))
+    bad = signal.clone()
+    bad[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="finite"):
+        evidence.probe_accuracy(bad[None], labels, groups)
+
+
+def test_tagged_features_are_the_runs_queries_at_each_words_first_piece(encoder):
+    model, tokenizer = encoder
+    sentences = ["The/DET hikers/NOUN saw/VERB bears/NOUN ./PUNCT", "Birds/NOUN sing/VERB ./PUNCT"]
+    data = evidence.tagged_features(sentences, model=model, tokenizer=tokenizer)
+    assert data["tags"] == ["DET", "NOUN", "PUNCT", "VERB"] and data["words"][:2] == ["The", "hikers"]
+    assert data["labels"].tolist() == [0, 1, 3, 1, 2, 1, 3, 2] and data["groups"].tolist() == [0] * 5 + [1] * 3
+    assert data["q"].shape == (6, 12, 8, 32) and data["x"].shape == (6, 8, 384)
+    run = attnlib.encoder.run("The hikers saw bears .", model=model, tokenizer=tokenizer)
+    pieces = run.tokens                                           # a word split in pieces: its first piece
+    first = [1] + [1 + sum(len(tokenizer.tokenize(w)) for w in ["The", "hikers", "saw", "bears"][:n]) for n in range(1, 5)]
+    assert [pieces[i] for i in first][0] == "the"
+    torch.testing.assert_close(data["q"][3, 5, :5], run.head("q", 3, 5)[first])
+    torch.testing.assert_close(data["k"][1, 0, :5], run.head("k", 1, 0)[first])
+    torch.testing.assert_close(data["x"][2, :5], run.resid_pre[2][first])
+    with pytest.raises(ValueError, match="word/TAG"):
+        evidence.tagged_features(["The cat/NOUN"], model=model, tokenizer=tokenizer)
+
+
+def test_pos_probe_matches_the_committed_bench_table(encoder):
+    """bench/bench_pos_probe.py wrote the chapter's table of every layer; layer 2 re-run here."""
+    import json
+    from pathlib import Path
+    model, tokenizer = encoder
+    record = json.loads((Path(__file__).resolve().parents[1] / "bench" / "results" / "pos_probe.json").read_text())
+    data = evidence.tagged_features(model=model, tokenizer=tokenizer)
+    result = evidence.pos_probe(data, [2], **record["settings"])
+    for name in ("q", "k", "random", "shuffled"):
+        assert result[name][0].mean().item() == pytest.approx(record["per_layer"][name][2]["mean"], abs=0.02)
+    assert result["majority"] == pytest.approx(record["majority"])
+    assert result["q"].mean() > result["random"].mean() > 3 * result["shuffled"].mean()
