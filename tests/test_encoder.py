@@ -19,6 +19,7 @@ import torch
 
 import attnlib
 from attnlib.encoder import loading as enc_mod
+from attnlib.encoder import readers
 from attnlib.corpus import BEARS, PADDED_BATCH, PAIR, RUNNING
 from attnlib.encoder import (
     DEFAULT_MODEL_MANIFEST, EncoderAttention, default_model_dir, embed, file_manifest, get_attentions,
@@ -804,3 +805,62 @@ def test_token_vectors_refuses_a_word_the_tokenizer_does_not_know(encoder):
     assert tokenizer.tokenize("\U0001F680") == [tokenizer.unk_token]
     with pytest.raises(ValueError, match="not in the tokenizer's vocabulary"):
         token_vectors(["I like \U0001F600 a lot."], "\U0001F680", model=model, tokenizer=tokenizer)
+
+
+# --- errors found by fuzzing (issue 29): each names what was expected and what arrived -------
+@pytest.mark.parametrize("name, content, match", [
+    ("config.json", '{"model_type": "bert", "hidden_size": ', r"config\.json is corrupt: it is not valid JSON"),
+    ("tokenizer.json", '{"version": "1.0", "truncation', r"tokenizer\.json is corrupt: it is not valid JSON"),
+])
+def test_corrupt_json_in_a_model_folder_is_named(model_copy, fresh_cache, name, content, match):
+    """It said the Hub could not be reached (config.json) or raised a bare JSONDecodeError
+    (tokenizer.json)."""
+    (model_copy / name).write_text(content)
+    with pytest.raises(ValueError, match=match):
+        load_encoder(model_copy, device="cpu")
+
+
+def test_damaged_weights_in_a_user_folder_are_named_not_blamed_on_the_hub(model_copy, fresh_cache):
+    (model_copy / "model.safetensors").unlink()
+    (model_copy / "model.safetensors").write_bytes(b"garbage")
+    with pytest.raises(ValueError, match=r"could not load the model folder .*missing or damaged \(SafetensorError"):
+        load_encoder(model_copy, device="cpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_without_cuda_is_refused_before_any_file_is_read(monkeypatch, fresh_cache):
+    read = []
+    monkeypatch.setattr(enc_mod, "verify_files", lambda *a, **k: read.append(a))
+    with pytest.raises(ValueError, match=r"device 'cuda' asks for CUDA, which this machine does not have"):
+        load_encoder(device="cuda")
+    assert read == []
+
+
+def _nan32():
+    return torch.full((32,), float("nan"))
+
+
+@pytest.mark.parametrize("call, err, match", [
+    (lambda m, t: readers.head_projections(None, 0, 0), TypeError, r"model must be a BERT-family encoder .*got NoneType"),
+    (lambda m, t: readers.head_projections(t, 0, 0), TypeError, r"model must be a BERT-family encoder .*got BertTokenizer"),
+    (lambda m, t: readers.get_attentions("a cat", model=t, tokenizer=m), TypeError, r"model must be a Hugging Face model .*got BertTokenizer"),
+    (lambda m, t: readers.get_attentions("a cat", model=m, tokenizer=m), TypeError, r"tokenizer must be a Hugging Face tokenizer .*got BertModel"),
+    (lambda m, t: readers.head_scores(readers.get_attentions("a cat", model=m, tokenizer=t), None, 0, 0), TypeError, r"model must be .*got NoneType"),
+    (lambda m, t: readers.weighted_value_norms(readers.get_attentions("a cat", model=m, tokenizer=t), "bert", 0), TypeError, r"model must be .*got str"),
+    (lambda m, t: readers.feed_forward(torch.randn(3, 384), 0, t), TypeError, r"model must be .*got BertTokenizer"),
+    (lambda m, t: readers.project_qkv(torch.randn(3, 384), None, 0), TypeError, r"model must be .*got NoneType"),
+    (lambda m, t: readers.ablated_outputs("a cat", 0, 0, replacement=float("nan"), model=m, tokenizer=t), TypeError,
+     r"replacement must be a \(32,\) tensor .*got the number nan"),
+    (lambda m, t: readers.ablated_outputs("a cat", 0, 0, replacement=_nan32(), model=m, tokenizer=t), ValueError,
+     r"replacement must be finite; entries \[0, 1, 2, 3, 4\] \.\.\. are NaN or infinite"),
+    (lambda m, t: readers.ablated_outputs("a cat", 0, 0, replacement=torch.zeros(5), model=m, tokenizer=t), ValueError,
+     r"must be a \(32,\) tensor .*got shape \(5,\)"),
+    (lambda m, t: readers.ablated_outputs("a cat", 0, 0, replacement=torch.empty(32, device="meta"), model=m, tokenizer=t),
+     ValueError, r"replacement is a meta tensor"),
+    (lambda m, t: verify_files(None), TypeError, r"folder must be a str or path of a model folder, got NoneType"),
+    (lambda m, t: file_manifest(None), TypeError, r"folder must be a str or path of a model folder, got NoneType"),
+    (lambda m, t: load_encoder("/no/such/folder", device="cpu"), FileNotFoundError, r"no model folder at /no/such/folder"),
+])
+def test_bad_arguments_get_errors_that_name_the_problem(encoder, call, err, match):
+    with pytest.raises(err, match=match):
+        call(*encoder)

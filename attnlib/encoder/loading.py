@@ -88,12 +88,31 @@ def file_manifest(folder) -> dict:
     e.g. ``json.dump(file_manifest(folder), open("manifest.json", "w"))``.
 
     Raises:
+        TypeError: ``folder`` is not a str or path.
         FileNotFoundError: ``folder`` is not a folder.
     """
-    folder = Path(folder)
+    folder = _folder(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"no model folder at {folder}")
     return {name: sha256_file(folder / name) for name in _files(folder)}
+
+
+def _folder(folder) -> Path:
+    if not isinstance(folder, (str, os.PathLike)):
+        raise TypeError(f"folder must be a str or path of a model folder, got {type(folder).__name__} {folder!r}")
+    return Path(folder)
+
+
+def _check_json_files(folder: Path) -> None:
+    """Every ``.json`` file at the top of a model folder parses (config.json, tokenizer.json,
+    ...): transformers reports a broken one as a missing model or a bare JSONDecodeError."""
+    for path in sorted(folder.glob("*.json")):
+        try:
+            with open(path, encoding="utf-8") as f:
+                json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path} is corrupt: it is not valid JSON ({err}). Restore the file "
+                             "(or download the model again) before loading this folder.") from None
 
 
 def _read_manifest(manifest) -> dict:
@@ -133,9 +152,9 @@ def verify_files(folder, manifest=None) -> Path:
         ValueError: a file's digest differs (a corrupted or edited file; the message names
             the file and gives both digests), or the folder holds a file the manifest does
             not list (a loader might read it).
-        TypeError: ``manifest`` is neither a dict nor a path.
+        TypeError: ``folder`` is not a str or path; ``manifest`` is neither a dict nor a path.
     """
-    folder = Path(folder)
+    folder = _folder(folder)
     manifest = DEFAULT_MODEL_MANIFEST if manifest is None else _read_manifest(manifest)
     if not folder.is_dir():
         raise FileNotFoundError(f"no model folder at {folder}")
@@ -203,9 +222,12 @@ def load_encoder(name=DEFAULT_MODEL, *, device=None, manifest=None):
     Raises:
         TypeError: ``name`` is not a str or path; ``manifest`` is not a dict or path;
             ``device`` is not a device or device name.
-        FileNotFoundError: a file the manifest lists is missing.
+        FileNotFoundError: a file the manifest lists is missing; ``name`` is a path (absolute,
+            or starting with ``./``, ``../`` or ``~``) to no folder.
         ValueError: a file fails its sha256 check or is not in the manifest; ``manifest``
-            given with a Hub id; ``device`` names no device.
+            given with a Hub id; ``device`` names no device (or CUDA on a machine without
+            it; checked before any file is read); a local folder with a corrupt JSON file
+            (named) or a missing or damaged file (transformers' error quoted).
         OSError: another id is neither cached nor reachable (offline); the message says how
             to make it available.
     """
@@ -224,6 +246,9 @@ def load_encoder(name=DEFAULT_MODEL, *, device=None, manifest=None):
         source = Path(name)
         if checked is not None or _is_default_folder(source):
             verify_files(source, checked)
+        _check_json_files(source)
+    elif isinstance(name, os.PathLike) or str(name).startswith(("/", "./", "../", "~", ".\\")):
+        raise FileNotFoundError(f"no model folder at {name} (a path, not a Hugging Face model id)")
     else:
         if checked is not None:
             raise ValueError(f"manifest= checks the files of a local folder, but {name!r} is a Hub id; "
@@ -233,7 +258,16 @@ def load_encoder(name=DEFAULT_MODEL, *, device=None, manifest=None):
         try:
             tokenizer = AutoTokenizer.from_pretrained(source)
             model = AutoModel.from_pretrained(source, attn_implementation="eager")
-        except OSError as err:
+        except Exception as err:
+            if not isinstance(source, Path) and not isinstance(err, OSError):
+                raise
+            if isinstance(source, Path):   # a local folder: the Hub has nothing to do with it
+                raise ValueError(
+                    f"could not load the model folder {source}: a file in it is missing or damaged "
+                    f"({type(err).__name__}: {str(err)[:300]}). It needs config.json, the weights "
+                    "(model.safetensors or pytorch_model.bin) and the tokenizer's files; restore them "
+                    "or download the model again."
+                ) from err
             raise OSError(
                 f"could not load {name!r}: it is not in the local Hugging Face cache and the "
                 "Hub could not be reached (HF_HUB_OFFLINE may be set, or there is no network). "
@@ -268,7 +302,44 @@ def check_length(n_tokens: int, model, tokenizer, truncate: bool, what: str = "t
     return limit
 
 
+def check_model(model, name: str = "model", *, layers: bool = True):
+    """``model`` if it is a BERT-family encoder as :func:`load_encoder` returns it (a torch
+    module with a ``config`` giving its layers, heads and width, and ``encoder.layer``).  With
+    ``layers=False`` only a ``config`` is asked for (and no tokenizer's methods): the check of
+    functions that read the model through its own forward pass.
+
+    Raises:
+        TypeError: anything else (``None``, a tokenizer passed as the model, ...).
+    """
+    if not layers:
+        if getattr(model, "config", None) is None or hasattr(model, "convert_ids_to_tokens"):
+            raise TypeError(f"{name} must be a Hugging Face model as attnlib.encoder.load_encoder() returns it "
+                            f"(model, tokenizer = load_encoder()), got {type(model).__name__}")
+        return model
+    cfg = getattr(model, "config", None) if isinstance(model, torch.nn.Module) else None
+    if cfg is None or not all(hasattr(cfg, a) for a in ("num_hidden_layers", "num_attention_heads", "hidden_size")) \
+            or not hasattr(getattr(model, "encoder", None), "layer"):
+        raise TypeError(f"{name} must be a BERT-family encoder as attnlib.encoder.load_encoder() returns it "
+                        f"(model, tokenizer = load_encoder()), got {type(model).__name__}")
+    return model
+
+
+def check_tokenizer(tokenizer, name: str = "tokenizer"):
+    """``tokenizer`` if it is a Hugging Face tokenizer (callable, with ``convert_ids_to_tokens``).
+
+    Raises:
+        TypeError: anything else (``None``, a model passed as the tokenizer, ...).
+    """
+    if isinstance(tokenizer, torch.nn.Module) or not callable(tokenizer) \
+            or not hasattr(tokenizer, "convert_ids_to_tokens"):
+        raise TypeError(f"{name} must be a Hugging Face tokenizer as attnlib.encoder.load_encoder() returns it "
+                        f"(model, tokenizer = load_encoder()), got {type(tokenizer).__name__}")
+    return tokenizer
+
+
 def model_and_tokenizer(model, tokenizer):
     if (model is None) != (tokenizer is None):
         raise ValueError("pass both model and tokenizer, or neither (to use attnlib.encoder.load_encoder())")
-    return load_encoder() if model is None else (model, tokenizer)
+    if model is None:
+        return load_encoder()
+    return check_model(model, layers=False), check_tokenizer(tokenizer)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import _validate
-from .loading import check_length, load_encoder, model_and_tokenizer
+from .loading import check_length, check_model, load_encoder, model_and_tokenizer
 from .run import EncoderAttention, EncoderBatch, run
 
 # ----------------------------------------------------------------------------- one forward pass
@@ -254,10 +254,11 @@ def head_projections(model, layer: int, head: int) -> dict:
         detached, on the model's device.
 
     Raises:
-        TypeError: ``layer`` or ``head`` is not an int.
+        TypeError: ``model`` is not an encoder from :func:`attnlib.encoder.load_encoder`;
+            ``layer`` or ``head`` is not an int.
         IndexError: ``layer`` or ``head`` out of range (the message gives the valid range).
     """
-    cfg = model.config
+    cfg = check_model(model).config
     n_layers, n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
     layer = _validate.index(layer, n_layers, "layer")
     head = _validate.index(head, n_heads, "head")
@@ -291,7 +292,7 @@ def project_qkv(x, model, layer: int, head: int | None = None):
         IndexError: ``layer`` or ``head`` out of range.
     """
     x = _validate.floating(x, "x")
-    cfg = model.config
+    cfg = check_model(model).config
     if x.ndim < 2 or x.shape[-1] != cfg.hidden_size:
         raise ValueError(f"x must be (..., T, d_model) with d_model = {cfg.hidden_size}, got {_validate.shape_of(x)}")
     heads = range(cfg.num_attention_heads) if head is None else [head]
@@ -382,8 +383,7 @@ def feed_forward(h, layer: int, model=None):
     Source: Vaswani et al. 2017, eq. (2), "position-wise feed-forward networks"; Devlin et al.
     2019 (BERT) for the GELU and the post-LayerNorm arrangement.
     """
-    if model is None:
-        model, _ = load_encoder()
+    model = load_encoder()[0] if model is None else check_model(model)
     layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
     h = _validate.floating(h, "h")
     if h.dim() not in (2, 3) or h.shape[-1] != model.config.hidden_size:
@@ -410,8 +410,9 @@ def ablated_outputs(text, layer: int, head: int, *, replacement=None, model=None
         ``(T, d_model)``: the last hidden states, on the model's device.
 
     Raises:
-        TypeError, ValueError, IndexError: as :func:`head_qkv`; ValueError when
-        ``replacement`` is not a finite ``(d_v,)`` tensor.
+        TypeError, ValueError, IndexError: as :func:`head_qkv`; TypeError when
+        ``replacement`` is a number or not a floating tensor; ValueError when it is not
+        ``(d_v,)``, is a meta tensor, or holds NaN or infinity (each named as such).
     """
     model, tokenizer = model_and_tokenizer(model, tokenizer)
     _validate.text(text, "text")
@@ -419,10 +420,18 @@ def ablated_outputs(text, layer: int, head: int, *, replacement=None, model=None
     head = _validate.index(head, model.config.num_attention_heads, "head")
     d_v = model.config.hidden_size // model.config.num_attention_heads
     if replacement is not None:
+        if isinstance(replacement, (int, float)) and not isinstance(replacement, bool):
+            raise TypeError(f"replacement must be a ({d_v},) tensor (one value vector of the head), got the "
+                            f"number {replacement!r}; for a constant c pass torch.full(({d_v},), c)")
         replacement = _validate.floating(replacement, "replacement")
-        if replacement.shape != (d_v,) or not bool(torch.isfinite(replacement).all()):
-            raise ValueError(f"replacement must be a finite ({d_v},) tensor (one value vector of the head), "
+        if replacement.shape != (d_v,):
+            raise ValueError(f"replacement must be a ({d_v},) tensor (one value vector of the head), "
                              f"got shape {tuple(replacement.shape)}")
+        _validate.has_values(replacement, "replacement", "ablated_outputs")
+        if not bool(torch.isfinite(replacement).all()):
+            bad = torch.nonzero(~torch.isfinite(replacement)).flatten().tolist()
+            raise ValueError(f"replacement must be finite; entries {bad[:5]}{' ...' if len(bad) > 5 else ''} are "
+                             f"NaN or infinite (the head's output would make every later layer NaN)")
     intact = run(text, model=model, tokenizer=tokenizer, truncate=truncate)
     ablated = run(text, replace={(layer, head): replacement}, model=model, tokenizer=tokenizer, truncate=truncate)
     return intact.tokens, intact.output, ablated.output
@@ -490,6 +499,7 @@ def weighted_value_norms(att: EncoderAttention, model, layer: int, head: int | N
         IndexError: ``layer`` or ``head`` out of range.
     """
     _check_att(att)
+    check_model(model)
     n_heads = att.n_heads
     layer = _validate.index(layer, att.n_layers, "layer")
     if head is not None:
