@@ -19,12 +19,12 @@ forward pass.
 * :func:`qk_matrix`, :func:`ov_matrix`: the two circuits of one head.
 * :func:`k_composition`: ``||W_QK^{h2} (W_OV^{h1})^T||_F / (||W_QK^{h2}||_F ||W_OV^{h1}||_F)``,
   how much of the layer-1 head ``h2``'s key side reads what the layer-0 head ``h1`` writes
-  (the paper's K-composition score, section "Virtual attention heads"; its column-vector
-  form is ``||W_QK^T W_OV||``).  :func:`random_composition` gives the same score for
+  (the paper's K-composition score, from its section on two-layer attention-only models; its
+  column-vector form is ``||W_QK^T W_OV||``).  :func:`random_composition` gives the same score for
   random Gaussian matrices of the same shapes (the paper's baseline).
 * :func:`full_ov`, :func:`eigen_positivity`: the full OV circuit ``E W_OV U`` ``(V, V)``
   (embedding to logits) and how much of its eigenvalue spectrum is positive, the paper's
-  copying test (section "Copying / induction heads"); :func:`random_ov_positivity` the
+  test for copying heads (positive eigenvalues); :func:`random_ov_positivity` the
   baseline with random ``W_V, W_O`` between the model's own ``E`` and ``U``.
 
 Shapes legend: ``d_model`` model width, ``d_head = d_model / H``, ``V`` vocabulary.
@@ -100,7 +100,7 @@ def k_composition(model, reader: tuple, writer: tuple) -> float:
     """K-composition score of head ``reader = (layer2, head2)`` with an earlier head ``writer =
     (layer1, head1)``: ``||W_QK^{reader} (W_OV^{writer})^T||_F / (||W_QK^{reader}||_F
     ||W_OV^{writer}||_F)``, in [0, 1]: 0 when the reader's keys ignore everything the writer
-    writes (Elhage et al. 2021, "Virtual attention heads", column form ``||W_QK^T W_OV||``).
+    writes (Elhage et al. 2021, two-layer models, composition; column form ``||W_QK^T W_OV||``).
 
     Raises:
         TypeError: as :func:`head_weights`; ``reader`` or ``writer`` not a pair.
@@ -159,7 +159,7 @@ def unembedding_matrix(model) -> torch.Tensor:
 def full_ov(model, layer: int, head: int) -> torch.Tensor:
     """The full OV circuit ``E W_OV U`` ``(V, V)`` float64: entry ``(a, b)`` is how much
     attending to token ``a`` raises the logit of token ``b`` through this head alone
-    (Elhage et al. 2021, "OV circuit").  Raises as :func:`head_weights`."""
+    (Elhage et al. 2021, the OV circuit).  Raises as :func:`head_weights`."""
     return embedding_matrix(model) @ ov_matrix(model, layer, head) @ unembedding_matrix(model)
 
 
@@ -179,8 +179,8 @@ def eigen_positivity(model, layer: int, head: int) -> dict:
     Returns:
         dict with ``positive_share`` = ``sum |lambda| over Re lambda > 0 / sum |lambda|``
         (1: every eigenvalue positive, a copying head; about 0.5 for random matrices) and
-        ``eigen_ratio`` = ``sum Re lambda / sum |lambda|`` in [-1, 1] (the paper's summary,
-        Elhage et al. 2021, "Copying / induction heads").
+        ``eigen_ratio`` = ``sum Re lambda / sum |lambda|`` in [-1, 1] (the summary statistic of
+        Elhage et al. 2021 for copying heads).
 
     Raises:
         as :func:`head_weights`.
