@@ -307,7 +307,7 @@ def main(argv=None) -> int:
         site = next(VENV.glob("lib/python3*/site-packages"))
         wanted = pins(REPO / "binder" / "requirements.txt")
         done = [p.stat().st_mtime for p in site.glob("*.dist-info")
-                if canon(p.name.rsplit("-", 1)[0]) in wanted]
+                if canon(p.name[:-len(".dist-info")].rsplit("-", 1)[0]) in wanted]
         timings = {"venv and requirements (earlier run, file times)": max(done) - (VENV / "pyvenv.cfg").stat().st_mtime}
         t_start -= timings["venv and requirements (earlier run, file times)"]
         index_note += "; venv and requirements from an earlier run of this script (--reuse)"
