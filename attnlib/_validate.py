@@ -24,7 +24,7 @@ import torch
 __all__ = [
     "tensor", "floating", "shape_of", "positive_int", "non_negative_int", "real", "flag",
     "index", "choice", "float_dtype", "text", "same_device", "device", "dim", "min_dims",
-    "distribution",
+    "distribution", "has_values",
     "DISTRIBUTION_ATOL",
 ]
 
@@ -283,6 +283,21 @@ def dim(value, ndim: int, name: str = "dim") -> int:
     if not -size <= value < size:
         raise ValueError(f"{name} must be in -{size}..{size - 1} for a {ndim}-d tensor, got {value}")
     return int(value) % size
+
+
+def has_values(t: torch.Tensor, name: str, what: str = "") -> torch.Tensor:
+    """``t`` if it holds numbers: a tensor on the ``meta`` device has a shape but no values,
+    so a function that reads the numbers (a measure, a graph, a drawing) cannot use it.
+    ``what`` names the function for the message.
+
+    Raises:
+        ValueError: ``t`` is on the ``meta`` device.
+    """
+    if t.device.type == "meta":
+        by = f" by {what}" if what else ""
+        raise ValueError(f"{name} is a meta tensor (a shape, no values), shape {shape_of(t)}; the numbers are "
+                         f"read{by}: pass a tensor on 'cpu' or a GPU")
+    return t
 
 
 def min_dims(t: torch.Tensor, n: int, name: str, form: str = "") -> torch.Tensor:

@@ -284,7 +284,8 @@ def scaled_dot_product_attention(
             neither bool nor float, ``is_causal`` not a bool, ``scale`` not a real number.
         ValueError: rank below 2, ``d_k`` mismatch between q and k or ``d_k = 0``, ``T_k``
             mismatch between k and v, batch dimensions that do not broadcast, inputs or mask
-            on different devices, a mask that does not broadcast, ``mask`` together with
+            on different devices, a mask that does not broadcast, a float mask holding NaN or
+            ``+inf`` (after the rounding to q's dtype), ``mask`` together with
             ``is_causal=True``, a NaN or infinite ``scale``, an unknown backend; with
             ``enable_gqa=True``: inputs with fewer than 3 dimensions, or ``H_kv`` that does
             not divide ``H``.

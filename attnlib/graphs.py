@@ -38,7 +38,7 @@ _HEAD_HINT = {
 
 
 def _square(matrix, name: str, what: str = "weights") -> torch.Tensor:
-    m = _validate.floating(matrix, name)
+    m = _validate.has_values(_validate.floating(matrix, name), name, "the graph helpers")
     if m.dim() != 2:
         hint = _HEAD_HINT.get(m.dim(), "pass a single (T, T) matrix")
         raise ValueError(f"{name} must be one head's (T, T) {what} matrix, got shape {tuple(m.shape)}: {hint}")
@@ -263,16 +263,11 @@ def neighbourhood_mask(graph, *, device=None) -> torch.Tensor:
 
     Raises:
         TypeError: ``graph`` is not a networkx graph; ``device`` is not a device or its name.
-        ValueError: its nodes are not the positions ``0..T-1``; an unknown device name.
+        ValueError: its nodes are not the positions ``0..T-1``; an unknown device name, or
+            CUDA on a machine without it.
     """
     graph = _graph(graph)
-    if device is not None and not isinstance(device, torch.device):
-        if not isinstance(device, str):
-            raise TypeError(f"device must be a torch.device or a name such as 'cpu', got {type(device).__name__}")
-        try:
-            device = torch.device(device)
-        except RuntimeError as err:
-            raise ValueError(f"device {device!r} is not a device name: {err}") from None
+    device = _validate.device(device)
     nodes = list(range(graph.number_of_nodes()))
     if set(graph.nodes) != set(nodes):
         shown = list(graph.nodes)[:6]
@@ -326,6 +321,7 @@ def _layers(layer_weights) -> torch.Tensor:
         w = _validate.tensor(layer_weights, "layer_weights")
     if not w.is_floating_point():
         raise TypeError(f"layer_weights must be floating point, got dtype {w.dtype}")
+    _validate.has_values(w, "layer_weights", "attention rollout")
     if w.dim() != 3 or w.shape[-1] != w.shape[-2] or w.shape[0] == 0 or w.shape[-1] == 0:
         raise ValueError(f"layer_weights must be (L, T, T) with L, T >= 1, one head-averaged matrix per layer, "
                          f"got {tuple(w.shape)}; for (L, H, T, T) average the heads first: weights.mean(1)")

@@ -214,6 +214,7 @@ class KVCache:
         the cache, causally (see the class docstring); ``scale`` defaults to ``1/sqrt(d_k)``.
         With ``return_weights=True``, ``(out, weights)`` with weights ``(B, H, t, T)``.
         Call :meth:`append` with the same tokens' keys and values first."""
+        return_weights = _validate.flag(return_weights, "return_weights")
         if self._k is None:
             raise ValueError("the cache is empty: append the new tokens' keys and values before attend(q)")
         q = _validate.floating(q, "q")

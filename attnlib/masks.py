@@ -203,7 +203,9 @@ def prepare_mask(mask, batch_shape: tuple, T_q: int, T_k: int, device, *,
         TypeError: ``mask`` is not a tensor/numpy array, or neither bool nor floating point;
             ``is_causal`` is not a bool.
         ValueError: ``mask`` does not broadcast to ``(*batch_shape, T_q, T_k)``, lives on
-            another device than ``device``, or is given together with ``is_causal=True``.
+            another device than ``device``, is given together with ``is_causal=True``, or is
+            a float mask holding NaN or ``+inf`` (added to the scores, either makes its row
+            NaN; ``-inf`` is the removal).
     """
     is_causal = _validate.flag(is_causal, "is_causal")
     if dtype is not None:
@@ -233,10 +235,16 @@ def prepare_mask(mask, batch_shape: tuple, T_q: int, T_k: int, device, *,
         )
     if mask.device != torch.device(device):
         raise ValueError(f"mask is on {mask.device} but q, k, v are on {device}")
-    while mask.dim() < 2:                                                # e.g. a (T_k,) key mask
-        mask = mask.unsqueeze(0)
     if dtype is not None and mask.dtype != torch.bool:
         mask = mask.to(dtype)                                            # the one rounding, in every path
+    if mask.is_floating_point() and mask.device.type != "meta":
+        bad = torch.isnan(mask) | (mask == float("inf"))
+        if bool(bad.any()):
+            raise ValueError(f"a float mask is added to the scores, so it must not hold NaN or +inf (either makes "
+                             f"the row NaN; -inf removes a key; a value beyond q's dtype rounds to +-inf); found "
+                             f"{mask[bad].flatten()[0].item()} at index {tuple(torch.nonzero(bad)[0].tolist())}")
+    while mask.dim() < 2:                                                # e.g. a (T_k,) key mask
+        mask = mask.unsqueeze(0)
     return mask
 
 

@@ -36,7 +36,7 @@ __all__ = [
 def _weights(x, name: str = "weights", *, min_dim: int = 2) -> torch.Tensor:
     """``x`` as a floating tensor of post-softmax weights: at least ``min_dim`` dimensions,
     finite and non-negative."""
-    w = _validate.floating(x, name)
+    w = _validate.has_values(_validate.floating(x, name), name, "the measure")
     if w.dim() < min_dim:
         raise ValueError(f"{name} must have at least {min_dim} dimensions (..., T_q, T_k), "
                          f"got shape {_validate.shape_of(w)}")
@@ -52,7 +52,7 @@ def _weights(x, name: str = "weights", *, min_dim: int = 2) -> torch.Tensor:
 
 def _square(x, name: str = "weights") -> torch.Tensor:
     """``x`` as a floating ``(..., T, T)`` tensor with ``T >= 1``."""
-    t = _validate.floating(x, name)
+    t = _validate.has_values(_validate.floating(x, name), name, "the measure")
     if t.dim() < 2 or t.shape[-1] != t.shape[-2] or t.shape[-1] == 0:
         raise ValueError(f"{name} must be a square (..., T, T) tensor with T >= 1, got shape "
                          f"{_validate.shape_of(t)}")
@@ -196,16 +196,20 @@ def top_keys(weights_row, tokens, k: int = 3) -> list:
     Raises:
         TypeError: ``weights_row`` is not a floating tensor/array, ``tokens`` is a str or has
             no length, or ``k`` is not an int.
-        ValueError: the row is not 1-D or its length differs from ``len(tokens)``; ``k < 1``.
+        ValueError: the row is not 1-D or its length differs from ``len(tokens)``; ``k < 1``;
+            the row holds NaN (it has no order) or is a meta tensor (no values).
 
     >>> top_keys(torch.tensor([0.1, 0.7, 0.2]), ["a", "b", "c"], k=2)
     [(1, 'b', 0.699999988079071), (2, 'c', 0.20000000298023224)]
     """
-    row = _validate.floating(weights_row, "weights_row")
+    row = _validate.has_values(_validate.floating(weights_row, "weights_row"), "weights_row", "top_keys")
     tokens = _token_list(tokens)
     k = _validate.positive_int(k, "k")
     if row.dim() != 1 or row.shape[0] != len(tokens):
         raise ValueError(f"expected a (T_k,) row for {len(tokens)} tokens, got shape {_validate.shape_of(row)}")
+    if bool(torch.isnan(row).any()):
+        raise ValueError(f"weights_row holds NaN at positions {torch.nonzero(torch.isnan(row)).flatten().tolist()}; "
+                         "NaN has no rank among the weights")
     values, idx = row.topk(min(k, len(tokens)))
     return [(int(j), tokens[int(j)], float(v)) for v, j in zip(values, idx)]
 
@@ -300,7 +304,7 @@ def cosine_similarities(vectors) -> torch.Tensor:
     tensor([[1.0000, 0.7071],
             [0.7071, 1.0000]])
     """
-    x = _validate.floating(vectors, "vectors")
+    x = _validate.has_values(_validate.floating(vectors, "vectors"), "vectors", "cosine_similarities")
     if x.dim() != 2:
         raise ValueError(f"vectors must be an (N, d_model) tensor, got shape {_validate.shape_of(x)}")
     if not bool(torch.isfinite(x).all()):

@@ -157,8 +157,10 @@ def apply_rope(x, positions=None, base: float = 10000.0, *, pairing: str = "half
         pos = _validate.tensor(positions, "positions")
         if pos.dtype == torch.bool or pos.is_complex():
             raise TypeError(f"positions must hold real numbers, got dtype {pos.dtype}")
+        if pos.device.type == "meta" and x.device.type != "meta":
+            _validate.has_values(pos, "positions", "apply_rope")
         pos = pos.to(torch.float64)
-        if not bool(torch.isfinite(pos).all()):
+        if pos.device.type != "meta" and not bool(torch.isfinite(pos).all()):
             raise ValueError("positions must be finite numbers")
         if pos.dim() not in (0, 1, x.dim() - 1):
             # (B, T) against x (B, H, T, d) would line B up with H: silently wrong when B == H

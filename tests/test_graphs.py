@@ -318,7 +318,7 @@ SCORES = score_graph(torch.randn(T, T, generator=torch.Generator().manual_seed(0
     (lambda: score_graph(torch.rand(3, 3), list("abc"), atol="x"), TypeError, "atol must be a real number"),
     (lambda: score_graph(torch.full((2, 2), float("inf")), list("ab")), ValueError, r"\+inf"),
     (lambda: neighbourhood_mask(nx.DiGraph([("a", "b")])), ValueError, "positions 0..T-1"),
-    (lambda: neighbourhood_mask(GRAPH, device="gpu0"), ValueError, "not a device name"),
+    (lambda: neighbourhood_mask(GRAPH, device="gpu0"), ValueError, "device must name a device such as .cpu. or .cuda., got .gpu0."),
     (lambda: neighbourhood_mask(GRAPH, device=1.5), TypeError, "device must be"),
     (lambda: path_flow(GRAPH, 0, 99), ValueError, "target 99 is not a node"),
     (lambda: path_flow(GRAPH, [0], 1), ValueError, "source .* is not a node"),

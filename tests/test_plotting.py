@@ -142,7 +142,7 @@ def test_panels_lays_out_a_column_wide_grid():
     fig, axes = panels(5, ncols=3, panel_height=2.0)
     assert len(axes) == 5 and len(fig.axes) == 5
     assert tuple(fig.get_size_inches()) == pytest.approx((COLUMN_WIDTH, 4.0))
-    with pytest.raises(ValueError, match="positive ints"):
+    with pytest.raises(ValueError, match="n must be a positive int, got 0"):
         panels(0)
     with pytest.raises(ValueError, match="panel_height"):
         panels(2, panel_height=0)

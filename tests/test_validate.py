@@ -296,3 +296,97 @@ def test_hostile_arguments_get_a_clear_error_or_a_result(what, arg, call):
             call(h)
         except (TypeError, ValueError, IndexError) as err:
             assert re.search(rf"\b{re.escape(arg)}\b", str(err)), f"{what}({arg}={h!r:.40}): {err}"
+
+
+# ---------------------------------------------------------------- errors found by fuzzing (issue 29)
+def _meta(*shape):
+    return torch.empty(*shape, device="meta")
+
+
+def _fuzz_cases():
+    import matplotlib
+    matplotlib.use("Agg")
+    import attnlib
+    from attnlib import graphs, measures, plotting
+    from attnlib.kv_cache import KVCache
+    from attnlib.positions import apply_rope
+
+    W = torch.softmax(torch.randn(4, 4, generator=torch.Generator().manual_seed(0)), -1)
+    toks = ["a", "b", "c", "d"]
+    G = graphs.attention_graph(W, toks)
+    q = torch.randn(3, 4)
+
+    def cache_then(call):
+        c = KVCache()
+        c.append(torch.randn(1, 1, 2, 4), torch.randn(1, 1, 2, 4))
+        return call(c)
+
+    meta_msg = r"is a meta tensor \(a shape, no values\)"
+    cmap_msg = r"cmap 'nope' is not a matplotlib colormap"
+    return [
+        # meta tensors into helpers that read numbers (RuntimeError from torch's meta kernels)
+        ("attention_graph(meta)", lambda: graphs.attention_graph(_meta(4, 4), toks), ValueError, meta_msg),
+        ("score_graph(meta)", lambda: graphs.score_graph(_meta(4, 4), toks), ValueError, meta_msg),
+        ("stationary_distribution(meta)", lambda: graphs.stationary_distribution(_meta(4, 4)), ValueError, meta_msg),
+        ("attention_rollout(meta)", lambda: graphs.attention_rollout(_meta(2, 4, 4)), ValueError, meta_msg),
+        ("layered_graph(meta)", lambda: graphs.layered_graph(_meta(2, 4, 4), toks), ValueError, meta_msg),
+        ("received_attention(meta)", lambda: measures.received_attention(_meta(4, 4)), ValueError, meta_msg),
+        ("attention_share(meta)", lambda: measures.attention_share(_meta(4, 4), [0]), ValueError, meta_msg),
+        ("offset_share(meta)", lambda: measures.offset_share(_meta(4, 4), 1), ValueError, meta_msg),
+        ("asymmetry(meta)", lambda: measures.asymmetry(_meta(4, 4)), ValueError, meta_msg),
+        ("top_keys(meta)", lambda: measures.top_keys(_meta(4), toks), ValueError, meta_msg),
+        ("cosine_similarities(meta)", lambda: measures.cosine_similarities(_meta(3, 4)), ValueError, meta_msg),
+        ("apply_rope(positions meta)", lambda: apply_rope(torch.randn(2, 4), _meta(2)), ValueError, meta_msg),
+        ("to_numpy(meta)", lambda: plotting.to_numpy(_meta(2)), ValueError, meta_msg),
+        ("attention_heatmap(meta)", lambda: plotting.attention_heatmap(_meta(4, 4), toks), ValueError, meta_msg),
+        ("weights_bar(meta)", lambda: plotting.weights_bar(_meta(4), toks), ValueError, meta_msg),
+        ("head_table(meta)", lambda: plotting.head_table(_meta(2, 3), title="t", colorbar_label="c"), ValueError, meta_msg),
+        ("layer_curves(meta)", lambda: plotting.layer_curves(_meta(2, 1), ["a"], ylabel="y", title="t"), ValueError, meta_msg),
+        # bad colormaps (KeyError from matplotlib's registry)
+        ("attention_heatmap(cmap)", lambda: plotting.attention_heatmap(W, toks, cmap="nope"), ValueError, cmap_msg),
+        ("head_table(cmap)", lambda: plotting.head_table(W, title="t", colorbar_label="c", cmap="nope"), ValueError, cmap_msg),
+        ("weights_bar(cmap)", lambda: plotting.weights_bar(W[0], toks, cmap="nope"), ValueError, cmap_msg),
+        ("hull_plot(cmap)", lambda: plotting.hull_plot(torch.randn(4, 2), toks, W[0], cmap="nope"), ValueError, cmap_msg),
+        ("draw_attention_graph(cmap)", lambda: plotting.draw_attention_graph(G, cmap="nope"), ValueError, cmap_msg),
+        ("heatmap(cmap=3)", lambda: plotting.attention_heatmap(W, toks, cmap=3), TypeError, r"cmap must be a matplotlib colormap name"),
+        ("heatmap(cmap close)", lambda: plotting.attention_heatmap(W, toks, cmap="viridi"), ValueError, r"did you mean 'viridis'"),
+        # None where labels belong ("object of type 'NoneType' has no len()")
+        ("attention_heatmap(tokens None)", lambda: plotting.attention_heatmap(W, None), TypeError, r"row_tokens must be a list of labels, one per position, got NoneType"),
+        ("weights_bar(labels None)", lambda: plotting.weights_bar(W[0], None), TypeError, r"labels must be a list of labels.*got NoneType"),
+        ("layer_curves(labels None)", lambda: plotting.layer_curves(W, None, ylabel="y", title="t"), TypeError, r"labels must be a list of labels.*got NoneType"),
+        ("hull_plot(labels 'abcd')", lambda: plotting.hull_plot(torch.randn(4, 2), "abcd"), TypeError, r"wrap a single label in a list"),
+        ("panels('3')", lambda: plotting.panels("3"), TypeError, r"n must be a positive int, got str '3'"),
+        # devices, masks, flags
+        ("neighbourhood_mask(cuda)", lambda: graphs.neighbourhood_mask(G, device="cuda"), ValueError, r"asks for CUDA, which this machine does not have"),
+        ("sdpa(mask NaN)", lambda: attnlib.scaled_dot_product_attention(q, q, q, torch.full((3, 3), float("nan"))), ValueError, r"must not hold NaN or \+inf .*found nan at index \(0, 0\)"),
+        ("sdpa(mask +inf)", lambda: attnlib.scaled_dot_product_attention(q, q, q, torch.tensor([0.0, float("inf"), 0.0]), backend="torch"), ValueError, r"found inf at index \(1,\)"),
+        ("sdpa(float16, mask 1e9)", lambda: attnlib.scaled_dot_product_attention(q.half(), q.half(), q.half(), torch.full((3, 3), 1e9)), ValueError, r"beyond q's dtype rounds to \+-inf"),
+        ("tiled(mask NaN)", lambda: attnlib.tiled_attention(q, q, q, torch.full((3, 3), float("nan"))), ValueError, r"must not hold NaN"),
+        ("KVCache.attend(return_weights='yes')", lambda: cache_then(lambda c: c.attend(torch.randn(1, 1, 1, 4), return_weights="yes")), TypeError, r"return_weights must be True or False, got str 'yes'"),
+        ("top_keys(NaN)", lambda: measures.top_keys(torch.tensor([float("nan"), 0.5, 0.5, 0.0]), toks), ValueError, r"weights_row holds NaN at positions \[0\]"),
+    ]
+
+
+_CASES = _fuzz_cases()
+
+
+@pytest.mark.parametrize("name, call, err, match", _CASES, ids=[c[0] for c in _CASES])
+def test_fuzzed_inputs_get_errors_that_name_the_problem(name, call, err, match):
+    import matplotlib.pyplot as plt
+    try:
+        with pytest.raises(err, match=match):
+            call()
+    finally:
+        plt.close("all")
+
+
+def test_heatmap_labels_nan_cells_as_nan():
+    """A NaN cell was labelled 'inf' (only -inf was told apart)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from attnlib import plotting
+    fig = plotting.attention_heatmap(torch.tensor([[float("nan"), float("-inf")], [float("inf"), 0.5]]), ["a", "b"])
+    texts = sorted(t.get_text() for t in fig.axes[0].texts)
+    plt.close(fig)
+    assert texts == ["-inf", "0.50", "inf", "nan"]

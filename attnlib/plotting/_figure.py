@@ -35,6 +35,8 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.mathtext import MathTextParser
 import torch
 
+from .. import _validate
+
 __all__ = ["COLUMN_PX", "COLUMN_WIDTH", "DPI", "MIN_FONT_PT", "MIN_TEXT_KEY", "BOOK_RC", "book_style", "figure",
            "panels", "render_png", "min_text_size", "text_size", "to_numpy"]
 
@@ -99,12 +101,12 @@ def panels(n: int, *, ncols: int = 2, panel_height: float = 3.0, **subplots_kw):
     ``n`` Axes (unused cells of the last row are removed).
 
     Raises:
+        TypeError: ``n`` or ``ncols`` not an int, ``panel_height`` not a number.
         ValueError: ``n`` or ``ncols`` below 1, or ``panel_height`` not positive.
     """
-    if not (isinstance(n, int) and isinstance(ncols, int) and n >= 1 and ncols >= 1):
-        raise ValueError(f"n and ncols must be positive ints, got n={n!r}, ncols={ncols!r}")
-    if not panel_height > 0:
-        raise ValueError(f"panel_height must be positive, got {panel_height!r}")
+    n = _validate.positive_int(n, "n")
+    ncols = _validate.positive_int(ncols, "ncols")
+    panel_height = _validate.real(panel_height, "panel_height", low=0.0, low_open=True)
     ncols = min(ncols, n)
     nrows = -(-n // ncols)
     fig, axes = figure(size=(COLUMN_WIDTH, panel_height * nrows), nrows=nrows, ncols=ncols, squeeze=False,
@@ -215,14 +217,52 @@ def book_style():
         matplotlib.rcParams.update(BOOK_RC)   # the inline backend loads its own rc on first use
 
 
+def colormap(cmap, name: str = "cmap") -> matplotlib.colors.Colormap:
+    """``cmap`` as a matplotlib colormap: a registered name such as ``"viridis"``, or a
+    ``Colormap``.
+
+    Raises:
+        TypeError: neither a str nor a ``Colormap``.
+        ValueError: a name matplotlib does not know (the message suggests close names).
+    """
+    if isinstance(cmap, matplotlib.colors.Colormap):
+        return cmap
+    if not isinstance(cmap, str):
+        raise TypeError(f"{name} must be a matplotlib colormap name such as 'viridis' or a Colormap, "
+                        f"got {type(cmap).__name__} {cmap!r}")
+    if cmap not in matplotlib.colormaps:
+        import difflib
+        close = difflib.get_close_matches(cmap, list(matplotlib.colormaps), n=3)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise ValueError(f"{name} {cmap!r} is not a matplotlib colormap (e.g. 'viridis', 'magma', 'coolwarm'){hint}")
+    return matplotlib.colormaps[cmap]
+
+
+def labels(tokens, name: str = "labels") -> list:
+    """``tokens`` as a list (of anything printable), for tick labels.
+
+    Raises:
+        TypeError: ``tokens`` is None, one str, or has no length.
+    """
+    if tokens is None or isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__len__") \
+            or not hasattr(tokens, "__iter__"):
+        raise TypeError(f"{name} must be a list of labels, one per position, got {type(tokens).__name__}"
+                        + (" (wrap a single label in a list)" if isinstance(tokens, str) else ""))
+    return list(tokens)
+
+
 def to_numpy(x) -> np.ndarray:
     """Tensor (any device/dtype) or array-like of numbers -> float64 numpy array, for drawing
     only.
 
     Raises:
         TypeError: ``x`` is None, a str, or holds something that is not a number.
+        ValueError: ``x`` is a meta tensor (a shape without values).
     """
     if isinstance(x, torch.Tensor):
+        _validate.has_values(x, "the data to draw", "the plotting helper")
+        if x.is_complex():
+            raise TypeError(f"expected real numbers to draw, got a tensor of dtype {x.dtype}")
         return x.detach().to("cpu", torch.float64).numpy()
     if x is None or isinstance(x, (str, bytes)):
         raise TypeError(f"expected a tensor or an array of numbers, got {type(x).__name__}")

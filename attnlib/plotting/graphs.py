@@ -9,7 +9,7 @@ import matplotlib
 import networkx as nx
 import numpy as np
 
-from ._figure import COLUMN_WIDTH, MIN_FONT_PT, figure
+from ._figure import COLUMN_WIDTH, MIN_FONT_PT, colormap, figure
 
 __all__ = ["draw_attention_graph", "draw_layered_graph"]
 
@@ -21,7 +21,7 @@ def _edge_style(values, vmin, vmax, cmap, max_width):
     hi = float(values.max()) if vmax is None else vmax
     norm = matplotlib.colors.Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1e-12)
     scaled = np.clip(norm(values), 0.0, 1.0)
-    colours = matplotlib.colormaps[cmap](scaled)
+    colours = colormap(cmap)(scaled)
     return norm, 0.4 + max_width * scaled, 0.25 + 0.75 * scaled, colours
 
 
@@ -48,9 +48,11 @@ def draw_attention_graph(
         the ``matplotlib.figure.Figure`` (the one holding ``ax`` when ``ax`` is given).
 
     Raises:
-        TypeError: ``graph`` is not a networkx graph.
-        ValueError: the graph has no edges to draw, or nodes are not ``0..T-1``.
+        TypeError: ``graph`` is not a networkx graph; ``cmap`` not a colormap name or Colormap.
+        ValueError: the graph has no edges to draw, or nodes are not ``0..T-1``; ``cmap``
+            names no colormap.
     """
+    colormap(cmap)
     if not isinstance(graph, nx.Graph):
         raise TypeError(f"graph must be a networkx graph from attnlib.graphs.attention_graph or score_graph, "
                         f"got {type(graph).__name__}")
@@ -115,8 +117,11 @@ def draw_layered_graph(
         the ``matplotlib.figure.Figure`` (the one holding ``ax`` when ``ax`` is given).
 
     Raises:
-        ValueError: the graph is not a layered graph (nodes ``(layer, position)``) or has no edges.
+        TypeError: ``cmap`` not a colormap name or Colormap.
+        ValueError: the graph is not a layered graph (nodes ``(layer, position)``) or has no
+            edges; ``cmap`` names no colormap.
     """
+    colormap(cmap)
     if not isinstance(graph, nx.Graph) or graph.graph.get("kind") != "layered":
         raise ValueError("draw_layered_graph expects a graph from attnlib.graphs.layered_graph")
     edges = sorted(graph.edges(data="weight"), key=lambda e: e[2])

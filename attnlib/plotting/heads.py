@@ -10,7 +10,7 @@ import math
 import matplotlib
 
 from .. import _validate
-from ._figure import COLUMN_WIDTH, MIN_FONT_PT, figure, to_numpy
+from ._figure import COLUMN_WIDTH, MIN_FONT_PT, colormap, figure, labels as _labels, to_numpy
 from .heatmaps import attention_heatmap
 
 __all__ = ["head_heatmap", "layer_grid", "head_table", "layer_curves"]
@@ -48,9 +48,10 @@ def layer_grid(att, layer: int, *, ncols: int = 3, cmap: str = "viridis", panel_
         draws ``att.attentions[layer][0]``, ``(H, T_q, T_k)``.
 
     Raises:
-        TypeError: ``layer`` or ``ncols`` is not an int.
-        IndexError: ``layer`` out of range.  ValueError: ``ncols < 1``.
+        TypeError: ``layer`` or ``ncols`` is not an int; ``cmap`` not a colormap name or Colormap.
+        IndexError: ``layer`` out of range.  ValueError: ``ncols < 1``; ``cmap`` names no colormap.
     """
+    cm = colormap(cmap)
     layer = _validate.index(layer, att.n_layers, "layer")
     ncols = _validate.positive_int(ncols, "ncols")
     weights = to_numpy(att.attentions[layer][0])  # (H, T, T)
@@ -64,7 +65,7 @@ def layer_grid(att, layer: int, *, ncols: int = 3, cmap: str = "viridis", panel_
         if h >= n_heads:
             ax.axis("off")
             continue
-        image = ax.imshow(weights[h], cmap=matplotlib.colormaps[cmap], vmin=0.0, vmax=1.0, aspect="auto")
+        image = ax.imshow(weights[h], cmap=cm, vmin=0.0, vmax=1.0, aspect="auto")
         ax.set_title(f"head {h}")
         row, col = divmod(h, ncols)
         ax.set_yticks(range(n_tokens), att.tokens if col == 0 else [], fontsize=MIN_FONT_PT)
@@ -86,8 +87,10 @@ def head_table(values, *, title: str, colorbar_label: str, ax=None, cmap: str = 
         values: ``(n_layers, H)``.
 
     Raises:
-        ValueError: ``values`` is not 2-D.
+        TypeError: ``values`` not numbers; ``cmap`` not a colormap name or Colormap.
+        ValueError: ``values`` is not 2-D or is a meta tensor; ``cmap`` names no colormap.
     """
+    colormap(cmap)
     table = to_numpy(values)
     if table.ndim != 2:
         raise ValueError(f"head_table expects an (n_layers, H) table, got shape {table.shape}")
@@ -107,9 +110,12 @@ def layer_curves(values, labels, *, ylabel: str, title: str, xlabel: str = "laye
         values: ``(n_points, n_series)``; ``len(labels) == n_series``.
 
     Raises:
-        ValueError: ``values`` is not 2-D or the label count differs from its columns.
+        TypeError: ``values`` not numbers; ``labels`` not a list.
+        ValueError: ``values`` is not 2-D (or a meta tensor) or the label count differs from
+            its columns.
     """
     table = to_numpy(values)
+    labels = _labels(labels, "labels")
     if table.ndim != 2 or table.shape[1] != len(labels):
         raise ValueError(f"expected (n_points, {len(labels)}) values for {len(labels)} labels, got {table.shape}")
     fig, ax = figure(ax, size=(COLUMN_WIDTH, 3.6))

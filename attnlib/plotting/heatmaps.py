@@ -7,7 +7,7 @@ from __future__ import annotations
 import matplotlib
 import numpy as np
 
-from ._figure import MIN_FONT_PT, figure, to_numpy
+from ._figure import MIN_FONT_PT, colormap, figure, labels, to_numpy
 
 __all__ = ["attention_heatmap"]
 
@@ -21,18 +21,23 @@ def attention_heatmap(
     """Heatmap of a ``(T_q, T_k)`` matrix (weights or scores) with token labels.
 
     Rows are queries (``row_tokens``), columns are keys (``col_tokens``, default the same).
-    ``-inf`` cells (masked scores) are drawn grey and labelled ``-inf``.  ``annotate``
+    ``-inf`` cells (masked scores) are drawn grey and labelled ``-inf`` (``inf`` and ``nan``
+    cells are grey too, labelled as what they are).  ``annotate``
     (default: when the matrix is at most 12 x 12) writes each value in its cell.
 
     Shapes:
         matrix: ``(T_q, T_k)``; ``len(row_tokens) == T_q``, ``len(col_tokens) == T_k``.
 
     Raises:
-        TypeError: ``matrix`` is not a tensor or array of numbers; ``ax`` is not an Axes.
-        ValueError: the matrix is not 2-D or the label counts do not match its shape.
+        TypeError: ``matrix`` is not a tensor or array of numbers; ``ax`` is not an Axes;
+            the tokens are not lists; ``cmap`` is not a colormap name or Colormap.
+        ValueError: the matrix is not 2-D, is a meta tensor, or the label counts do not match
+            its shape; ``cmap`` names no colormap.
     """
     m = to_numpy(matrix)
-    col_tokens = row_tokens if col_tokens is None else col_tokens
+    row_tokens = labels(row_tokens, "row_tokens")
+    col_tokens = row_tokens if col_tokens is None else labels(col_tokens, "col_tokens")
+    base_cmap = colormap(cmap)
     if m.ndim != 2:
         raise ValueError(f"attention_heatmap expects a (T_q, T_k) matrix, got shape {m.shape}")
     if len(row_tokens) != m.shape[0] or len(col_tokens) != m.shape[1]:
@@ -43,7 +48,7 @@ def attention_heatmap(
     fig, ax = figure(ax, size=(max(3.0, 0.45 * m.shape[1] + 1.8), max(2.6, 0.4 * m.shape[0] + 1.2)))
     finite = np.isfinite(m)
     shown = np.ma.masked_where(~finite, m)
-    cm = matplotlib.colormaps[cmap].with_extremes(bad="#bdbdbd")
+    cm = base_cmap.with_extremes(bad="#bdbdbd")
     im = ax.imshow(shown, cmap=cm, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(m.shape[1]), [str(t) for t in col_tokens], rotation=60, ha="right")
     ax.set_yticks(range(m.shape[0]), [str(t) for t in row_tokens])
@@ -59,7 +64,7 @@ def attention_heatmap(
         for i in range(m.shape[0]):
             for j in range(m.shape[1]):
                 if not finite[i, j]:
-                    ax.text(j, i, "-inf" if m[i, j] < 0 else "inf", ha="center", va="center", fontsize=MIN_FONT_PT, color="black")
+                    ax.text(j, i, "nan" if np.isnan(m[i, j]) else "-inf" if m[i, j] < 0 else "inf", ha="center", va="center", fontsize=MIN_FONT_PT, color="black")
                     continue
                 light = (m[i, j] - lo) / (hi - lo + 1e-12) > 0.6
                 ax.text(j, i, fmt.format(m[i, j]), ha="center", va="center", fontsize=MIN_FONT_PT,

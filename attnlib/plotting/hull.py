@@ -10,7 +10,7 @@ import matplotlib
 import numpy as np
 
 from ..geometry import convex_hull_2d
-from ._figure import MIN_FONT_PT, figure, to_numpy
+from ._figure import MIN_FONT_PT, colormap, figure, labels as _labels, to_numpy
 
 __all__ = ["hull_plot", "weights_bar"]
 
@@ -28,10 +28,14 @@ def hull_plot(
         out: ``(2,)`` or None.
 
     Raises:
+        TypeError: ``values``/``weights``/``out`` not numbers; ``labels`` not a list; ``cmap``
+            not a colormap name or Colormap.
         ValueError: ``values`` is not ``(T_k, 2)``, or labels/weights do not have ``T_k``
-            entries, or ``out`` is not a 2-vector.
+            entries, or ``out`` is not a 2-vector; a meta tensor; ``cmap`` names no colormap.
     """
     v = to_numpy(values)
+    labels = _labels(labels, "labels")
+    colormap(cmap)
     if v.ndim != 2 or v.shape[1] != 2:
         raise ValueError(f"values must be (T_k, 2) for a 2-D picture, got shape {v.shape}")
     if len(labels) != v.shape[0]:
@@ -50,7 +54,7 @@ def hull_plot(
     if w is None:
         ax.scatter(v[:, 0], v[:, 1], s=28, color="#37474f", zorder=2)
     else:
-        sc = ax.scatter(v[:, 0], v[:, 1], c=w, cmap=matplotlib.colormaps[cmap], vmin=0.0, vmax=1.0,
+        sc = ax.scatter(v[:, 0], v[:, 1], c=w, cmap=colormap(cmap), vmin=0.0, vmax=1.0,
                         s=30 + 220 * w, edgecolors="black", linewidths=0.5, zorder=2)
         if colorbar:
             fig.colorbar(sc, ax=ax, label="attention weight", shrink=0.85)
@@ -76,13 +80,18 @@ def weights_bar(weights, labels, *, ax=None, title: str | None = None, cmap: str
         weights: ``(T_k,)``; ``len(labels) == T_k``.
 
     Raises:
-        ValueError: ``weights`` is not 1-D with ``len(labels)`` entries.
+        TypeError: ``weights`` not numbers; ``labels`` not a list; ``cmap`` not a colormap
+            name or Colormap.
+        ValueError: ``weights`` is not 1-D with ``len(labels)`` entries, or is a meta tensor;
+            ``cmap`` names no colormap.
     """
     w = to_numpy(weights)
+    labels = _labels(labels, "labels")
+    cm = colormap(cmap)
     if w.ndim != 1 or w.shape[0] != len(labels):
         raise ValueError(f"weights must be (T_k,) with T_k = {len(labels)}, got shape {w.shape}")
     fig, ax = figure(ax, size=(4.0, 2.6))
-    colors = matplotlib.colormaps[cmap](np.clip(w, 0.0, 1.0))
+    colors = cm(np.clip(w, 0.0, 1.0))
     ax.bar(range(len(w)), w, color=colors, edgecolor="black", linewidth=0.5)
     ax.set_xticks(range(len(w)), [str(t) for t in labels], rotation=45, ha="right")
     ax.set_ylim(0, 1)
