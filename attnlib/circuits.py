@@ -21,7 +21,7 @@ forward pass.
   how much of the layer-1 head ``h2``'s key side reads what the layer-0 head ``h1`` writes
   (the paper's K-composition score, from its section on two-layer attention-only models; its
   column-vector form is ``||W_QK^T W_OV||``).  :func:`random_composition` gives the same score for
-  random Gaussian matrices of the same shapes (the paper's baseline).
+  random Gaussian matrices of the same shapes, the baseline.
 * :func:`full_ov`, :func:`eigen_positivity`: the full OV circuit ``E W_OV U`` ``(V, V)``
   (embedding to logits) and how much of its eigenvalue spectrum is positive, the paper's
   test for copying heads (positive eigenvalues); :func:`random_ov_positivity` the
@@ -118,7 +118,7 @@ def k_composition(model, reader: tuple, writer: tuple) -> float:
 def random_composition(d_model: int, d_head: int, n: int = 200, seed: int = 0) -> torch.Tensor:
     """The K-composition score of random heads: ``n`` draws of Gaussian ``W_Q, W_K, W_V``
     ``(d_model, d_head)`` and ``W_O`` ``(d_head, d_model)``, the same shapes and ranks as a
-    real head (Elhage et al. 2021 compare with such matrices).
+    real head: the baseline of the score (a real pair near it shows no composition).
 
     Returns:
         ``(n,)`` float64 scores.
