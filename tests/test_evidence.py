@@ -165,7 +165,7 @@ def test_ablation_table_is_layer_ablation_for_every_layer(encoder):
     """The table's mean outputs come from one run per text for all layers; layer_ablation's
     from encoder.mean_head_outputs, layer by layer: the two must agree."""
     model, tokenizer = encoder
-    texts = [corpus.SINK_PROBES[0], "Most birds build their nests in early spring."]
+    texts = ["Hello there!", corpus.SINK_PROBES[0]]          # unequal lengths: the mean is over tokens, pooled
     table = evidence.ablation_table(corpus.RUNNING, texts=texts, model=model, tokenizer=tokenizer)
     assert table.shape == (6, 12) and table.dtype == torch.float64
     for layer in (0, 4):
