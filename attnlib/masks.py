@@ -31,10 +31,18 @@ def causal_block(q_start: int, q_end: int, k_start: int, k_end: int, *, device=N
     Shapes:
         result: ``(q_end - q_start, k_end - k_start)`` bool.
 
+    Raises:
+        TypeError: a bound is not an int.  ValueError: a bound is negative or an end comes
+            before its start.
+
     >>> causal_block(2, 4, 1, 4).int()
     tensor([[1, 1, 0],
             [1, 1, 1]], dtype=torch.int32)
     """
+    for start, end, what in ((q_start, q_end, "q"), (k_start, k_end, "k")):
+        start = _validate.non_negative_int(start, f"{what}_start")
+        if _validate.non_negative_int(end, f"{what}_end") < start:
+            raise ValueError(f"{what}_end must be >= {what}_start, got {what}_start = {start}, {what}_end = {end}")
     rows = torch.arange(q_start, q_end, device=device)[:, None]   # (n_q, 1) query positions
     cols = torch.arange(k_start, k_end, device=device)[None, :]   # (1, n_k) key positions
     return cols <= rows                                            # (n_q, n_k)
@@ -256,12 +264,21 @@ def apply_mask(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         scores: ``(..., T_q, T_k)``; mask: broadcastable to it, or ``None`` (no change).
         Result: the broadcast shape of the two.
 
+    Raises:
+        TypeError: ``scores`` is not a floating tensor; ``mask`` is not a bool or floating
+            tensor (an int mask would be added as a bias of 0s and 1s).
+
     >>> apply_mask(torch.zeros(2, 2), causal_mask(2))
     tensor([[0., -inf],
             [0., 0.]])
     """
+    scores = _validate.floating(scores, "scores")
     if mask is None:
         return scores
+    mask = _validate.tensor(mask, "mask")
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(f"mask must be bool (True = may attend) or floating point (added to the scores), "
+                        f"got dtype {mask.dtype}")
     if mask.dtype == torch.bool:
         return scores.masked_fill(~mask, float("-inf"))                  # removed keys
     return scores + mask.to(scores.dtype)                                # additive bias

@@ -198,7 +198,8 @@ def rope_scores(q, k, q_positions, k_positions, base: float = 10000.0, *,
         returns ``(..., T_q, T_k)``.
 
     Raises:
-        as :func:`apply_rope`; ValueError when q and k differ in ``d_k``.
+        as :func:`apply_rope`; ValueError when q and k differ in ``d_k`` or device;
+        TypeError when they differ in dtype.
 
     Source: Su et al. (2021), eq. (16)-(17).
     """
@@ -206,5 +207,8 @@ def rope_scores(q, k, q_positions, k_positions, base: float = 10000.0, *,
     k = _validate.min_dims(_validate.floating(k, "k"), 2, "k", "(..., T_k, d_k)")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must share d_k: q {_validate.shape_of(q)} vs k {_validate.shape_of(k)}")
+    if q.dtype != k.dtype:
+        raise TypeError(f"q and k must share a dtype, got q {q.dtype}, k {k.dtype}")
+    _validate.same_device(q=q, k=k)
     return apply_rope(q, q_positions, base, pairing=pairing) @ \
         apply_rope(k, k_positions, base, pairing=pairing).transpose(-2, -1)

@@ -364,6 +364,18 @@ def _fuzz_cases():
         ("tiled(mask NaN)", lambda: attnlib.tiled_attention(q, q, q, torch.full((3, 3), float("nan"))), ValueError, r"must not hold NaN"),
         ("KVCache.attend(return_weights='yes')", lambda: cache_then(lambda c: c.attend(torch.randn(1, 1, 1, 4), return_weights="yes")), TypeError, r"return_weights must be True or False, got str 'yes'"),
         ("top_keys(NaN)", lambda: measures.top_keys(torch.tensor([float("nan"), 0.5, 0.5, 0.0]), toks), ValueError, r"weights_row holds NaN at positions \[0\]"),
+        # second round: AttributeError / RuntimeError from inside torch, matplotlib or attnlib
+        ("causal_block(end < start)", lambda: attnlib.masks.causal_block(2, 1, 0, 1), ValueError, r"q_end must be >= q_start, got q_start = 2, q_end = 1"),
+        ("causal_block('a', ...)", lambda: attnlib.masks.causal_block("a", 1, 0, 1), TypeError, r"q_start must be a non-negative int, got str 'a'"),
+        ("apply_mask(None, mask)", lambda: attnlib.masks.apply_mask(None, torch.ones(2, 2, dtype=torch.bool)), TypeError, r"scores must be a torch.Tensor .*got NoneType"),
+        ("apply_mask(int mask)", lambda: attnlib.masks.apply_mask(torch.zeros(2, 2), torch.ones(2, 2, dtype=torch.long)), TypeError, r"mask must be bool .*got dtype torch.int64"),
+        ("rope_scores(dtypes differ)", lambda: attnlib.rope_scores(torch.zeros(2, 4), torch.zeros(2, 4, dtype=torch.float64), [0, 1], [0, 1]), TypeError, r"q and k must share a dtype, got q torch.float32, k torch.float64"),
+        ("rope_scores(devices differ)", lambda: attnlib.rope_scores(torch.zeros(2, 4), _meta(2, 4), [0, 1], [0, 1]), ValueError, r"q, k must be on one device, got q cpu, k meta"),
+        ("head_heatmap(None)", lambda: plotting.head_heatmap(None, 0, 0), TypeError, r"att must be an EncoderAttention .*got NoneType"),
+        ("layer_grid(None)", lambda: plotting.layer_grid(None, 0), TypeError, r"att must be an EncoderAttention .*got NoneType"),
+        ("attention_heatmap(fmt=3)", lambda: plotting.attention_heatmap(W, toks, fmt=3), TypeError, r"fmt must be a format string .*got int 3"),
+        ("attention_heatmap(vmin='a')", lambda: plotting.attention_heatmap(W, toks, vmin="a"), TypeError, r"vmin must be a real number, got str 'a'"),
+        ("draw_attention_graph(node_values list)", lambda: plotting.draw_attention_graph(G, node_values=[1, 2, 3, 4]), TypeError, r"node_values must be a dict .*got list"),
     ]
 
 

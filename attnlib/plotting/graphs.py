@@ -48,7 +48,8 @@ def draw_attention_graph(
         the ``matplotlib.figure.Figure`` (the one holding ``ax`` when ``ax`` is given).
 
     Raises:
-        TypeError: ``graph`` is not a networkx graph; ``cmap`` not a colormap name or Colormap.
+        TypeError: ``graph`` is not a networkx graph; ``cmap`` not a colormap name or Colormap;
+            ``node_values`` not a dict.
         ValueError: the graph has no edges to draw, or nodes are not ``0..T-1``; ``cmap``
             names no colormap.
     """
@@ -87,6 +88,9 @@ def draw_attention_graph(
     )
     sizes = 520
     if node_values is not None:
+        if not isinstance(node_values, dict):
+            raise TypeError(f"node_values must be a dict {{node: value}} (e.g. attnlib.graphs.in_weight(graph)), "
+                            f"got {type(node_values).__name__}")
         vals = np.array([float(node_values.get(i, 0.0)) for i in nodes])
         sizes = 120 + 2400 * vals / max(vals.max(), 1e-12)
     nx.draw_networkx_nodes(graph, pos, nodelist=nodes, node_size=sizes, node_color="#f4a261",

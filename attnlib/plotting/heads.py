@@ -16,6 +16,11 @@ from .heatmaps import attention_heatmap
 __all__ = ["head_heatmap", "layer_grid", "head_table", "layer_curves"]
 
 
+def _check_att(att) -> None:
+    if not all(hasattr(att, a) for a in ("attentions", "tokens", "n_layers", "n_heads", "head")):
+        raise TypeError(f"att must be an EncoderAttention from attnlib.encoder.get_attentions, got {type(att).__name__}")
+
+
 def head_heatmap(att, layer: int, head: int, *, ax=None, title: str | None = None, **kwargs):
     """Labelled heatmap of one head's weights (rows = queries, columns = keys) of an
     :class:`attnlib.encoder.EncoderAttention`; other keywords go to
@@ -26,8 +31,10 @@ def head_heatmap(att, layer: int, head: int, *, ax=None, title: str | None = Non
         draws ``att.head(layer, head)``, ``(T_q, T_k)``.
 
     Raises:
+        TypeError: ``att`` is not an EncoderAttention.
         IndexError: ``layer`` or ``head`` out of range.
     """
+    _check_att(att)
     weights = att.head(layer, head)
     if title is None:
         layer, head = _validate.index(layer, att.n_layers, "layer"), _validate.index(head, att.n_heads, "head")
@@ -48,9 +55,11 @@ def layer_grid(att, layer: int, *, ncols: int = 3, cmap: str = "viridis", panel_
         draws ``att.attentions[layer][0]``, ``(H, T_q, T_k)``.
 
     Raises:
-        TypeError: ``layer`` or ``ncols`` is not an int; ``cmap`` not a colormap name or Colormap.
+        TypeError: ``att`` is not an EncoderAttention; ``layer`` or ``ncols`` is not an int;
+            ``cmap`` not a colormap name or Colormap.
         IndexError: ``layer`` out of range.  ValueError: ``ncols < 1``; ``cmap`` names no colormap.
     """
+    _check_att(att)
     cm = colormap(cmap)
     layer = _validate.index(layer, att.n_layers, "layer")
     ncols = _validate.positive_int(ncols, "ncols")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import matplotlib
 import numpy as np
 
+from .. import _validate
 from ._figure import MIN_FONT_PT, colormap, figure, labels, to_numpy
 
 __all__ = ["attention_heatmap"]
@@ -38,6 +39,11 @@ def attention_heatmap(
     row_tokens = labels(row_tokens, "row_tokens")
     col_tokens = row_tokens if col_tokens is None else labels(col_tokens, "col_tokens")
     base_cmap = colormap(cmap)
+    if not isinstance(fmt, str):
+        raise TypeError(f"fmt must be a format string such as '{{:.2f}}', got {type(fmt).__name__} {fmt!r}")
+    for name, value in (("vmin", vmin), ("vmax", vmax)):
+        if value is not None:
+            _validate.real(value, name)
     if m.ndim != 2:
         raise ValueError(f"attention_heatmap expects a (T_q, T_k) matrix, got shape {m.shape}")
     if len(row_tokens) != m.shape[0] or len(col_tokens) != m.shape[1]:
