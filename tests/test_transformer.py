@@ -188,3 +188,35 @@ def test_positions_refused_and_max_len_kept():
     for positions in POSITIONS:                             # max_len stays a limit for every scheme
         with pytest.raises(ValueError, match="1 <= T <= 16"):
             _model(positions)(_tokens(1, 17))
+
+
+# ------------------------------------------------- the committed sweep of bench/bench_positions.py
+
+def _bench():
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("bench_positions", root / "bench" / "bench_positions.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, root / "bench" / "results" / "positions.json"
+
+
+def test_positions_results_match_the_code():
+    """The JSON chapter 10 reads was written with today's settings (the constants of
+    attnlib.induction and of the script), every scheme and seed is there, and re-running the
+    first training steps of one configuration gives the recorded losses."""
+    import json
+
+    bench, path = _bench()
+    result = json.loads(path.read_text())
+    assert result["settings"] == bench.settings()
+    runs = {(r["scheme"], r["seed"]) for r in result["runs"]}
+    assert runs == {(s, seed) for s in bench.SCHEMES for seed in bench.SEEDS}
+    for r in result["runs"]:
+        assert [e["L"] for e in r["eval"]] == list(bench.EVAL_LENGTHS)
+        assert len(r["eval"][-1]["repeated_loss_by_position"]) == max(bench.EVAL_LENGTHS) - 1
+    recorded = next(r for r in result["runs"] if (r["scheme"], r["seed"]) == ("rope", bench.SEEDS[0]))
+    _, losses, _ = bench.train("rope", bench.SEEDS[0], steps=3)
+    assert losses == pytest.approx(recorded["early_losses"][:3], abs=1e-4)
