@@ -122,6 +122,8 @@ chapter: setup
 # The learners' notebooks: one .ipynb per page in _build/notebooks (prose rendered, glued numbers
 # filled in, solutions folded, plumbing collapsed).  Reuses the executed notebooks of the last
 # book build (_build/jupyter_execute) where they match the sources, else executes the pages.
+# A notebook you changed since it was written is never replaced: it stays as it is, the new
+# version goes beside it (05_masking.new.ipynb), and a line says so.
 # Open them with:  .venv/bin/jupyter lab _build/notebooks
 notebooks: setup
 	HF_HUB_OFFLINE=1 $(PY) _ext/make_notebooks.py
@@ -144,5 +146,10 @@ lock:
 	rm -rf $(LOCK_VENV)
 	@echo "constraints.txt rewritten; now run: make test   (and commit constraints.txt if it passes)"
 
+# Deletes the build but never a learner's work: in _build/notebooks it deletes only the notebooks
+# that `make notebooks` wrote and nobody changed since (they come back with `make notebooks`);
+# a notebook you changed stays where it is and is named, and so does every other file there
+# (your own notebooks, JupyterLab's checkpoints).  Everything else under _build goes.
 clean:
-	rm -rf _build
+	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) _ext/make_notebooks.py --clean
+	if [ -d _build ]; then find _build -mindepth 1 -maxdepth 1 ! -name notebooks -exec rm -rf {} +; rmdir _build 2>/dev/null || true; fi

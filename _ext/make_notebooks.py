@@ -361,6 +361,8 @@ class MystToMarkdown:
         if name == "include":
             path = (self.source_dir / arg).resolve()
             return self._blocks(_strip_front_matter(path.read_text(encoding="utf-8")))
+        if name == "literalinclude":
+            return self._literalinclude(arg, options)
         if name == "exercise":
             number = len(self.exercises) + 1
             self.exercises[str(options.get("label", f"exercise-{number}"))] = (number, arg)
@@ -397,6 +399,28 @@ class MystToMarkdown:
         self.unknown.add(name)
         title = f"**{arg or name.capitalize()}**\n\n" if (arg or name) else ""
         return title + self._blocks(body)
+
+    def _literalinclude(self, arg: str, options: dict) -> str:
+        """A ``{literalinclude}`` as the book shows it: the selected code as a fenced block under
+        a caption line naming the file (and the object), so that prose walking through the
+        code has the code beside it.  Options as Sphinx reads them, in its order:
+        ``:pyobject:``, ``:start-at:`` / ``:start-after:``, ``:end-at:`` / ``:end-before:``,
+        ``:lines:``, ``:dedent:``; ``:language:`` and ``:caption:`` are shown."""
+        path = (self.source_dir / arg).resolve()
+        if not path.is_file():
+            path = (ROOT / arg.lstrip("/")).resolve()
+        code = select_included(path.read_text(encoding="utf-8"), options, str(arg))
+        language = str(options.get("language", "python" if path.suffix == ".py" else ""))
+        shown = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+        caption = f"`{shown}`"
+        if options.get("pyobject"):
+            caption += f", `{options['pyobject']}`"
+        elif options.get("lines"):
+            caption += f", lines {options['lines']}"
+        if options.get("caption"):
+            caption = f"{self._blocks(str(options['caption'])).strip()} ({caption})"
+        fence = "````" if "```" in code else "```"
+        return f"*{caption}:*\n\n{fence}{language}\n{code}\n{fence}"
 
     def _attach(self, mime: str, data_b64: str, stem: str, alt: str) -> str:
         ext = mimetypes.guess_extension(mime) or ".bin"
@@ -496,6 +520,63 @@ class MystToMarkdown:
         if variant in ("year", "yearpar"):
             return ", ".join(y for _, y in parts)
         return "(" + "; ".join(f"{a}, {y}" for a, y in parts) + ")"
+
+
+def _line_numbers(spec: str, n: int) -> list[int]:
+    """Sphinx's ``:lines:`` (``"1-3,7,10-"``, 1-based, inclusive) as 0-based indices."""
+    out = []
+    for part in str(spec).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            a, _, b = part.partition("-")
+            out += range(int(a) - 1 if a.strip() else 0, int(b) if b.strip() else n)
+        else:
+            out.append(int(part) - 1)
+    if not out or min(out) < 0 or max(out) >= n:
+        raise ValueError(f":lines: {spec} selects lines outside the {n} lines of the file")
+    return out
+
+
+def select_included(text: str, options: dict, name: str = "the file") -> str:
+    """The part of ``text`` a ``{literalinclude}`` with ``options`` shows (Sphinx's
+    LiteralIncludeReader order: pyobject, start, end, lines, dedent).
+
+    Raises:
+        ValueError: an object, a marker or a line range that the file does not have (the
+            book build fails on it too), so that a notebook never shows the wrong code."""
+    lines = text.splitlines()
+    if options.get("pyobject"):
+        import ast
+        target = str(options["pyobject"]).split(".")
+        body, node = ast.parse(text).body, None
+        for part in target:
+            node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                         and n.name == part), None)
+            if node is None:
+                raise ValueError(f":pyobject: {options['pyobject']} is not defined in {name}")
+            body = node.body
+        start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+        lines = lines[start:node.end_lineno]
+    for key in ("start-at", "start-after"):
+        if options.get(key):
+            i = next((i for i, ln in enumerate(lines) if str(options[key]) in ln), None)
+            if i is None:
+                raise ValueError(f":{key}: {options[key]!r} not found in {name}")
+            lines = lines[i if key == "start-at" else i + 1:]
+    for key in ("end-at", "end-before"):
+        if options.get(key):
+            i = next((i for i, ln in enumerate(lines) if str(options[key]) in ln), None)
+            if i is None:
+                raise ValueError(f":{key}: {options[key]!r} not found in {name}")
+            lines = lines[:i + 1 if key == "end-at" else i]
+    if options.get("lines"):
+        lines = [lines[i] for i in _line_numbers(options["lines"], len(lines))]
+    if options.get("dedent"):
+        k = int(options["dedent"])
+        lines = [ln[k:] if ln[:k].strip() == "" else ln.lstrip() for ln in lines]
+    return "\n".join(lines).strip("\n")
 
 
 def only_applies(expression: str, tags=NOTEBOOK_TAGS) -> bool:
@@ -635,7 +716,9 @@ DROP_OUTPUT = {"remove-cell", "remove-output"}
 def header_cell(page: str):
     import nbformat
     text = (f"*A notebook of the course, generated by `make notebooks` from `{page}.md` (the book's "
-            "source, which this notebook never changes: your edits and saves stay in this file).* "
+            "source, which this notebook never changes: your edits and saves stay in this file; "
+            "once you have changed it, `make notebooks` and `make clean` leave it alone, and a "
+            "newer version of the course is written beside it as a `.new.ipynb` file).* "
             "Run it from the top: **Run → Run All Cells**.  Numbers quoted in the text come from "
             "the run that generated this notebook.  Cells shown as a bar with **⋯** are set-up "
             "and checking code (click the bar to open one); solutions are folded under "
@@ -702,6 +785,124 @@ def build_notebook(page: str, executed_dir: Path | None = EXECUTED, timeout: int
     return nb
 
 
+# --------------------------------------------------------------------------------------------
+# A learner's work is never overwritten
+# --------------------------------------------------------------------------------------------
+
+def fingerprint(cells) -> str:
+    """SHA-256 of what a learner can change in a notebook: the cells' types and sources, in
+    order (added, deleted, moved or edited cells all change it).  Outputs are left out: running
+    cells changes them, and running them again brings them back.  Reads plain JSON dicts, so
+    ``--clean`` needs only the standard library."""
+    digest = hashlib.sha256()
+    for cell in cells:
+        source = cell.get("source", "")
+        digest.update(json.dumps([cell.get("cell_type"), "".join(source) if isinstance(source, list) else source],
+                                 ensure_ascii=False).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def learner_changed(path: Path, fresh=None) -> bool:
+    """Whether the notebook at ``path`` holds work that regenerating would lose: its cells'
+    fingerprint differs from the one recorded when this tool wrote it.  A notebook with no
+    recorded fingerprint (an older course version's, or one the learner made) counts as
+    changed unless its cells equal those of ``fresh`` (the notebook about to be written)."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True                      # unreadable: not ours to replace
+    cells = nb.get("cells", [])
+    recorded = nb.get("metadata", {}).get("attnlib_course", {}).get("fingerprint")
+    if recorded:
+        return fingerprint(cells) != recorded
+    return fresh is None or fingerprint(cells) != fingerprint(fresh.cells)
+
+
+def new_version_path(path: Path) -> Path:
+    """Where the new version of a notebook the learner changed goes: ``05_masking.new.ipynb``
+    beside it, or, if the learner changed that one too, ``05_masking.new-<UTC time>.ipynb``."""
+    import time
+    stem = path.name.removesuffix(".ipynb")
+    candidate = path.with_name(f"{stem}.new.ipynb")
+    if candidate.exists() and learner_changed(candidate):
+        candidate = path.with_name(f"{stem}.new-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}.ipynb")
+    return candidate
+
+
+def save_learner_notebook(nb, path: Path, sign: bool = True, log=None) -> Path:
+    """Write ``nb`` to ``path`` unless the learner changed the notebook there since this tool
+    wrote it: then that file is kept untouched, ``nb`` goes to :func:`new_version_path`, and
+    a line says so.  Returns the path written."""
+    log = log or print
+    nb.metadata.setdefault("attnlib_course", {})["fingerprint"] = fingerprint(nb.cells)
+    target = path
+    if path.exists() and learner_changed(path, nb):
+        target = new_version_path(path)
+        log(f"kept {path}: it has changes of yours since `make notebooks` wrote it; the new version "
+            f"is {target.name} beside it (copy your work across, then delete the old file "
+            f"and rename the new one)")
+    write_notebook(nb, target, sign=sign)
+    return target
+
+
+def clean(out: Path, log=None) -> int:
+    """``make clean`` for the notebooks folder: delete the notebooks this tool wrote that
+    nobody changed since (they come back with ``make notebooks``); keep, and name, every
+    notebook with changes, and leave every other file (your own notebooks, JupyterLab's
+    ``.ipynb_checkpoints``).  Returns the number of notebooks kept."""
+    log = log or print
+    if not out.is_dir():
+        return 0
+    kept = []
+    for path in sorted(out.glob("*.ipynb")):
+        if learner_changed(path):
+            kept.append(path.name)
+        else:
+            path.unlink()
+    if kept:
+        log(f"kept your changed notebooks in {out}: {', '.join(kept)}")
+    try:
+        out.rmdir()                      # only if nothing is left in it
+    except OSError:
+        pass
+    return len(kept)
+
+
+#: JupyterLab's ipywidgets setting that saves the widgets' state into the notebook on save.
+#: With it, a reopened notebook draws its exercises from the saved state, disconnected from any
+#: kernel, and the exercise's own note ("... run this cell again") shows; without it, JupyterLab
+#: shows "Loading widget..." where each exercise was.
+WIDGET_SETTINGS = {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}
+
+
+def widget_settings_file() -> Path:
+    """This environment's JupyterLab defaults for packages (``<app dir>/settings/overrides.d/``,
+    read by jupyterlab_server; a learner's own settings still win)."""
+    try:
+        from jupyterlab.commands import get_app_dir
+        app_dir = Path(get_app_dir())
+    except ImportError:
+        app_dir = Path(sys.prefix) / "share" / "jupyter" / "lab"
+    return app_dir / "settings" / "overrides.d" / "attnlib-course.json"
+
+
+def save_widget_state_setting(log=None) -> Path | None:
+    """Write :data:`WIDGET_SETTINGS` into :func:`widget_settings_file` (once)."""
+    log = log or print
+    path = widget_settings_file()
+    try:
+        if path.is_file() and json.loads(path.read_text()) == WIDGET_SETTINGS:
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(WIDGET_SETTINGS, indent=2) + "\n")
+    except (OSError, ValueError) as err:
+        log(f"(JupyterLab will not save the exercises' state: {err})")
+        return None
+    log(f"JupyterLab in this environment now saves widget state with a notebook ({path}): "
+        "a reopened notebook shows its exercises with a note to run the cell")
+    return path
+
+
 def write_notebook(nb, path: Path, sign: bool = True) -> None:
     import nbformat
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -728,14 +929,23 @@ def main(argv: list[str] | None = None) -> int:
                          "'' to execute every page here")
     ap.add_argument("--timeout", type=int, help="per-cell timeout in seconds (default: the book's)")
     ap.add_argument("--no-sign", action="store_true", help="do not sign the notebooks (outputs untrusted)")
+    ap.add_argument("--clean", action="store_true",
+                    help="delete the notebooks written here that nobody changed; keep (and name) the others")
     args = ap.parse_args(argv)
+    out = Path(args.out)
+    if args.clean:
+        clean(out)
+        return 0
     pages = [p.removesuffix(".md") for p in args.pages] or toc_pages()
     executed = Path(args.executed) if args.executed else None
-    out = Path(args.out)
+    save_widget_state_setting()
+    written = []
     for page in pages:
         nb = build_notebook(page, executed, args.timeout)
-        write_notebook(nb, out / notebook_name(page), sign=not args.no_sign)
-        print(f"wrote {out / notebook_name(page)}")
+        path = save_learner_notebook(nb, out / notebook_name(page), sign=not args.no_sign)
+        print(f"wrote {path}")
+        written.append(path)
+    print(f"wrote {len(written)} notebooks into {out}")
     return 0
 
 

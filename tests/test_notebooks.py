@@ -607,3 +607,159 @@ def test_a_token_cannot_end_bertviz_script_or_run_as_markup(tmp_path):
             assert visit.page.evaluate("() => [...document.querySelectorAll('svg text')].some(t => t.textContent.includes('<img src=x'))")
         finally:
             browser.close()
+
+
+# ------------------------------------------------------------------ included code (issue 27)
+def test_literalinclude_becomes_a_code_block_with_its_path(tmp_path):
+    """Chapter 9's kernel shows as code under a caption naming the file and the function (it
+    was a bold file path); :pyobject: keeps decorators, the start/end markers and :lines: select
+    as Sphinx does, and a missing object is an error (the notebook never shows other code)."""
+    (tmp_path / "mod.py").write_text("import os\n\n\n@decorator\ndef f(x):\n    return x  # one\n\n\n"
+                                     "class C:\n    def g(self):\n        return 2\n# END\n")
+    r = mk.MystToMarkdown(GLUE, BIB, tmp_path)
+    out, _ = r.render("```{literalinclude} mod.py\n:language: python\n:pyobject: f\n```\n")
+    assert out == "*`mod.py`, `f`:*\n\n```python\n@decorator\ndef f(x):\n    return x  # one\n```"
+    out, _ = r.render("```{literalinclude} mod.py\n:pyobject: C.g\n```\n")
+    assert "```python\n    def g(self):\n        return 2\n```" in out
+    out, _ = r.render("```{literalinclude} mod.py\n:start-after: class C:\n:end-before: # END\n:dedent: 4\n```\n")
+    assert "```python\ndef g(self):\n    return 2\n```" in out
+    out, _ = r.render("```{literalinclude} mod.py\n:lines: 1, 5-6\n:caption: The *function*\n```\n")
+    assert out == "*The *function* (`mod.py`, lines 1, 5-6):*\n\n```python\nimport os\ndef f(x):\n    return x  # one\n```"
+    with pytest.raises(ValueError, match="nope"):
+        r.render("```{literalinclude} mod.py\n:pyobject: nope\n```\n")
+    # chapter 9's kernel: the code the prose walks through is in the notebook
+    src = (ROOT / "chapters" / "09_at_scale.md").read_text(encoding="utf-8")
+    block = re.search(r"^```\{literalinclude\}.*?^```$", src, re.S | re.M).group(0)
+    out, _ = render(block + "\n")
+    assert out.startswith("*`attnlib/kernels/triton_attention.py`, `_flash_forward`:*\n\n```python\n@triton.jit\ndef _flash_forward(")
+    assert "tl.store(" in out and "**" not in out.split("\n")[0]
+
+
+def test_lab_note_speaks_of_the_notebook_in_a_notebook():
+    """The shared lab note reads right in both places: the notebook's version names no page
+    icon, the page keeps its launch instructions."""
+    out, _ = render("```{include} _lab_note.md\n```\n")
+    assert "rocket" not in out and "top of the page" not in out
+    assert "stub cell" in out
+    text = (ROOT / "chapters" / "_lab_note.md").read_text(encoding="utf-8")
+    assert "rocket icon" in " ".join(text.split())     # still on the page (inside {only} html)
+
+
+# ------------------------------------------------------------------ a learner's work is kept (issue 27)
+PAGE = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# A small page
+
+Some text.
+
+```{code-cell} ipython3
+def my_function(x):
+    raise NotImplementedError  # replace this line with your code
+```
+"""
+
+
+@pytest.fixture
+def regenerate(tmp_path, monkeypatch):
+    """``make notebooks`` (make_notebooks.main) on a one-cell page, with the page's run faked
+    (no kernel: the outputs do not matter here); returns (run, notebook path, printed lines)."""
+    page = tmp_path / "chapters" / "04_small.md"
+    page.parent.mkdir()
+    page.write_text(PAGE)
+    out = tmp_path / "notebooks"
+    printed: list[str] = []
+    monkeypatch.setattr(mk, "executed_run", lambda *a, **k: ([[]], {}))
+    monkeypatch.setattr(mk, "save_widget_state_setting", lambda log=print: None)
+    monkeypatch.setattr("builtins.print", lambda *a, **k: printed.append(" ".join(map(str, a))))
+
+    def run(*extra):
+        assert mk.main([str(page.with_suffix("")), "--out", str(out), "--executed", "", "--no-sign", *extra]) == 0
+    return run, out / "04_small.ipynb", printed, page
+
+
+def _code(path: Path) -> str:
+    return next(c.source for c in nbformat.read(str(path), as_version=4).cells if c.cell_type == "code")
+
+
+def _edit(path: Path, text: str) -> None:
+    nb = nbformat.read(str(path), as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code")
+    cell.source = text
+    nbformat.write(nb, str(path))          # as JupyterLab saves it: the cells change, nothing else
+
+
+def test_regenerating_keeps_a_notebook_the_learner_changed(regenerate):
+    run, path, printed, page = regenerate
+    run()
+    assert path.is_file() and not list(path.parent.glob("*.new*.ipynb"))
+    run()                                   # unchanged: simply replaced, nothing beside it
+    assert not list(path.parent.glob("*.new*.ipynb"))
+    mine = "def my_function(x):\n    return 2 * x   # my work"
+    _edit(path, mine)
+    page.write_text(PAGE.replace("Some text.", "Some better text."))   # a newer course version
+    printed.clear()
+    run()
+    assert _code(path) == mine, "the learner's edit was overwritten"
+    new = path.with_name("04_small.new.ipynb")
+    assert new.is_file() and "Some better text." in new.read_text() and _code(new) != mine
+    assert any(line.startswith(f"kept {path}") and "04_small.new.ipynb" in line for line in printed), printed
+    run()                                   # again: the .new one is replaced, the learner's kept
+    assert _code(path) == mine and len(list(path.parent.glob("*.new*.ipynb"))) == 1
+    _edit(new, "print('edited the new one too')")
+    run()                                   # an edited .new is kept as well: a dated name
+    assert _code(new) == "print('edited the new one too')"
+    assert len(list(path.parent.glob("04_small.new-*.ipynb"))) == 1
+
+
+def test_a_notebook_of_an_older_version_without_fingerprint_is_kept(regenerate):
+    """Written before fingerprints (or by hand): replaced only when its cells equal the new ones."""
+    run, path, printed, page = regenerate
+    run()
+    nb = json.loads(path.read_text())
+    del nb["metadata"]["attnlib_course"]["fingerprint"]
+    path.write_text(json.dumps(nb))
+    run()
+    assert not path.with_name("04_small.new.ipynb").exists()      # same cells: replaced
+    _edit(path, "x = 'mine'")
+    nb = json.loads(path.read_text())
+    del nb["metadata"]["attnlib_course"]["fingerprint"]
+    path.write_text(json.dumps(nb))
+    run()
+    assert _code(path) == "x = 'mine'" and path.with_name("04_small.new.ipynb").exists()
+
+
+def test_clean_deletes_only_unchanged_notebooks(regenerate):
+    run, path, printed, page = regenerate
+    run()
+    other = path.with_name("05_other.ipynb")
+    run()
+    path.rename(other)                      # an unchanged generated notebook under another name
+    run()
+    _edit(path, "x = 'mine'")
+    (path.parent / "my_own.txt").write_text("notes")
+    printed.clear()
+    assert mk.main(["--clean", "--out", str(path.parent)]) == 0
+    assert not other.exists(), "an unchanged generated notebook should go"
+    assert _code(path) == "x = 'mine'" and (path.parent / "my_own.txt").is_file()
+    assert any("04_small.ipynb" in line and "kept" in line for line in printed), printed
+    path.unlink()
+    (path.parent / "my_own.txt").unlink()
+    run()
+    mk.main(["--clean", "--out", str(path.parent)])
+    assert not path.parent.exists(), "an emptied notebooks folder is removed"
+
+
+def test_make_clean_goes_through_the_notebook_check():
+    text = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^clean:\n((?:\t.*\n)+)", text, re.M).group(1)
+    assert "make_notebooks.py --clean" in recipe and "rm -rf _build\n" not in recipe
+    assert "! -name notebooks" in recipe
