@@ -8,6 +8,7 @@ nothing and show its exercise or its lab's verdict.  The kernel is the course's 
 """
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -78,7 +79,7 @@ def run_alone(km, kc, source: str) -> list[dict]:
         elif kind == "error":
             outputs.append({"output_type": "error", "ename": content["ename"], "evalue": content["evalue"]})
 
-    reply = kc.execute_interactive(mk.learner_source(source), output_hook=hook, timeout=300)
+    reply = kc.execute_interactive(mk.learner_source(source), output_hook=hook, timeout=600)
     if reply["content"]["status"] == "error" and not any(o["output_type"] == "error" for o in outputs):
         outputs.append({"output_type": "error", "ename": reply["content"]["ename"],
                         "evalue": reply["content"]["evalue"]})
@@ -115,3 +116,78 @@ def test_executing_a_page_prints_no_encryption_warning(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "without encryption" not in proc.stdout + proc.stderr
     assert "a warning of the page" in out.read_text()
+
+
+# ------------------------------------------------------------------ a reopened notebook (issue 27)
+def test_a_reopened_notebook_shows_the_note_not_loading_widget(kernel, tmp_path, monkeypatch):
+    """Read the saved notebook as JupyterLab reads it.  JupyterLab draws a widget output from
+    the widget state saved in the notebook's metadata; a view whose model is not there shows
+    "Loading widget..." (jupyterlab-manager's WidgetRenderer).  `make notebooks` turns on
+    JupyterLab's saveState for this environment (an overrides.d file, read by
+    jupyterlab_server), so a saved notebook holds the state of its exercises' models, and a
+    model restored from the notebook has no kernel: its views get the class
+    jupyter-widgets-disconnected, which the exercise's own style rule turns into the note."""
+    from jupyterlab_server.settings_utils import _get_overrides
+    from attnlib.exercises.widgets import RESTART_NOTE
+    settings = tmp_path / "settings" / "overrides.d" / "attnlib-course.json"
+    monkeypatch.setattr(mk, "widget_settings_file", lambda: settings)
+    assert mk.save_widget_state_setting(log=lambda *_: None) == settings
+    overrides, error = _get_overrides(str(settings.parent.parent))
+    assert not error and overrides["@jupyter-widgets/jupyterlab-manager:plugin"]["saveState"] is True
+    schema = json.loads(next((Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "@jupyter-widgets" /
+                              "jupyterlab-manager" / "schemas").rglob("plugin.json")).read_text())
+    assert "saveState" in schema["properties"]
+
+    km, kc = kernel
+    source = next(src for _, src in CELLS if EXERCISE.search(src))
+    outputs = run_alone(km, kc, source)
+    views = [o["data"][WIDGET_VIEW]["model_id"] for o in outputs if WIDGET_VIEW in o.get("data", {})]
+    assert views
+    # what JupyterLab's saveState writes (manager.get_state_sync({drop_defaults: true}))
+    state_out: list[dict] = []
+    kc.execute_interactive("import ipywidgets, json; print(json.dumps(ipywidgets.Widget.get_manager_state(drop_defaults=True)))",
+                           output_hook=lambda m: state_out.append(m["content"]) if m["msg_type"] == "stream" else None,
+                           timeout=60)
+    state = json.loads("".join(c["text"] for c in state_out))["state"]
+    saved = {"metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": state}}},
+             "cells": [{"cell_type": "code", "outputs": outputs}]}
+    saved = json.loads(json.dumps(saved))          # written and read back as the .ipynb is
+    models = saved["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    loading = [m for m in views if m not in models]
+    assert not loading, "JupyterLab would show 'Loading widget...' for these views"
+
+    def descendants(model_id):
+        yield model_id
+        for child in models[model_id]["state"].get("children", []):
+            yield from descendants(child.removeprefix("IPY_MODEL_"))
+    htmls = [models[m]["state"].get("value", "") for m in descendants(views[0])]
+    note = next((h for h in htmls if "attnlib-restart-note" in h), "")
+    assert ".jupyter-widgets-disconnected .attnlib-restart-note" in note and "display:block" in note
+    assert html_text(note) == RESTART_NOTE and "Run this cell again" in RESTART_NOTE
+
+
+def html_text(fragment: str) -> str:
+    import html as _html
+    body = re.sub(r"<style>.*?</style>", "", fragment, flags=re.S)
+    return _html.unescape(re.sub(r"<[^>]+>", "", body)).strip()
+
+
+# ------------------------------------------------------------------ questions and token choices (issue 27)
+def test_widget_questions_render_maths():
+    from attnlib.exercises import exercise
+    widget = exercise(1, "output").widget
+    assert type(widget.question).__name__ == "HTMLMath"
+    assert "sum_j" not in widget.question.value and "<sub><i>j</i></sub>" in widget.question.value
+
+
+def test_the_chosen_token_is_marked_beyond_its_shade():
+    from attnlib.exercises.widgets import TokenExercise
+    ex = TokenExercise("Which?", ["the", "cat", "sat"], lambda answer: None)
+    assert "No token chosen" in ex.choice.value and set(ex.control.icons) == {""}
+    ex.control.value = 1
+    assert ex.control.icons == ("", "check", "")
+    assert ex.control.tooltips[1].endswith(", chosen") and not ex.control.tooltips[0].endswith("chosen")
+    assert "Your choice: <b>cat</b> (token 1)" in ex.choice.value and 'aria-live="polite"' in ex.choice.value
+    assert ex.children.index(ex.choice) == ex.children.index(ex.control) + 1
+    ex.control.value = 2
+    assert ex.control.icons == ("", "", "check") and "<b>sat</b>" in ex.choice.value

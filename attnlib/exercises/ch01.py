@@ -101,5 +101,5 @@ def check_output(answer, tol: float = 0.01):
 
 define(1, "output", kind="number", precision='Give it to 2 decimal places (graded within 0.01).', title="Compute one output",
        question="Scores s = (1, 0, -1), values v = (2, 4, 10). What is "
-                "sum_j softmax(s)_j v_j? (two decimals)",
+                "∑<sub><i>j</i></sub> softmax(<i>s</i>)<sub><i>j</i></sub> <i>v</i><sub><i>j</i></sub>? (two decimals)",
        grade=check_output)

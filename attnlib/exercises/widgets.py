@@ -10,12 +10,16 @@ Feedback a learner can trust:
 
 * the verdict is cleared as soon as the answer changes, so a "Correct." never stands next to
   an answer it was not given for;
-* after a kernel restart the widgets in the page are no longer connected to any kernel and
-  Check would do nothing.  The widget manager (ipywidgets 8, JupyterLab 4 and Notebook 7)
-  then marks every view of the disconnected models with the CSS class
-  ``jupyter-widgets-disconnected``; a style rule shipped inside the exercise (an ``HTML``
-  widget may carry ``<style>``, no script needed) turns that class into the message
-  :data:`RESTART_NOTE`;
+* after a kernel restart, or in a notebook closed and reopened (JupyterLab then draws the
+  exercise from the widget state saved with the notebook; ``make notebooks`` turns that saving
+  on), the widgets are not connected to any kernel and Check would do nothing.  The widget
+  manager (ipywidgets 8, JupyterLab 4 and Notebook 7) then marks every view of the
+  disconnected models with the CSS class ``jupyter-widgets-disconnected``; a style rule
+  shipped inside the exercise (an ``HTML`` widget may carry ``<style>``, no script needed)
+  turns that class into the message :data:`RESTART_NOTE`;
+* the question is an ``HTMLMath`` widget: maths written ``$...$`` renders as in the text;
+* in a token exercise the chosen token carries a check mark and its name is written out below
+  the tokens (not only a darker shade, which some themes hardly show);
 * the matrix exercises label their columns in full and say what on and off mean.
 """
 from __future__ import annotations
@@ -29,11 +33,12 @@ from .core import Feedback, wrong
 __all__ = ["Exercise", "NumberExercise", "ChoiceExercise", "MatrixToggleExercise", "TokenExercise",
            "feedback_html", "build", "RESTART_NOTE"]
 
-#: Shown in place of silence when the exercise's kernel has gone (restart): the CSS below
-#: reveals it on views that the widget manager marked as disconnected.
-RESTART_NOTE = ("The kernel has restarted, so this exercise is no longer connected and Check cannot "
-                "answer. Run this cell again (Shift+Enter), after the cells above it, to get a "
-                "working exercise.")
+#: Shown in place of silence when the exercise has no kernel behind it (the kernel restarted,
+#: or the notebook was closed and reopened): the CSS below reveals it on views that the widget
+#: manager marked as disconnected.
+RESTART_NOTE = ("This exercise is not connected to a running kernel (the kernel restarted, or the "
+                "notebook was reopened), so Check cannot answer. Run this cell again "
+                "(Shift+Enter) to get a working exercise: it imports what it needs.")
 _RESTART_HTML = (
     "<style>.attnlib-restart-note{display:none}"
     ".jupyter-widgets-disconnected .attnlib-restart-note,"
@@ -76,8 +81,8 @@ class Exercise(widgets.VBox):
         self.last: Feedback | None = None
         self.button.on_click(lambda _b: self.check())
         header = f"<b>{html.escape(title)}</b><br>" if title else ""
-        super().__init__([widgets.HTML(header + question), control, self.button, self.feedback,
-                          self.restart_note])
+        self.question = widgets.HTMLMath(header + question)
+        super().__init__([self.question, control, self.button, self.feedback, self.restart_note])
         self.add_class("attnlib-exercise")
         for widget in self.answer_widgets():
             widget.observe(self._answer_changed, names="value")
@@ -131,12 +136,33 @@ class ChoiceExercise(Exercise):
 
 
 class TokenExercise(Exercise):
-    """Pick one token of a sentence; the checker receives its position."""
+    """Pick one token of a sentence; the checker receives its position.
+
+    The chosen token is marked three ways, so that it reads in light and dark themes alike and
+    to a screen reader: a check-mark icon on its button, its tooltip ("token 3: cat, chosen")
+    and a line under the tokens ("Your choice: cat (token 3)", a live region)."""
 
     def __init__(self, question: str, tokens, check_fn, *, title: str = ""):
-        options = [(f"{tok}", i) for i, tok in enumerate(tokens)]
-        control = widgets.ToggleButtons(options=options, value=None, style={"button_width": "auto"})
+        self.tokens = [str(tok) for tok in tokens]
+        options = [(tok, i) for i, tok in enumerate(self.tokens)]
+        control = widgets.ToggleButtons(options=options, value=None, style={"button_width": "auto"},
+                                        icons=[""] * len(options),
+                                        tooltips=[f"token {i}: {tok}" for i, tok in enumerate(self.tokens)])
+        self.choice = widgets.HTML()
         super().__init__(question, control, check_fn, title=title)
+        self.children = (*self.children[:2], self.choice, *self.children[2:])
+        control.observe(lambda _change: self._mark_choice(), names="value")
+        self._mark_choice()
+
+    def _mark_choice(self) -> None:
+        """Check mark, tooltip and the written-out choice follow the selected token."""
+        chosen = self.control.value
+        self.control.icons = ["check" if i == chosen else "" for i in range(len(self.tokens))]
+        self.control.tooltips = [f"token {i}: {tok}" + (", chosen" if i == chosen else "")
+                                 for i, tok in enumerate(self.tokens)]
+        text = ("No token chosen yet." if chosen is None else
+                f"Your choice: <b>{html.escape(self.tokens[chosen])}</b> (token {chosen})")
+        self.choice.value = f'<div role="status" aria-live="polite">{text}</div>'
 
 
 class MatrixToggleExercise(Exercise):
