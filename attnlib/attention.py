@@ -255,8 +255,10 @@ def scaled_dot_product_attention(
       whose every key has it is *not* fully masked: it gets ``softmax(S + min)``, which for
       a float32 or bfloat16 minimum is the uniform row ``1/T_k`` (the sum rounds every
       score to the same value; ``out`` is then the mean of the value rows), and for a
-      float16 minimum (``-65504``) added in float32 is ``softmax(S)`` itself.  PyTorch's
-      kernel gives the same numbers.  For zeros, convert first:
+      float16 minimum (``-65504``) added in float32 is ``softmax(S)`` itself.  PyTorch's CPU
+      kernel gives the same numbers; its CUDA kernels overflow a float32 or bfloat16 minimum
+      to ``-inf`` (zeros for such a row), so ``backend="torch"`` clamps those biases at
+      ``finfo.min / 4`` on CUDA, which changes no weight.  For zeros, convert first:
       ``mask = attnlib.to_boolean(mask)``.
     * Scores and softmax are computed in float32 for float16/bfloat16 inputs; the
       weights are cast back to the input dtype before multiplying the values.
@@ -315,6 +317,16 @@ def scaled_dot_product_attention(
     if backend == "torch":
         if enable_gqa:                                                   # the kernel reads the H_kv heads itself
             k, v = _validate.tensor(k_kv, "k"), _validate.tensor(v_kv, "v")   # (..., H_kv, T_k, d), not repeated
+        if mask is not None and mask.dtype in (torch.float32, torch.bfloat16) and mask.device.type == "cuda":
+            # PyTorch's CUDA kernels multiply the masked scores by log2(e) before exp2, which
+            # overflows a bias near finfo.min (the Hugging Face fill) to -inf: a row masked with
+            # it everywhere came back as zeros on CUDA but averaged on the CPU and in the other
+            # paths.  Any bias at or below min / 4 swamps every score in float32 arithmetic
+            # (scores + bias round to the bias itself), so clamping there changes no weight
+            # while keeping the kernel's arithmetic finite (found by make gpu-check on an H100).
+            # Only finite biases: -inf stays a removal.
+            floor = torch.finfo(mask.dtype).min / 4
+            mask = torch.where(torch.isfinite(mask), mask.clamp(min=floor), mask)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale,
                                              enable_gqa=enable_gqa)
         return out, None

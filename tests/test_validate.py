@@ -357,7 +357,6 @@ def _fuzz_cases():
         ("hull_plot(labels 'abcd')", lambda: plotting.hull_plot(torch.randn(4, 2), "abcd"), TypeError, r"wrap a single label in a list"),
         ("panels('3')", lambda: plotting.panels("3"), TypeError, r"n must be a positive int, got str '3'"),
         # devices, masks, flags
-        ("neighbourhood_mask(cuda)", lambda: graphs.neighbourhood_mask(G, device="cuda"), ValueError, r"asks for CUDA, which this machine does not have"),
         ("sdpa(mask NaN)", lambda: attnlib.scaled_dot_product_attention(q, q, q, torch.full((3, 3), float("nan"))), ValueError, r"must not hold NaN or \+inf .*found nan at index \(0, 0\)"),
         ("sdpa(mask +inf)", lambda: attnlib.scaled_dot_product_attention(q, q, q, torch.tensor([0.0, float("inf"), 0.0]), backend="torch"), ValueError, r"found inf at index \(1,\)"),
         ("sdpa(float16, mask 1e9)", lambda: attnlib.scaled_dot_product_attention(q.half(), q.half(), q.half(), torch.full((3, 3), 1e9)), ValueError, r"beyond q's dtype rounds to \+-inf"),
@@ -390,6 +389,21 @@ def test_fuzzed_inputs_get_errors_that_name_the_problem(name, call, err, match):
             call()
     finally:
         plt.close("all")
+
+
+def test_neighbourhood_mask_on_cuda_is_built_there_or_refused_with_a_reason():
+    """Without CUDA the request is refused in words; with it (make gpu-check) the mask is
+    built on the GPU and equals the CPU one (the table above once assumed no GPU)."""
+    import networkx as nx
+    from attnlib import graphs
+    G = nx.path_graph(3)
+    if torch.cuda.is_available():
+        on_gpu = graphs.neighbourhood_mask(G, device="cuda")
+        assert on_gpu.device.type == "cuda"
+        assert torch.equal(on_gpu.cpu(), graphs.neighbourhood_mask(G))
+    else:
+        with pytest.raises(ValueError, match=r"asks for CUDA, which this machine does not have"):
+            graphs.neighbourhood_mask(G, device="cuda")
 
 
 def test_heatmap_labels_nan_cells_as_nan():
