@@ -18,6 +18,9 @@ the one the learner's output matches, with that input, the expected and the actu
 | :func:`check_online_softmax_attention` | ``online_softmax_attention(q, k, v, block_size)`` | unmasked attention, keys visited in blocks with a running max and sum |
 | :func:`check_multi_head_attention` | ``multi_head_attention(x, W_q, W_k, W_v, W_o, n_heads)`` | ``(B, T, d_model) -> (B, T, d_model)``: heads split, attended, merged and projected, as :class:`attnlib.MultiHeadAttention` without biases |
 | :func:`check_attention_backward` | ``attention_backward(q, k, v, d_out) -> (dq, dk, dv)`` | the gradients of unmasked attention, derived by hand (autograd refused), checked against ``torch.autograd`` |
+| :func:`check_apply_rope` | ``apply_rope(x, positions)`` | each pair ``(m, m + d/2)`` of row ``t`` rotated by ``positions[t] * 10000^(-2m/d)``, as :func:`attnlib.apply_rope` (``pairing="half"``) |
+| :func:`check_rope_attention` | ``rope_attention(q, k, v, positions)`` | ``softmax(R(q) R(k)^T / sqrt(d_k)) v``: q and k rotated, v not |
+| :func:`check_decode_step` | ``decode_step(q_new, k_new, v_new, cache_k, cache_v) -> (out, cache_k, cache_v)`` | new key and value appended along time, then the one query over every cached position |
 
 Nothing the learner writes raises through a checker: an exception, a wrong type or shape, NaN
 all become a :class:`LabFeedback` (a :class:`~attnlib.exercises.core.Feedback` that also
