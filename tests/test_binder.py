@@ -171,6 +171,8 @@ def test_ci_runs_the_binder_check_after_make_test():
     ci = (ROOT / ".ci" / "run").read_text()
     assert ci.index("make test") < ci.index("make binder-test")
     assert not re.search(r"^set -e", ci, re.M) or "make test || rc=1" in ci     # binder-test runs even if tests fail
+    post = (ROOT / "binder" / "postBuild").read_text()
+    assert f"_ext/make_notebooks.py --executed '' --timeout {bench_binder.CELL_TIMEOUT}" in post
     make = (ROOT / "Makefile").read_text()
     assert re.search(r"^binder-test:.*\n\t.*bench/bench_binder\.py --generate --execute", make, re.M)
 
@@ -219,3 +221,15 @@ def test_an_environment_that_differs_from_binder_is_reported(tmp_path, monkeypat
     monkeypatch.setattr(bench_binder, "KNOWN_PIP_CHECK", set())
     _, problems, _ = bench_binder.check_environment(Path(sys.executable))
     assert "pip check: " + sorted(check)[0] in problems
+
+
+def test_kernel_skipped_reads_what_the_reader_sees(tmp_path):
+    """Chapter 9's code holds the "not run" text in its else-branch: only an output or the prose
+    showing it counts."""
+    code = nbformat.v4.new_code_cell(f"if False:\n    text = {bench_binder.NO_TRITON!r}")
+    shown = nbformat.v4.new_code_cell("print(text)")
+    shown.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"({bench_binder.NO_TRITON})\n")]
+    prose = nbformat.v4.new_markdown_cell(f"The kernel's error is ({bench_binder.NO_TRITON}).")
+    for cells, skipped in (([code], False), ([code, shown], True), ([code, prose], True)):
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), str(tmp_path / "nb.ipynb"))
+        assert bench_binder.kernel_skipped(tmp_path / "nb.ipynb") is skipped
