@@ -186,8 +186,8 @@ class TinyTransformer(nn.Module):
     def __init__(self, vocab_size: int, *, d_model: int = 64, n_heads: int = 4, n_layers: int = 2,
                  max_len: int = 32, seed: int = 0, positions: str = "learned"):
         super().__init__()
-        vocab_size, max_len, n_layers = (_validate.positive_int(value, name) for name, value in (
-            ("vocab_size", vocab_size), ("max_len", max_len), ("n_layers", n_layers)))
+        vocab_size, max_len, n_layers, d_model = (_validate.positive_int(value, name) for name, value in (
+            ("vocab_size", vocab_size), ("max_len", max_len), ("n_layers", n_layers), ("d_model", d_model)))
         seed = _validate.non_negative_int(seed, "seed")
         positions = _validate.choice(positions, POSITIONS, "positions")
         self.vocab_size, self.max_len, self.n_layers, self.positions = vocab_size, max_len, n_layers, positions

@@ -220,3 +220,15 @@ def test_positions_results_match_the_code():
     recorded = next(r for r in result["runs"] if (r["scheme"], r["seed"]) == ("rope", bench.SEEDS[0]))
     _, losses, _ = bench.train("rope", bench.SEEDS[0], steps=3)
     assert losses == pytest.approx(recorded["early_losses"][:3], abs=1e-4)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(d_model="16"), r"d_model must be a positive int, got str '16'"),
+    (dict(d_model=16.0), r"d_model must be a positive int, got float"),
+    (dict(d_model=0), r"d_model must be a positive int"),
+])
+def test_a_bad_width_is_named_before_torch_sees_it(kwargs, match):
+    """TinyTransformer(5, d_model="16") raised torch's 'empty(): argument size ... got str'
+    from inside nn.Embedding (issue 29)."""
+    with pytest.raises((TypeError, ValueError), match=match):
+        TinyTransformer(5, **kwargs)
