@@ -75,6 +75,8 @@ CACHE_INPUTS := attnlib _ext _config.yml requirements.txt constraints.txt refere
 # rebuilds the pages without re-executing the chapters.
 PAGE_ONLY := -not -path "attnlib/static/exercises.*" -not -path "attnlib/static/grader_worker.js"
 html:
+	@# a stray file where the cache folder belongs stops jupyter-cache ("unable to open database file")
+	@if [ -e $(JCACHE) ] && [ ! -d $(JCACHE) ]; then echo "removing $(JCACHE): a file, not the cache folder"; rm -f $(JCACHE); fi
 	@if [ -d $(JCACHE) ] && [ -n "$$(find $(CACHE_INPUTS) -newer $(JCACHE) -not -path "*/__pycache__*" $(PAGE_ONLY) -print -quit)" ]; then \
 	  echo "attnlib, _ext or the configuration changed since the last execution: clearing $(JCACHE)"; \
 	  rm -rf $(JCACHE); fi
