@@ -146,12 +146,14 @@ def binder_section(b: dict) -> list[str]:
     """The Binder environment (bench/bench_binder.py): build time, size, pip check, per-notebook times."""
     load = b["load_average_after"][1]
     text = (f"The Binder environment, built from `binder/` alone as repo2docker builds it (`bench/bench_binder.py`, "
-            f"{b['date']}, {b['machine']}, load average {load:.1f} at the end; `bench/results/binder.md`): "
+            f"{b['date']}, {b['machine']}, load average {b['load_average_before'][1]:.1f} at the start and {load:.1f} "
+            f"at the end; `bench/results/binder.md`): "
             f"the build (a fresh venv, `binder/requirements.txt`, then `binder/postBuild`"
             + (", which executes every page into the notebooks" if "generate" in b else "")
             + f") took **{b['build_seconds'] / 60:.1f} min**"
             + (" (the venv and requirements steps timed from the file times of an earlier run of the same "
-               "build, stopped by a cell time-out since fixed)" if "--reuse" in b.get("requirements", "") else "")
+               "build, which stopped when chapter 6's training cell passed the book's 120 s per-cell limit; "
+               "postBuild's limit is now 600 s)" if "--reuse" in b.get("requirements", "") else "")
             + f", and the environment takes **{b['venv_mb']:,} MB** "
             f"on disk ({b['n_packages']} packages, torch {b['torch']}, triton {b.get('triton') or 'absent'}; "
             f"book and test tools installed: {', '.join(b['forbidden_installed']) or 'none'}).  `pip check` "
