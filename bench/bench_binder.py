@@ -336,6 +336,9 @@ def main(argv=None) -> int:
     ap.add_argument("--generate", action="store_true", help="run the whole postBuild (it writes the notebooks)")
     ap.add_argument("--execute", action="store_true", help="then run every generated notebook (needs --generate)")
     ap.add_argument("--memory", action="store_true", help="also measure three chapters executed at once (needs --generate)")
+    ap.add_argument("--pip-cache", action="store_true",
+                    help="let pip use its download cache (CI: the wheels make setup fetched); the installed "
+                         "set is still checked against binder/'s pins")
     ap.add_argument("--keep", action="store_true", help="keep _build/binder-venv and _build/binder-repo afterwards")
     ap.add_argument("--source", choices=("worktree", "head"), default="worktree",
                     help="copy the working tree's tracked files (default) or the last commit")
@@ -366,7 +369,10 @@ def main(argv=None) -> int:
         index_note += "; venv and requirements from an earlier run of this script (--reuse)"
     else:
         timings = {"venv": run([python, "-m", "venv", str(VENV)])}
-        timings["requirements"] = run([str(py), "-m", "pip", "install", "--quiet", "--no-cache-dir", "-r",
+        cache = [] if args.pip_cache else ["--no-cache-dir"]             # repo2docker: no cache
+        if args.pip_cache:
+            index_note += "; --pip-cache: pip's download cache was used (same pinned wheels, no --no-cache-dir)"
+        timings["requirements"] = run([str(py), "-m", "pip", "install", "--quiet", *cache, "-r",
                                        str(requirements)], cwd=REPO)
     image_env = {**os.environ, "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
                  "VIRTUAL_ENV": str(VENV)}
