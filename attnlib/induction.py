@@ -197,8 +197,10 @@ def _plain_sequences(n: int, seed: int) -> torch.Tensor:
 
 
 def text_sequences(n: int = N_HELD_OUT, seed: int = 0) -> torch.Tensor:
-    """Held-out real text: windows of ``SEQ_LEN`` consecutive words of the speech, in their
-    real order (training only ever sees stretches of ``CHUNK`` words).
+    """Real text: windows of ``SEQ_LEN`` consecutive words of the speech, in their real order
+    (training only ever sees stretches of ``CHUNK`` words).  Not held out: the windows come
+    from the speech the model is trained on, and their starts are drawn at random with
+    replacement, so with ``n`` near the number of possible windows many windows repeat.
 
     Shapes:
         returns ``(n, SEQ_LEN)`` int64.
@@ -547,7 +549,7 @@ def natural_repeats(tokens) -> dict:
 
 @torch.no_grad()
 def natural_repeat_loss(model, ablate=(), seed: int = 0) -> dict:
-    """Next-token loss, in nats, on held-out windows of the speech (:func:`text_sequences`,
+    """Next-token loss, in nats, on windows of the training speech (:func:`text_sequences`,
     ``seed``), split by :func:`natural_repeats`, with the ``(layer, head)`` pairs in
     ``ablate`` zero-ablated: repeats that happen in real text, never planted.
 
