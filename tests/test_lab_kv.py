@@ -14,18 +14,15 @@ import torch.nn.functional as F
 import attnlib
 from attnlib.exercises.labs import MISTAKES, LabFeedback, check_decode_step
 from attnlib.exercises.labs.kv_lab import reference_decode_step
+from lab_checks import assert_correct, assert_diagnosis
 
 
 def _assert_correct(fb):
-    assert isinstance(fb, LabFeedback) and fb.correct, fb.text
-    assert fb.diagnosis is None
+    assert_correct(fb)
 
 
 def _assert_diagnosis(fb, key):
-    assert isinstance(fb, LabFeedback) and not fb.correct, fb
-    assert fb.diagnosis == key, f"expected {key!r}, got {fb.diagnosis!r}: {fb.text}"
-    assert MISTAKES["kv_cache"][key][0] in fb.message, fb.message
-    assert "Shown by" in fb.message or " on " in fb.message
+    assert_diagnosis(fb, key, "kv_cache")
 
 
 def test_reference_decodes_like_one_causal_pass():

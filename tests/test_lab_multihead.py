@@ -15,18 +15,15 @@ import torch.nn.functional as F
 import attnlib
 from attnlib.exercises.labs import MISTAKES, LabFeedback, check_multi_head_attention
 from attnlib.exercises.labs.multihead_lab import reference_multi_head_attention
+from lab_checks import assert_correct, assert_diagnosis
 
 
 def _assert_correct(fb):
-    assert isinstance(fb, LabFeedback) and fb.correct, fb.text
-    assert fb.diagnosis is None
+    assert_correct(fb)
 
 
 def _assert_diagnosis(fb, key):
-    assert isinstance(fb, LabFeedback) and not fb.correct, fb
-    assert fb.diagnosis == key, f"expected {key!r}, got {fb.diagnosis!r}: {fb.text}"
-    assert MISTAKES["multi_head"][key][0] in fb.message, fb.message
-    assert "Shown by" in fb.message or "on " in fb.message
+    assert_diagnosis(fb, key, "multi_head")
 
 
 def mha(x, W_q, W_k, W_v, W_o, n_heads, *, split=None, scale=None, dim=-1, merge=None, out=True):

@@ -23,21 +23,12 @@ from attnlib.exercises.labs import (
     check_split_heads,
 )
 
+from lab_checks import assert_correct, assert_diagnosis
+
 NEG_INF = float("-inf")
 
 
-def _assert_correct(fb):
-    assert isinstance(fb, Feedback) and isinstance(fb, LabFeedback), fb
-    assert fb.correct, fb.text
-    assert fb.diagnosis is None and fb.text.startswith("Correct. ")
-
-
-def _assert_diagnosis(fb, key, lab):
-    assert isinstance(fb, LabFeedback) and not fb.correct, fb
-    assert fb.diagnosis == key, f"expected {key!r}, got {fb.diagnosis!r}: {fb.text}"
-    title = MISTAKES[lab][key][0]
-    assert title in fb.message, fb.message                      # the feedback names the bug in words
-    assert "Shown by" in fb.message or "shown by" in fb.message or "on " in fb.message
+_assert_correct, _assert_diagnosis = assert_correct, assert_diagnosis
 
 
 # --------------------------------------------------------------------------------------- softmax
