@@ -113,7 +113,8 @@ gpu-check: setup
 # (.ci/run) runs it after `make test`.  Report: _build/binder-test/binder.md; its duration on a
 # 2-core machine: bench/results/binder.md (`bench/bench_binder.py --generate --execute` records it).
 binder-test:
-	$(PYTHON) bench/bench_binder.py --generate --execute --pip-cache --results _build/binder-test
+	$(PYTHON) bench/bench_binder.py --generate --execute --pip-cache --executed _build/jupyter_execute \
+	  --results _build/binder-test
 
 # Execute one chapter top to bottom in a fresh kernel, with the book's per-cell timeout and the
 # nbclient wake-up fix; fails on the first cell error or timeout and names the chapter and cell.

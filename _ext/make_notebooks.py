@@ -945,7 +945,7 @@ def main(argv: list[str] | None = None) -> int:
         path = save_learner_notebook(nb, out / notebook_name(page), sign=not args.no_sign)
         print(f"wrote {path}")
         written.append(path)
-    print(f"wrote {len(written)} notebooks into {out}")
+    print(f"wrote {len(written)} notebook{'' if len(written) == 1 else 's'} into {out}")
     return 0
 
 

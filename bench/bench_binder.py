@@ -339,6 +339,9 @@ def main(argv=None) -> int:
     ap.add_argument("--pip-cache", action="store_true",
                     help="let pip use its download cache (CI: the wheels make setup fetched); the installed "
                          "set is still checked against binder/'s pins")
+    ap.add_argument("--executed", default="",
+                    help="the book build's executed pages (e.g. _build/jupyter_execute) for postBuild to reuse "
+                         "(ATTNLIB_EXECUTED) instead of executing every page before --execute runs them all again")
     ap.add_argument("--keep", action="store_true", help="keep _build/binder-venv and _build/binder-repo afterwards")
     ap.add_argument("--source", choices=("worktree", "head"), default="worktree",
                     help="copy the working tree's tracked files (default) or the last commit")
@@ -377,6 +380,10 @@ def main(argv=None) -> int:
     image_env = {**os.environ, "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
                  "VIRTUAL_ENV": str(VENV)}
     image_env.pop("PYTHONPATH", None)
+    executed = Path(args.executed).resolve() if args.executed else None
+    if executed is not None and executed.is_dir():
+        image_env["ATTNLIB_EXECUTED"] = str(executed)   # postBuild reuses pages whose code matches
+        index_note += f"; postBuild reused the executed pages in {args.executed} (ATTNLIB_EXECUTED)"
     if args.generate:    # the whole script, as repo2docker runs it; it ends with make_notebooks.py
         timings["postBuild"] = run(["bash", str(REPO / "binder" / "postBuild")], cwd=REPO, env=image_env)
     else:
