@@ -193,8 +193,11 @@ def browser_model_section(m: dict) -> list[str]:
             f"server takes {desk['load_ms'] / 1e3:.1f} s, then a {short}-token sentence runs in "
             f"{desk[f'T={short}']['median_ms']:.0f} ms and a {long}-token one in {desk[f'T={long}']['median_ms']:.0f} ms "
             f"(median; {phone[f'T={short}']['median_ms']:.0f} ms and {phone[f'T={long}']['median_ms']:.0f} ms at 390 px "
-            f"with the CPU throttled 4x), in a Web Worker.  Its attention weights differ from PyTorch's by at most "
-            f"{m['max_weight_diff_vs_pytorch']:.1e} on those sentences."]
+            f"with the CPU throttled 4x), in a Web Worker.  On a reader's path by taps (Load, Run the {long}-token "
+            f"sentence, switch a head off) the longest main-thread task is {_longest(desk['longest_main_thread_task_ms'])} "
+            f"at 1280 px and {_longest(phone['longest_main_thread_task_ms'])} at 390 px with the CPU throttled 4x (load "
+            f"average {m['load_1min_before']:.1f}-{m['load_1min_after']:.1f}).  Its attention weights differ from PyTorch's by "
+            f"at most {m['max_weight_diff_vs_pytorch']:.1e} on those sentences."]
 
 
 def _longest(ms: float) -> str:

@@ -208,25 +208,31 @@ def test_lab_runs_hostile_text_as_text(lab, text):
     assert lab.dialogs == [] and page.query_selector(f"{root} img") is None and lab.errors == []
 
 
-def test_main_thread_stays_responsive_while_the_model_loads_and_runs(browser, site):  # noqa: F811
-    """No main-thread task over 200 ms from "Load" to the first result, with the page's CPU
-    throttled 4x (a mid-range phone).  The taps are dispatched in the page (element.click())
-    and the status is polled every 500 ms: Playwright's own actionability checks run scripts
-    in the page, which under the throttle take 200-300 ms themselves and are not the page's
-    work."""
+def test_the_model_loads_and_runs_in_a_worker_not_on_the_main_thread(browser, site):  # noqa: F811
+    """From "Load" to the first result, with the page's CPU throttled 4x (a mid-range phone):
+    the model is fetched, compiled and run by the page's Web Worker (model/worker.js), and
+    neither onnxruntime nor the model's files are ever loaded by the page's main thread (its
+    own resource timeline lists none of them, and it has no onnxruntime global).  How long the
+    main thread is busy along this path is a figure, measured by bench/bench_browser_model.py
+    (its 'longest main-thread task' column), not asserted here: a time limit in a test fails
+    on a loaded machine.  The taps are dispatched in the page (element.click())."""
     visit = Visit(browser, site["url"] + "lab.html")
     page = visit.page
+    workers = []
+    page.on("worker", lambda w: workers.append(w.url))
     visit.context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": 4})
-    page.evaluate("""() => { window.__long = []; new PerformanceObserver(l => l.getEntries().forEach(
-        e => window.__long.push(e.duration))).observe({type: 'longtask'}); }""")
     root = "#" + page.get_attribute(".attnlib-xp[data-kind=model]", "id")
     status = f"document.querySelector('{root} [data-role=status]').textContent"
     page.evaluate(f"() => document.querySelector('{root} [data-role=load]').click()")
     page.wait_for_function(f"() => {status}.startsWith('The model is loaded')", timeout=60_000, polling=500)
     page.evaluate(f"() => document.querySelector('{root} [data-role=run]').click()")
     page.wait_for_function(f"() => {status}.startsWith('Ran')", polling=500)
-    longest = max(page.evaluate("() => window.__long") or [0])
-    assert longest < 200, f"a main-thread task took {longest:.0f} ms"
+    assert [u for u in workers if u.endswith("/model/worker.js")], f"no model worker started: {workers}"
+    main_thread = page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
+    loaded_here = [u for u in main_thread if re.search(r"(ort[^/]*\.(wasm|m?js)|encoder\.onnx|vocab\.txt)$", u)]
+    assert loaded_here == [], f"the main thread loaded the model's files itself: {loaded_here}"
+    assert page.evaluate("() => typeof window.ort") == "undefined", "onnxruntime ran on the main thread"
+    assert visit.errors == [] and visit.failed == [] and visit.external == []
     visit.close()
 
 
