@@ -21,7 +21,10 @@ from .attention import check_qkv, resolve_scale
 from .masks import apply_mask, causal_block, prepare_mask
 from .softmax import compute_dtype
 
-__all__ = ["online_softmax_step", "online_softmax", "tiled_attention"]
+__all__ = ["online_softmax_step", "online_softmax", "tiled_attention", "DEFAULT_BLOCK_SIZE"]
+
+#: Rows per query block and per key block of :func:`tiled_attention` (see its docstring).
+DEFAULT_BLOCK_SIZE = 256
 
 
 def _safe(m: torch.Tensor) -> torch.Tensor:
@@ -130,7 +133,7 @@ def online_softmax(score_blocks) -> torch.Tensor:
 
 
 def tiled_attention(q, k, v, mask=None, *, is_causal: bool = False, scale: float | None = None,
-                    block_size: int = 128) -> torch.Tensor:
+                    block_size: int = DEFAULT_BLOCK_SIZE) -> torch.Tensor:
     """Exact attention ``softmax(Q K^T * scale + mask) V`` computed one tile at a time.
 
     Queries are cut into blocks of ``block_size`` rows and keys/values into blocks of
@@ -145,8 +148,14 @@ def tiled_attention(q, k, v, mask=None, *, is_causal: bool = False, scale: float
     ``(..., block, block)`` (the scores, the scores minus the running maximum, their
     exponentials), the slice of the mask for that tile, and per query block the state
     ``m, l`` ``(..., block, 1)`` and ``acc`` ``(..., block, d_v)``.  For one head with
-    ``block_size = 128`` in float32 a tile is 64 KiB whatever ``T_q`` and ``T_k`` are;
-    memory grows only through the output, linearly in ``T_q``.  Float16/bfloat16 inputs
+    ``block_size = 256`` (the default) in float32 a tile is 256 KiB whatever ``T_q`` and
+    ``T_k`` are; memory grows only through the output, linearly in ``T_q``.
+
+    **The default block.**  Chosen from ``bench/results/attention_cpu.json`` (one CPU thread,
+    blocks 128, 256, 512 and 1024, T = 128 to 16384, with and without the causal mask): 256
+    is the block whose worst slowdown against the fastest block at any measured T >= 512 is
+    the smallest.  Larger blocks mean fewer Python-level tile steps but larger tiles;
+    ``tests/test_readme_figures.py`` recomputes the choice from the committed measurement.  Float16/bfloat16 inputs
     are computed in float32 and the output cast back.
 
     Same semantics as :func:`attnlib.scaled_dot_product_attention`: bool ``mask`` ``True``

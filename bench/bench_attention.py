@@ -47,6 +47,7 @@ import os
 import platform
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -234,8 +235,10 @@ def to_markdown(data: dict) -> str:
     others = [i for i in impls if i != "torch"]
     where = (f"{meta['machine']['gpu']} (CUDA {meta['machine']['cuda']}), " if "gpu" in meta["machine"] else "")
     threads = f", {cfg['threads']} CPU thread(s)" if cfg["threads"] else ""
-    how = ("median over rounds in which the implementations run interleaved in one process (order shuffled "
-           "each round); ratio = median over rounds of time / torch kernel time in the same round"
+    how = (f"in each of {cfg.get('repeats', 1)} independent runs, the median over rounds in which the "
+           "implementations run interleaved in one process (order shuffled each round), and the run's ratio = median "
+           "over rounds of time / torch kernel time in the same round; the tables give the median over the runs, "
+           "with the runs' range (lowest-highest) in brackets"
            if cfg["device"] == "cpu" else "median of repeated calls after warm-up; ratio = time / torch kernel time")
     lines = [f"# Attention benchmark ({cfg['device']})", "",
              f"Written by `bench/bench_attention.py` on {meta['date']}: {where}{meta['machine']['cpu']} "
@@ -255,9 +258,16 @@ def to_markdown(data: dict) -> str:
             cells = []
             for i in others:
                 r = by.get((i, T))
-                cells += [f"{r['time_s'] * 1e3:.2f}", f"{r['time_ratio']:.1f}"] if r else ["-", "-"]
+                if r is None:
+                    cells += ["-", "-"]
+                elif "ratio_range" in r:
+                    cells += [f"{r['time_s'] * 1e3:.2f}",
+                              f"{r['time_ratio']:.1f} ({r['ratio_range'][0]:.1f}-{r['ratio_range'][1]:.1f})"]
+                else:
+                    cells += [f"{r['time_s'] * 1e3:.2f}", f"{r['time_ratio']:.1f}"]
             t = by[("torch", T)]
-            lines.append(f"| {T} | " + " | ".join(cells) + f" | {t['time_s'] * 1e3:.2f} | {len(t['times_s'])} |")
+            rounds = (" + ".join(str(run["rounds"]) for run in t["runs"]) if "runs" in t else str(len(t["times_s"])))
+            lines.append(f"| {T} | " + " | ".join(cells) + f" | {t['time_s'] * 1e3:.2f} | {rounds} |")
         lines += ["", f"## Peak memory, {title}", "",
                   f"MiB added by one call ({meta['memory_method']}); the last column is the size of one float32 "
                   "(T, T) weight matrix per head.", "",
@@ -291,6 +301,10 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1,
                         help="CPU threads for every implementation (default 1: stable on a shared machine)")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds of timed calls per implementation and T")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="CPU: independent runs (fresh processes, one sweep over every T each) whose "
+                             "results are combined; the tables give their median and their range (default 3)")
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--causal", action=argparse.BooleanOptionalAction, default=True,
                         help="also measure with the causal mask (default: on)")
     parser.add_argument("--fastpath", action=argparse.BooleanOptionalAction, default=None,
@@ -309,7 +323,7 @@ def main(argv=None) -> int:
     if args.time_case:                                               # child process: one T, all impls
         impls, T, mask = args.time_case
         print(json.dumps(time_case_cpu(impls.split(","), int(T), args.heads, args.d_head, args.threads,
-                                       mask == "causal", args.budget)))
+                                       mask == "causal", args.budget, seed=args.seed)))
         return 0
 
     import torch
@@ -330,28 +344,55 @@ def main(argv=None) -> int:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1"}
     common = ["--heads", args.heads, "--d-head", args.d_head, "--threads", args.threads, "--budget", args.budget]
-    for mask in masks:
-        for T in Ts:
-            if args.device == "cpu":
-                timed = _child(env, "--time-case", ",".join(impls), T, mask, *common)
-                for row in timed:
-                    row.update(_child(env, "--memory-case", row["impl"], T, mask, *common))
-            else:
+    if args.device == "cpu":
+        # Runs are whole sweeps, one after another, so a slow spell of the machine falls on one run of
+        # every T rather than on every run of one T; each (run, T) is a fresh process.
+        runs = {}
+        for rep in range(args.repeats):
+            for mask in masks:
+                for T in Ts:
+                    load = os.getloadavg()[0]
+                    for row in _child(env, "--time-case", ",".join(impls), T, mask, *common, "--seed", rep):
+                        runs.setdefault((mask, T, row["impl"]), []).append({**row, "run": rep, "load_1min": load})
+                    print(f"run {rep + 1}/{args.repeats} {mask:6s} T={T:6d}: " + "  ".join(
+                        f"{labels[i]} x{runs[(mask, T, i)][-1]['time_ratio']:.2f}" for i in impls if i != "torch"),
+                        flush=True)
+        for mask in masks:
+            for T in Ts:
+                for impl in impls:
+                    got = runs[(mask, T, impl)]
+                    ratios = [r["time_ratio"] for r in got]
+                    times = [r["time_s"] for r in got]
+                    row = {"impl": impl, "T": T, "mask": mask, "time_kind": got[0]["time_kind"],
+                           "time_s": statistics.median(times), "time_range_s": [min(times), max(times)],
+                           "time_ratio": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
+                           "runs": [{"run": r["run"], "rounds": r["rounds"], "time_s": r["time_s"],
+                                     "time_ratio": r["time_ratio"], "load_1min": r["load_1min"],
+                                     "times_s": r["times_s"], "wall_s": r["wall_s"]} for r in got]}
+                    row.update(_child(env, "--memory-case", impl, T, mask, *common))
+                    rows.append(row)
+                    print(f"{mask:6s} T={T:6d} {labels[impl]:>18s}: {row['time_s'] * 1e3:10.2f} ms  "
+                          f"x{row['time_ratio']:.2f} ({row['ratio_range'][0]:.2f}-{row['ratio_range'][1]:.2f})  "
+                          f"peak +{row['peak_mib']:8.1f} MiB", flush=True)
+    else:
+        for mask in masks:
+            for T in Ts:
                 timed = [run_case_cuda(impl, T, args.heads, args.d_head, args.budget, mask == "causal")
                          for impl in impls]
                 base = next(r for r in timed if r["impl"] == "torch")
                 for row in timed:
                     row["time_ratio"] = ratio(row["time_s"], base["time_s"])
-            for row in timed:
-                row["mask"] = mask
-                rows.append(row)
-                print(f"{mask:6s} T={T:6d} {labels[row['impl']]:>18s}: {row['time_s'] * 1e3:10.2f} ms  "
-                      f"x{row['time_ratio']:.2f}  peak +{row['peak_mib']:8.1f} MiB", flush=True)
+                    row["mask"] = mask
+                    rows.append(row)
+                    print(f"{mask:6s} T={T:6d} {labels[row['impl']]:>18s}: {row['time_s'] * 1e3:10.2f} ms  "
+                          f"x{row['time_ratio']:.2f}  peak +{row['peak_mib']:8.1f} MiB", flush=True)
     load_end = os.getloadavg()
+    loads = [r["load_1min"] for row in rows for r in row.get("runs", [])]
     methods = sorted({r["memory_method"] for r in rows})
-    note = (f"Load average (1 min) {load_start[0]:.1f} at the start and {load_end[0]:.1f} at the end of the run "
-            f"on {os.cpu_count()} logical cores, which other work may share: absolute times are noisy (tens of "
-            "percent), the interleaved ratios much less."
+    note = (f"{args.repeats} independent runs. Load average (1 min) {load_start[0]:.1f} at the start and "
+            f"{load_end[0]:.1f} at the end, {min(loads):.1f} to {max(loads):.1f} when the cases started, on "
+            f"{os.cpu_count()} logical cores, which other work may share: absolute times are noisy, the "
+            "interleaved ratios much less; the ranges say how much."
             if args.device == "cpu" else "")
     data = {
         "meta": {"date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -360,7 +401,8 @@ def main(argv=None) -> int:
                  "command": "python bench/bench_attention.py " + " ".join(sys.argv[1:] if argv is None else argv)},
         "config": {"device": args.device, "heads": args.heads, "d_head": args.d_head, "dtype": "float32",
                    "threads": args.threads if args.device == "cpu" else None, "Ts": Ts, "impls": impls,
-                   "masks": masks, "budget_s": args.budget, "block_sizes": args.block_sizes},
+                   "masks": masks, "budget_s": args.budget, "block_sizes": args.block_sizes,
+                   "repeats": args.repeats if args.device == "cpu" else 1},
         "labels": labels,
         "rows": rows,
     }

@@ -60,34 +60,75 @@ def book_section(book: dict) -> list[str]:
     return lines
 
 
+def block_regrets(att: dict, min_T: int = 512) -> dict:
+    """For each measured block size of ``tiled_attention``: its worst slowdown against the fastest
+    measured block, over every length ``T >= min_T`` and every mask of the run (1.0 = always the
+    fastest).  The default block is the one with the smallest worst slowdown."""
+    by = {(r["impl"], r["T"], r["mask"]): r["time_ratio"] for r in att["rows"]}
+    blocks = att["config"]["block_sizes"]
+    cases = [(T, m) for T in att["config"]["Ts"] if T >= min_T for m in att["config"]["masks"]]
+    return {b: max(by[(f"tiled-{b}", T, m)] / min(by[(f"tiled-{c}", T, m)] for c in blocks) for T, m in cases)
+            for b in blocks}
+
+
+def chosen_block(att: dict) -> int:
+    regrets = block_regrets(att)
+    return min(regrets, key=regrets.get)
+
+
+def _default_block() -> int:
+    import ast
+    tree = ast.parse((ROOT / "attnlib" / "tiled.py").read_text(encoding="utf-8"))
+    return next(node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                and any(getattr(t, "id", "") == "DEFAULT_BLOCK_SIZE" for t in node.targets))
+
+
 def attention_section(att: dict) -> list[str]:
     cfg, meta = att["config"], att["meta"]
     rows = att["rows"]
     T = max(cfg["Ts"])
+    runs = cfg.get("repeats", 1)
+    default = _default_block()
 
     def row(impl, mask):
         return next(r for r in rows if r["impl"] == impl and r["T"] == T and r["mask"] == mask)
 
+    def ratio(r):
+        if r["impl"] == "torch":
+            return "1.0"
+        if "ratio_range" in r and runs > 1:
+            return f"{r['time_ratio']:.1f} ({r['ratio_range'][0]:.1f}-{r['ratio_range'][1]:.1f})"
+        return f"{r['time_ratio']:.1f}"
+
     blocks = cfg["block_sizes"]
-    lines = [f"Attention on the CPU (`bench/bench_attention.py`, {meta['date'][:10]}; "
-             f"`bench/results/attention_cpu.md`): one head, d_head {cfg['d_head']}, {cfg['dtype']}, "
-             f"{cfg['threads']} thread; times are medians over rounds in which the implementations run "
-             "interleaved in one process, ratios are medians of the per-round ratio to PyTorch's fused "
-             f"kernel (`torch.nn.functional.scaled_dot_product_attention`).  At T = {T}:", "",
+    lines = [f"Attention on the CPU (`bench/bench_attention.py`, {meta['date'][:10]}, "
+             f"{meta['machine']['cpu']}; `bench/results/attention_cpu.md`): one head, d_head {cfg['d_head']}, "
+             f"{cfg['dtype']}, {cfg['threads']} thread; in each of {runs} independent runs the implementations run "
+             "interleaved in one process, and a run's ratio is the median of the per-round ratio to PyTorch's fused "
+             "kernel (`torch.nn.functional.scaled_dot_product_attention`); the table gives the median over the runs "
+             "and, in brackets, the runs' lowest and highest ratio.  At T = " + f"{T}:", "",
              "| implementation | no mask: ms | x torch | causal: ms | x torch | peak memory added (MiB) |",
              "|---|---:|---:|---:|---:|---:|"]
     for impl in cfg["impls"]:
         a, c = row(impl, "none"), row(impl, "causal") if "causal" in cfg["masks"] else None
         label = att["labels"][impl]
-        if impl.startswith("tiled-") and int(impl.split("-")[1]) == 128:
+        if impl.startswith("tiled-") and int(impl.split("-")[1]) == default:
             label += ", the default"
-        causal = [f"{c['time_s'] * 1e3:.0f}", f"{c['time_ratio']:.1f}"] if c else ["-", "-"]
-        lines.append(f"| {label} | {a['time_s'] * 1e3:.0f} | {a['time_ratio']:.1f} | "
-                     + " | ".join(causal) + f" | {a['peak_mib']:.1f} |")
+        causal = [f"{c['time_s'] * 1e3:.0f}", ratio(c)] if c else ["-", "-"]
+        lines.append(f"| {label} | {a['time_s'] * 1e3:.0f} | {ratio(a)} | " + " | ".join(causal)
+                     + f" | {a['peak_mib']:.1f} |")
     weights = T * T * 4 / 2 ** 20
+    regrets = block_regrets(att)
     lines += ["", f"One float32 T x T weight matrix is {weights:.0f} MiB at this length; the reference path "
               "holds the scores and the weights, `tiled_attention` never more than a few "
-              f"(block x block) tiles (block sizes measured: {', '.join(map(str, blocks))})."]
+              f"(block x block) tiles (block sizes measured: {', '.join(map(str, blocks))}).  The default block, "
+              f"{default}, is the measured block whose worst slowdown against the fastest block, at any T from 512 "
+              "up with or without the causal mask, is smallest: "
+              + ", ".join(f"{b}: x{regrets[b]:.2f}" for b in blocks) + "."]
+    if runs > 1:
+        load = sorted(r["load_1min"] for x in rows for r in x.get("runs", []))
+        lines[-1] += (f"  Load average (1 min) when the cases started: {load[0]:.1f} to {load[-1]:.1f} on "
+                      f"{meta['machine']['logical_cores']} logical cores.")
     return lines
 
 

@@ -43,3 +43,27 @@ def test_a_changed_result_changes_the_readme(tmp_path, monkeypatch):
     (results / "book.json").write_text(json.dumps(book))
     monkeypatch.setattr(mod, "RESULTS", results)
     assert mod.render() != before
+
+
+def test_the_default_block_of_tiled_attention_is_the_one_the_benchmark_chose():
+    """attnlib's default block size is read off the committed CPU benchmark, not picked by
+    hand: re-measuring with a different outcome makes this fail until the default follows."""
+    import attnlib
+    from attnlib.tiled import DEFAULT_BLOCK_SIZE
+
+    mod = _module()
+    att = json.loads((ROOT / "bench" / "results" / "attention_cpu.json").read_text())
+    assert len(att["config"]["block_sizes"]) >= 3 and att["config"].get("repeats", 1) >= 3
+    assert mod.chosen_block(att) == DEFAULT_BLOCK_SIZE == mod._default_block()
+    import inspect
+    assert inspect.signature(attnlib.tiled_attention).parameters["block_size"].default == DEFAULT_BLOCK_SIZE
+
+
+def test_the_block_choice_follows_the_measurement():
+    # The rule can fail: make 1024 the fastest block everywhere and it is chosen.
+    mod = _module()
+    att = json.loads((ROOT / "bench" / "results" / "attention_cpu.json").read_text())
+    for r in att["rows"]:
+        if r["impl"] == "tiled-1024":
+            r["time_ratio"] = 0.5
+    assert mod.chosen_block(att) == 1024
