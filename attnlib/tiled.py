@@ -155,7 +155,11 @@ def tiled_attention(q, k, v, mask=None, *, is_causal: bool = False, scale: float
     blocks 128, 256, 512 and 1024, T = 128 to 16384, with and without the causal mask): 256
     is the block whose worst slowdown against the fastest block at any measured T >= 512 is
     the smallest.  Larger blocks mean fewer Python-level tile steps but larger tiles;
-    ``tests/test_readme_figures.py`` recomputes the choice from the committed measurement.  Float16/bfloat16 inputs
+    ``tests/test_readme_figures.py`` recomputes the choice from the committed measurement.
+    On a GPU each tile step is a handful of kernel launches, so the launches dominate and
+    larger blocks win outright (``bench/results/attention_cuda.md``, H100, T = 16384: about
+    1 s per call with blocks of 256, 42 ms with blocks of 1024): pass ``block_size`` there,
+    or use ``scaled_dot_product_attention(..., backend="torch")``.  Float16/bfloat16 inputs
     are computed in float32 and the output cast back.
 
     Same semantics as :func:`attnlib.scaled_dot_product_attention`: bool ``mask`` ``True``

@@ -297,7 +297,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-T", type=int, default=16384)
     parser.add_argument("--heads", type=int, default=1)
     parser.add_argument("--d-head", type=int, default=64)
-    parser.add_argument("--block-sizes", type=int, nargs="+", default=[128, 512])
+    parser.add_argument("--block-sizes", type=int, nargs="+", default=[128, 256, 512, 1024])
     parser.add_argument("--threads", type=int, default=1,
                         help="CPU threads for every implementation (default 1: stable on a shared machine)")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds of timed calls per implementation and T")
