@@ -66,6 +66,7 @@ def main() -> None:
     args = ap.parse_args()
     paths = [Path(p).resolve() for p in args.chapters] or toc_sources()
     rows = []
+    load_before = os.getloadavg()[0]
     for p in paths:
         row = run_chapter(p)
         rows.append(row)
@@ -84,6 +85,7 @@ def main() -> None:
         "date": dt.date.today().isoformat(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}",
         "chapters": rows, "make_html_seconds": build_seconds,
+        "load_1min_before": load_before, "load_1min_after": os.getloadavg()[0],
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     if not args.chapters:

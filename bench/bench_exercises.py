@@ -157,8 +157,9 @@ def main():
         "",
         f"Written by `bench/bench_exercises.py` on {summary['date']}: headless Chromium {summary['chromium']} "
         f"(`--disable-gpu`), {summary['machine']}, {summary['cpus']} CPU cores visible, load average (1 min) "
-        f"{load_before:.1f} before and {load_after:.1f} after: the machine is shared, so the cold-start "
-        f"times include other processes' load.  {args.runs} fresh browser contexts (empty cache), page "
+        f"{load_before:.1f} before and {load_after:.1f} after (the browser's own work counts in the second; "
+        f"a load above the core count before the run means other processes shared the machine).  "
+        f"{args.runs} fresh browser contexts (empty cache), page "
         "served from 127.0.0.1 (no network latency, no compression).",
         "",
         "Pyodide runs in a Web Worker (`grader_worker.js`): the longest main-thread task (a "

@@ -255,8 +255,9 @@ def exercises_section(e: dict) -> list[str]:
             f"{len(e['first_check_ms'])}; {statistics.median(e['first_check_ms_cpu_4x']) / 1e3:.1f} s with the page's "
             f"CPU throttled 4x), while the longest main-thread task is "
             f"{_longest(max(e['longest_main_thread_task_ms']))} ({_longest(max(e['longest_main_thread_task_ms_cpu_4x']))} "
-            f"throttled); a later check takes {e['warm_check_ms_median']:.1f} ms (median).  The bench's machine was "
-            f"shared, so the load times include other processes' work."]
+            f"throttled); a later check takes {e['warm_check_ms_median']:.1f} ms (median)."
+            + ("  The bench's machine was shared (load above its core count before the run), so the load times "
+               "include other processes' work." if e["load_1min_before"] > e["cpus"] else "")]
 
 
 def figures_section(f: dict) -> list[str]:
