@@ -118,6 +118,19 @@ def settle(page) -> None:
                   "MathJax.startup.promise.then(() => true) : true")
 
 
+def open_page(browser, url: str, viewport: tuple, rate: float):
+    """A fresh browser context (empty cache, every other host blocked) at ``viewport`` with the
+    CPU throttled ``rate`` times, on ``url``, its own start over: (context, page)."""
+    context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+    context.route("**/*", lambda route: route.continue_() if "127.0.0.1" in route.request.url else route.abort())
+    page = context.new_page()
+    page.goto(url, wait_until="load")
+    if rate != 1:
+        context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": rate})
+    settle(page)
+    return context, page
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
@@ -141,15 +154,7 @@ def main() -> None:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, args=FLAGS, headless=True)
             for name, (viewport, rate) in SETTINGS.items():
-                context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
-                context.route("**/*", lambda route: route.continue_() if "127.0.0.1" in route.request.url
-                              else route.abort())
-                page = context.new_page()
-                page.goto(url, wait_until="load")
-                if rate != 1:
-                    cdp = context.new_cdp_session(page)
-                    cdp.send("Emulation.setCPUThrottlingRate", {"rate": rate})
-                settle(page)
+                context, page = open_page(browser, url, viewport, rate)
                 row = {"load_ms": page.evaluate(TIME_LOAD)}
                 for T, text in texts.items():
                     first = page.evaluate(TIME_RUN, [text, None, True])
@@ -165,14 +170,7 @@ def main() -> None:
                 row["ablation_scale_ms"] = page.evaluate("() => performance.now()") - t0
                 context.close()
                 # the reader's path, in a fresh context (empty cache), the longest main-thread task
-                context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
-                context.route("**/*", lambda route: route.continue_() if "127.0.0.1" in route.request.url
-                              else route.abort())
-                page = context.new_page()
-                page.goto(url, wait_until="load")
-                if rate != 1:
-                    context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": rate})
-                settle(page)
+                context, page = open_page(browser, url, viewport, rate)
                 page.evaluate(LONG_TASKS)
                 row["longest_main_thread_task_ms"] = page.evaluate(READER_PATH, texts[max(texts)])
                 results["settings"][name] = row
