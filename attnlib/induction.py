@@ -45,12 +45,13 @@ import numbers
 import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from . import _validate, corpus
+from . import _validate, corpus, model_cache
 from .evidence import uniform_weight
 from .devices import default_device
 from .measures import offset_share
@@ -62,6 +63,7 @@ __all__ = [
     "build_model", "TrainConfig", "train", "induction_scores", "previous_token_scores", "duplicate_token_scores",
     "repeated_loss", "natural_repeats", "natural_repeat_loss",
     "uniform_induction_score", "uniform_previous_score", "offset_baseline", "head_patterns", "trained",
+    "TRAINING_SOURCES",
 ]
 
 SEQ_LEN = 32        # T, tokens per sequence
@@ -74,6 +76,15 @@ LR = 1e-2           # Adam's learning rate
 STEPS = 1200        # training steps of the chapter's runs
 PROBE_EVERY = 25    # steps between two readings of the heads during training
 N_HELD_OUT = 256    # held-out sequences per measure
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+#: The files whose source decides a training run's result (the model, its attention, the
+#: training loop and its probes, the text it learns from): their SHA-256 is part of a cached
+#: run's key (:mod:`attnlib.model_cache`), so editing any of them retrains.
+TRAINING_SOURCES = tuple(os.path.join(_HERE, name) for name in (
+    "induction.py", "transformer.py", "multihead.py", "attention.py", "masks.py", "softmax.py",
+    "positions.py", "kv_cache.py", "measures.py", "evidence.py", "corpus.py", "devices.py", "_validate.py",
+    os.path.join("data", "gettysburg.txt")))
 
 # Offsets added to ``seed`` so that held-out sequences never share a random stream with the
 # training batches (which use ``seed`` itself).
@@ -295,7 +306,7 @@ class TrainConfig:
 
 
 def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: bool = True, *,
-          n_heads: int = N_HEADS):
+          n_heads: int = N_HEADS, cache: bool = True):
     """Train the chapter's model: :func:`build_model` (seeded by ``seed``) on
     :func:`training_batch` batches (drawn from a generator seeded by ``seed``) with Adam and
     the next-token cross-entropy, nothing else.  The same arguments repeat the same run on
@@ -305,6 +316,11 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
     static book is built (environment variable :data:`attnlib.transformer.STATIC_BOOK_ENV`
     set) one line per run is printed instead.  Every ``PROBE_EVERY`` steps the heads are
     read on a small held-out set (64 repeated sequences and 64 windows of the speech).
+
+    A finished run is kept in the trained-model cache (:mod:`attnlib.model_cache`, keyed on the
+    configuration, the source of :data:`TRAINING_SOURCES` and the PyTorch version): the same
+    call in any later process loads it (about a second) instead of training (about two minutes
+    on a laptop CPU), and says so.  ``cache=False`` always trains and stores nothing.
 
     Training runs on one CPU thread (restored afterwards): a model this small trains fastest
     on one, since splitting 64-wide matrix products across cores costs more in
@@ -316,16 +332,19 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
         steps: training steps (default ``STEPS``).
         progress: show progress.
         n_heads: heads per layer at the same width ``D_MODEL`` (default ``N_HEADS``).
+        cache: load the run from the trained-model cache when it is there, store it when it
+            was trained.
 
     Returns:
         ``(model, history)``: the trained model (in eval mode) and a dict with ``loss`` (one
         float per step, nats), ``probe_step`` (steps read), ``induction`` and ``previous``
         (one ``(n_layers, H)`` tensor per probe step), ``first_half`` and ``second_half``
-        (repeated sequences' loss per probe step, nats), ``seconds`` (wall time) and
-        ``config`` (a :class:`TrainConfig`).
+        (repeated sequences' loss per probe step, nats), ``seconds`` (wall time of the
+        training, seconds; for a run loaded from the cache, that of the run that trained it),
+        ``config`` (a :class:`TrainConfig`) and ``cached`` (``True`` when it was loaded).
 
     Raises:
-        TypeError: ``n_layers``, ``seed`` or ``steps`` not an int, ``progress`` not a bool.
+        TypeError: ``n_layers``, ``seed`` or ``steps`` not an int, ``progress`` or ``cache`` not a bool.
         ValueError: ``n_layers`` or ``steps`` below 1, ``seed`` negative, ``n_heads`` not
             dividing ``D_MODEL``.
 
@@ -336,8 +355,34 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
     seed = _validate.non_negative_int(seed, "seed")
     steps = STEPS if steps is None else _validate.positive_int(steps, "steps")
     progress = _validate.flag(progress, "progress")
+    cache = _validate.flag(cache, "cache")
     model = build_model(n_layers, seed, n_heads=n_heads)
     device = _device(model)
+    config = TrainConfig(n_layers=n_layers, seed=seed, steps=steps, n_heads=model.n_heads,
+                         vocab_size=len(_speech()[0]), device=str(device))
+    summary = progress and bool(os.environ.get(STATIC_BOOK_ENV))
+    if not cache:
+        return _train_run(model, config, progress, summary)
+    key = _cache_key(config)
+    with model_cache.lock(key, waiting=f"waiting for another process that is training the same "
+                                       f"{n_layers}-layer model (seed {seed})" if progress else None):
+        loaded = _from_cache(key, config)
+        if loaded is None:
+            model, history = _train_run(model, config, progress, summary)
+            _to_cache(key, model, history)
+            return model, history
+    model, history = loaded
+    if model.n_heads == N_HEADS:
+        _RUNS[(n_layers, seed, steps)] = (model, history)
+    if progress:
+        print(f"{n_layers}-layer model, seed {seed}: {steps} steps, loaded from the trained-model cache "
+              f"(trained in {history['seconds']:.1f} s, final loss {history['loss'][-1]:.3f})", file=sys.stdout)
+    return model, history
+
+
+def _train_run(model, config: TrainConfig, progress: bool, summary: bool):
+    """The training loop of :func:`train` (arguments already checked)."""
+    n_layers, seed, steps, device = config.n_layers, config.seed, config.steps, _device(model)
     generator = _generator(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
     schedule = torch.optim.lr_scheduler.LambdaLR(            # cosine decay to 0 over the run
@@ -345,9 +390,7 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
     probe_repeated = repeated_sequences(64, seed + _PROBE).to(device)
     probe_text = text_sequences(64, seed + _PROBE).to(device)
     history = {"loss": [], "probe_step": [], "induction": [], "previous": [], "first_half": [],
-               "second_half": [],
-               "config": TrainConfig(n_layers=n_layers, seed=seed, steps=steps, n_heads=model.n_heads,
-                                     vocab_size=len(_speech()[0]), device=str(device))}
+               "second_half": [], "config": config}
 
     def record(step):
         reading = _probe(model, probe_repeated, probe_text)
@@ -356,7 +399,6 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
             history[key].append(value)
         model.train()
 
-    summary = progress and bool(os.environ.get(STATIC_BOOK_ENV))
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -388,6 +430,7 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
         torch.set_num_threads(previous_threads)
         model.eval()
     history["seconds"] = time.perf_counter() - start
+    history["cached"] = False
     if model.n_heads == N_HEADS:                                   # trained() serves the chapter's width only
         _RUNS[(n_layers, seed, steps)] = (model, history)
     if summary:
@@ -399,13 +442,60 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
 _RUNS: dict = {}
 
 
+def _cache_key(config: TrainConfig) -> str:
+    fields = {**config.__dict__, "device": torch.device(config.device).type, "chunk": CHUNK, "span_min": SPAN_MIN,
+              "probe_every": PROBE_EVERY}
+    return model_cache.entry_key("induction.train", fields, TRAINING_SOURCES)
+
+
+def _from_cache(key: str, config: TrainConfig):
+    """``(model, history)`` from the cache, or ``None``; an entry that does not fit ``config``
+    is ignored with a warning (it cannot happen unless the file was replaced by hand)."""
+    payload = model_cache.load(key)
+    if payload is None:
+        return None
+    try:
+        stored = payload["history"]
+        if stored["config"] != config.__dict__:
+            raise ValueError(f"it was trained with {stored['config']}, not {config.__dict__}")
+        model = TinyTransformer.from_payload(payload["model"], device=config.device, source=f"cached run {key}")
+    except Exception as err:
+        warnings.warn(f"ignoring the cached run {key}: {err}; training again", stacklevel=3)
+        return None
+    history = {**stored, "config": config, "cached": True}
+    return model, history
+
+
+def _to_cache(key: str, model, history: dict) -> None:
+    stored = {**history, "config": history["config"].__dict__}
+    stored.pop("cached", None)
+    model_cache.store(key, {"model": model.to_payload(), "history": stored},
+                      describe={"what": "attnlib.induction.train", "config": stored["config"],
+                                "seconds": round(history["seconds"], 1)})
+
+
 def trained(n_layers: int = 2, seed: int = 0):
-    """``(model, history)`` of the last :func:`train` run with these arguments and the
-    default steps in this process, trained (without progress output) if there was none:
-    exercises and later cells reuse the chapter's run instead of training again."""
+    """``(model, history)`` of the chapter's run (the default steps) with these arguments: the
+    run already made in this process, else the one in the trained-model cache
+    (:mod:`attnlib.model_cache`; about a second), else a new training run, announced with a
+    line and a progress bar (about two minutes on a laptop CPU), which is then cached.
+    Exercises and later cells reuse the chapter's run instead of training again."""
     key = (_validate.positive_int(n_layers, "n_layers"), _validate.non_negative_int(seed, "seed"), STEPS)
     if key not in _RUNS:
-        train(n_layers, seed, progress=False)
+        model = build_model(n_layers, seed)
+        config = TrainConfig(n_layers=n_layers, seed=seed, steps=STEPS, n_heads=model.n_heads,
+                             vocab_size=len(_speech()[0]), device=str(_device(model)))
+        cache_key = _cache_key(config)
+        loaded = _from_cache(cache_key, config)
+        if loaded is not None:
+            _RUNS[key] = loaded
+        else:
+            where = model_cache.entry_path(cache_key)
+            print(f"The chapter's {n_layers}-layer model (seed {seed}) is not in the trained-model cache yet: "
+                  f"training it now ({STEPS} steps, about {'two minutes' if n_layers > 1 else 'a minute'} on a "
+                  f"laptop CPU)" + (f"; it is then kept in {where.parent} for next time." if where else "."),
+                  file=sys.stdout, flush=True)
+            train(n_layers, seed, progress=True)
     return _RUNS[key]
 
 

@@ -247,6 +247,72 @@ class TinyTransformer(nn.Module):
         logits = self.unembed(self.ln_out(x))                  # (B, T, V)
         return logits, weights
 
+    #: The format tag :meth:`save` writes and :meth:`load` requires.
+    FILE_FORMAT = "attnlib.TinyTransformer/1"
+
+    def config(self) -> dict:
+        """The constructor arguments that rebuild this architecture (``vocab_size``,
+        ``d_model``, ``n_heads``, ``n_layers``, ``max_len``, ``positions``; not ``seed``, which
+        only drew the initial weights)."""
+        return {"vocab_size": self.vocab_size, "d_model": self.tok_emb.embedding_dim, "n_heads": self.n_heads,
+                "n_layers": self.n_layers, "max_len": self.max_len, "positions": self.positions}
+
+    def save(self, path) -> None:
+        """Write the weights and :meth:`config` to ``path`` (one ``torch.save`` file, tensors
+        moved to the CPU), so that :meth:`load` rebuilds the same model in another process.
+
+        Raises:
+            OSError: the file cannot be written.
+        """
+        torch.save(self.to_payload(), path)
+
+    def to_payload(self) -> dict:
+        """What :meth:`save` writes: ``{"format", "config", "state_dict"}`` (tensors on the CPU)."""
+        state = {name: t.detach().cpu() for name, t in self.state_dict().items()}
+        return {"format": self.FILE_FORMAT, "config": self.config(), "state_dict": state}
+
+    @classmethod
+    def load(cls, path, *, device=None) -> "TinyTransformer":
+        """The model :meth:`save` wrote to ``path``, in eval mode, on ``device`` (default:
+        the CPU).  Read with ``torch.load(weights_only=True)``: a file can hold tensors and
+        plain data only, never code.
+
+        Raises:
+            FileNotFoundError: no such file.  ValueError: the file is not a TinyTransformer
+                saved by :meth:`save` (no format tag, another format, a config or weights that
+                do not fit the architecture), with what was expected and what was found.
+        """
+        try:
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+        except FileNotFoundError:
+            raise
+        except Exception as err:                       # pickle, zip or unsafe-global errors
+            raise ValueError(f"{path}: not a file written by TinyTransformer.save ({type(err).__name__}: {err})") from None
+        return cls.from_payload(payload, device=device, source=path)
+
+    @classmethod
+    def from_payload(cls, payload, *, device=None, source="payload") -> "TinyTransformer":
+        """The model of a :meth:`to_payload` dict (what :meth:`load` reads from a file).
+
+        Raises:
+            ValueError: as :meth:`load` (``source`` names where the payload came from).
+        """
+        path = source
+        if not isinstance(payload, dict) or payload.get("format") != cls.FILE_FORMAT:
+            found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+            raise ValueError(f"{path}: expected a file of format {cls.FILE_FORMAT!r} (TinyTransformer.save), found {found!r}")
+        config, state = payload.get("config"), payload.get("state_dict")
+        expected = {"vocab_size", "d_model", "n_heads", "n_layers", "max_len", "positions"}
+        if not isinstance(config, dict) or set(config) != expected or not isinstance(state, dict):
+            raise ValueError(f"{path}: expected a config with keys {sorted(expected)} and a state_dict, found "
+                             f"{sorted(config) if isinstance(config, dict) else type(config).__name__}")
+        model = cls(**config)
+        try:
+            model.load_state_dict(state, strict=True)
+        except RuntimeError as err:
+            raise ValueError(f"{path}: the weights do not fit the stored config {config}: {err}") from None
+        return model.to(device if device is not None else "cpu").eval()
+
     @torch.no_grad()
     def head_means(self, tokens) -> torch.Tensor:
         """Each head's output averaged over the batch and the positions of ``tokens``: the

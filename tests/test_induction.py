@@ -220,9 +220,10 @@ def test_repeated_loss_matches_cross_entropy_on_each_half():
 
 # ------------------------------------------------------------------ training
 def test_short_training_is_seeded_and_reproducible():
-    m1, h1 = induction.train(n_layers=1, seed=3, steps=6, progress=False)
-    m2, h2 = induction.train(n_layers=1, seed=3, steps=6, progress=False)
-    m3, h3 = induction.train(n_layers=1, seed=4, steps=6, progress=False)
+    # cache=False: the second run must train, not load the first from the trained-model cache
+    m1, h1 = induction.train(n_layers=1, seed=3, steps=6, progress=False, cache=False)
+    m2, h2 = induction.train(n_layers=1, seed=3, steps=6, progress=False, cache=False)
+    m3, h3 = induction.train(n_layers=1, seed=4, steps=6, progress=False, cache=False)
     assert len(h1["loss"]) == 6 and h1["loss"] == h2["loss"] and h1["loss"] != h3["loss"]
     for (name, a), (_, b) in zip(m1.state_dict().items(), m2.state_dict().items()):
         assert torch.equal(a, b), name
@@ -245,7 +246,7 @@ def test_trained_reuses_the_last_run(monkeypatch):
 
 def test_static_book_prints_one_line(monkeypatch, capsys):
     monkeypatch.setenv(STATIC_BOOK_ENV, "1")
-    induction.train(n_layers=1, seed=0, steps=2, progress=True)
+    induction.train(n_layers=1, seed=0, steps=2, progress=True, cache=False)
     out = capsys.readouterr()
     assert "1-layer model, seed 0: 2 steps in" in out.out and "\r" not in out.err
 
@@ -265,6 +266,7 @@ def test_static_book_prints_one_line(monkeypatch, capsys):
     (lambda m: induction.train(n_layers=0), ValueError, "n_layers"),
     (lambda m: induction.train(steps=1.5), TypeError, "steps"),
     (lambda m: induction.train(progress="yes"), TypeError, "progress"),
+    (lambda m: induction.train(cache="yes"), TypeError, "cache"),
     (lambda m: m(torch.zeros(1, 4)), TypeError, "int64"),
     (lambda m: m(torch.zeros(1, T + 1, dtype=torch.long)), ValueError, "1 <= T"),
     (lambda m: m(torch.full((1, 4), V)), ValueError, "token ids"),

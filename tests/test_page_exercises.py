@@ -319,7 +319,7 @@ def test_training_prints_one_line_while_the_book_is_built(capsys, monkeypatch):
     from attnlib.transformer import STATIC_BOOK_ENV
 
     def run():
-        _, history = induction.train(n_layers=1, seed=0, steps=3, progress=True)
+        _, history = induction.train(n_layers=1, seed=0, steps=3, progress=True, cache=False)
         return history, capsys.readouterr()
 
     _load_ext()  # importing the extension does not set it; Sphinx's setup() does

@@ -1,0 +1,184 @@
+"""Trained models kept on disk, so that each is trained once and every later process loads it.
+
+Chapter 6's language models take about two minutes to train on a laptop CPU.  The book build,
+the tests, the learners' notebooks and Binder all need the same runs; this cache lets the first
+process that trains a run store it and every later one load it in about a second.
+
+An entry is keyed on everything that decides the result of a run (:func:`entry_key`):
+
+* the run's configuration (for :func:`attnlib.induction.train`, its :class:`TrainConfig`:
+  layers, heads, seed, steps, width, batch, learning rate, vocabulary, device type);
+* the source of the code that trains and runs the model (the files named by
+  :data:`attnlib.induction.TRAINING_SOURCES`, the training text included), as a SHA-256;
+* the PyTorch version.
+
+Change any of them and the key changes: the old entry is simply never read again.
+
+Where it lives (:func:`cache_dir`): the folder named by the environment variable
+``ATTNLIB_CACHE`` when it is set (the Makefile sets it to the project's ``_build/cache`` for the
+book, the tests, CI and the Binder test), otherwise the user's cache folder,
+``$XDG_CACHE_HOME/attnlib`` or ``~/.cache/attnlib`` (on mybinder.org that is inside the image,
+so the models trained while the image was built are there when a learner's session starts).
+Set ``ATTNLIB_CACHE=off`` to neither read nor write.
+
+An entry is two files in ``<cache>/models``: ``<key>.pt`` (``torch.save``; read back with
+``weights_only=True``, so it can hold tensors and plain data only, never code) and
+``<key>.json`` (the SHA-256 and size of the ``.pt`` file, what produced it, when).  :func:`load`
+checks the size, the digest and the key recorded inside the file before it trusts an entry; an
+entry that fails is reported (one warning naming the file and the reason) and treated as
+missing, so the run is trained again and stored afresh.  :func:`store` writes to a temporary
+file and renames it, so two processes that train the same run at once never leave a half
+written entry; a folder that cannot be written costs a warning, never a failed run.  A
+process about to train a run first takes the entry's lock (:func:`lock`, ``<key>.lock``), so
+that when several processes need the same run at once (the test workers, a notebook kernel),
+one trains it and the others wait and then load it.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import contextlib
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+__all__ = ["ENV", "cache_dir", "source_digest", "entry_key", "entry_path", "load", "store", "lock"]
+
+#: The environment variable that names the cache folder (``off`` disables the cache).
+ENV = "ATTNLIB_CACHE"
+#: Bump when the layout of an entry changes.
+FORMAT = 1
+
+
+def cache_dir() -> Path | None:
+    """The cache folder: ``$ATTNLIB_CACHE``, else ``$XDG_CACHE_HOME/attnlib``, else
+    ``~/.cache/attnlib``; ``None`` when ``ATTNLIB_CACHE`` is ``off`` (or ``0``, ``none``)."""
+    chosen = os.environ.get(ENV, "").strip()
+    if chosen.lower() in {"off", "0", "none", "false"}:
+        return None
+    if chosen:
+        return Path(chosen).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache"
+    return Path(base) / "attnlib"
+
+
+def source_digest(paths) -> str:
+    """SHA-256 over the bytes of ``paths`` (each file's name and content, in the order given).
+
+    Raises:
+        FileNotFoundError: a path does not exist.
+    """
+    h = hashlib.sha256()
+    for path in paths:
+        path = Path(path)
+        h.update(path.name.encode() + b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def entry_key(kind: str, config: dict, sources) -> str:
+    """The key of a run: a SHA-256 (first 32 hex digits) of ``kind``, ``config`` (a
+    JSON-serialisable dict), :func:`source_digest` of ``sources`` and ``torch.__version__``.
+
+    Raises:
+        TypeError: ``config`` not JSON-serialisable.
+    """
+    blob = json.dumps({"format": FORMAT, "kind": kind, "config": config, "source": source_digest(sources),
+                       "torch": torch.__version__}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def entry_path(key: str) -> Path | None:
+    """Where the entry ``key`` lives (``<cache>/models/<key>.pt``), ``None`` with the cache off."""
+    folder = cache_dir()
+    return None if folder is None else folder / "models" / f"{key}.pt"
+
+
+def load(key: str):
+    """The payload stored under ``key``, or ``None`` when there is none (or the cache is off).
+
+    An entry whose size, SHA-256 or recorded key does not match, or that cannot be read, gives
+    one ``UserWarning`` that names the file and the reason, and ``None``.
+    """
+    path = entry_path(key)
+    if path is None or not path.is_file():
+        return None
+    meta_path = path.with_suffix(".json")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+        if len(data) != meta["bytes"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
+            raise ValueError("its size or SHA-256 differs from the record in " + meta_path.name)
+        payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        if not isinstance(payload, dict) or payload.get("key") != key:
+            raise ValueError("the key recorded inside it is not its file name")
+    except Exception as err:                      # a damaged or foreign entry: train again
+        warnings.warn(f"ignoring the cached model {path}: {err}; it will be trained again", stacklevel=2)
+        return None
+    return payload
+
+
+def store(key: str, payload: dict, *, describe: dict | None = None) -> Path | None:
+    """Write ``payload`` (a dict of tensors and plain data; ``key`` is added to it) as the
+    entry ``key``, atomically.  Returns the path, or ``None`` when the cache is off or the
+    folder cannot be written (then a ``UserWarning`` says why)."""
+    path = entry_path(key)
+    if path is None:
+        return None
+    buffer = io.BytesIO()
+    torch.save({**payload, "key": key}, buffer)
+    data = buffer.getvalue()
+    meta = {"key": key, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+            "torch": torch.__version__, "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **(describe or {})}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for target, content in ((path, data), (path.with_suffix(".json"), json.dumps(meta, indent=1).encode())):
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{target.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(content)
+                os.replace(tmp, target)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+    except OSError as err:
+        warnings.warn(f"could not store the trained model in {path.parent}: {err}", stacklevel=2)
+        return None
+    return path
+
+
+@contextlib.contextmanager
+def lock(key: str, *, waiting: str | None = None):
+    """Hold the entry ``key``'s lock (an exclusive ``flock`` on ``<cache>/models/<key>.lock``)
+    for the duration of the ``with`` block.  When another process holds it, ``waiting`` (if
+    given) is printed once, then the call blocks until the lock is free.  Without a cache, on a
+    system without ``fcntl`` (Windows), or where the folder cannot be written, it holds nothing."""
+    path = entry_path(key)
+    try:
+        import fcntl
+        if path is None:
+            raise OSError("the cache is off")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path.with_suffix(".lock"), "a+")
+    except (ImportError, OSError):
+        yield
+        return
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            if waiting:
+                print(waiting, file=sys.stdout, flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
