@@ -1,28 +1,42 @@
 """The Binder environment, built and tested the way repo2docker (mybinder.org) builds it.
 
-repo2docker reads ``binder/``: it copies the repository (a commit) into the image, installs
-``binder/requirements.txt`` with pip into a fresh Python environment (the Python of
-``binder/runtime.txt``), then runs ``binder/postBuild``.  This script does the same, from
-``binder/`` alone, away from the project's ``.venv``:
+repo2docker reads ``binder/``: it copies the repository (a commit) into the image, creates its own
+Python environment (the Python of ``binder/runtime.txt``) from the explicit conda lock it ships
+(the notebook server: jupyterhub-singleuser, notebook, jupyterlab and their dependencies), installs
+``binder/requirements.txt`` with pip into that same environment, then runs ``binder/postBuild``.
+This script does the same, from ``binder/`` alone, away from the project's ``.venv``:
 
 1. the repository's tracked files copied to ``_build/binder-repo`` (``--source worktree``, the
    default: as they are in the working tree; ``--source head``: the last commit, what
    mybinder.org builds);
 2. ``python -m venv _build/binder-venv`` with the Python that ``binder/runtime.txt`` names
    (``python3.11`` when it is on PATH; otherwise this interpreter, and the results say so);
-   ``pip install --no-cache-dir -r binder/requirements.txt`` (the pip registries reachable here
-   stand in for PyPI and PyTorch's CPU index);
+   seeded with repo2docker's lock (:data:`REPO2DOCKER`'s ``environment.py-3.11-linux-64.lock``,
+   read from the jupyter-repo2docker wheel, downloaded once into ``_build/repo2docker``): its
+   conda packages that are Python packages, under their PyPI names, ``pip install --no-deps`` at
+   the lock's versions (:func:`seed_from_lock` says what is left out and why); then
+   ``pip install --no-cache-dir -r binder/requirements.txt`` into it (the pip registries reachable
+   here stand in for PyPI and PyTorch's CPU index);
 3. without ``--generate``: the ``pip install`` lines of ``binder/postBuild``; with it: the whole
    ``binder/postBuild`` script, run with the environment's ``bin`` first on PATH (as in the image),
    which ends by executing every page into the learners' notebooks (``_ext/make_notebooks.py``);
 4. checks, each of which makes the exit status 1: ``pip check`` reports nothing but
    :data:`KNOWN_PIP_CHECK`; the installed distributions are exactly the pins of
-   ``binder/requirements.txt`` and postBuild's (plus pip itself), at those versions; no book/test
+   ``binder/requirements.txt`` and postBuild's, plus the lock's packages that binder/ does not pin
+   at the lock's versions; no book/test
    tool or CUDA package got in; with ``--execute``, every generated notebook runs top to bottom
    in a fresh kernel in that environment (``_ext/execute_notebook.py``: the book's per-cell
    timeout), and chapter 9's kernel cells ran (no "not run: no triton");
 5. measures: the environment's size on disk (apparent sizes of every file), its package count,
-   its biggest packages, the time of each step, and each notebook's run time;
+   its biggest packages, the time of each step, each notebook's run time and its kernel's peak
+   memory (:class:`KernelMemory`), and with ``--execute`` the JupyterLab server's own memory
+   (:func:`server_memory`);
+
+postBuild and the kernels get ``ATTNLIB_CACHE`` (attnlib's trained-model cache) from this
+process's environment when it is set, as an absolute path (CI: the models the book build
+trained); unset, a fresh folder beside the venv stands in for the image's cache
+(:func:`image_environment`).  The report says which.
+
 6. with ``--memory`` (after ``--generate``): three generated chapter notebooks executed at once
    (three kernels, as a learner with three open notebooks), sampling the summed resident memory
    of all their processes every 0.2 s (``/proc``); the peak is reported.
@@ -46,6 +60,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +80,20 @@ NO_TRITON = "not run: no triton"
 # Per-cell limit when the generated notebooks are run: the one binder/postBuild gives
 # _ext/make_notebooks.py (tests/test_binder.py keeps them equal).
 CELL_TIMEOUT = 600
+# repo2docker's release whose conda lock seeds the environment: mybinder.org builds with a
+# repo2docker release, whose Python environment (the notebook server, with the kernel in the same
+# environment) comes from the explicit conda lock this package ships; binder/requirements.txt is
+# then pip-installed into that environment.  Pinned here, so that a run is reproducible; the wheel
+# is downloaded once into R2D_CACHE with pip (CI has PyPI).  Move it when mybinder.org moves.
+REPO2DOCKER = "2026.4.0"
+R2D_CACHE = ROOT / "_build" / "repo2docker"
+# conda-forge packages whose PyPI distribution has another name.
+CONDA_TO_PYPI = {"brotli-python": "brotli", "jupyterhub-base": "jupyterhub", "nbconvert-core": "nbconvert",
+                 "python-fastjsonschema": "fastjsonschema"}
+# conda-forge metapackages (no files of their own; the lock lists what they pull in), and what they stand for.
+CONDA_METAPACKAGES = {"bleach-with-css": "bleach[css]", "cached-property": "cached_property",
+                      "jsonschema-with-format-nongpl": "jsonschema[format-nongpl]",
+                      "jupyterhub-singleuser": "jupyterhub-base", "typing-extensions": "typing_extensions"}
 
 
 def canon(name: str) -> str:
@@ -82,6 +111,11 @@ def pins(path: Path) -> dict[str, str]:
     return out
 
 
+def binder_version() -> str:
+    """The Python version binder/runtime.txt asks for, e.g. "3.11"."""
+    return (ROOT / "binder" / "runtime.txt").read_text().strip().split("-", 1)[1]
+
+
 def binder_python() -> tuple[str, str]:
     """The interpreter for the venv: the version binder/runtime.txt names, when it is installed
     here; otherwise this interpreter.  Returns it and a note for the results."""
@@ -96,6 +130,49 @@ def binder_python() -> tuple[str, str]:
     got = platform.python_version()
     return sys.executable, (f"binder/runtime.txt asks for {wanted}, which is not installed here: this "
                             f"machine's Python {got} ({sys.executable}) was used instead")
+
+
+def repo2docker_lock(pip_python: Path, python_version: str) -> tuple[str, str]:
+    """The explicit conda lock of repo2docker's notebook environment for ``python_version`` (e.g.
+    "3.11") on this machine's platform, read from the jupyter-repo2docker wheel (downloaded with
+    ``pip_python -m pip download`` into :data:`R2D_CACHE` the first time).  Returns its text and
+    where it came from."""
+    wheels = sorted(R2D_CACHE.glob(f"jupyter_repo2docker-{REPO2DOCKER}-*.whl"))
+    if not wheels:
+        R2D_CACHE.mkdir(parents=True, exist_ok=True)
+        run([str(pip_python), "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(R2D_CACHE),
+             f"jupyter-repo2docker=={REPO2DOCKER}"])
+        wheels = sorted(R2D_CACHE.glob(f"jupyter_repo2docker-{REPO2DOCKER}-*.whl"))
+    conda_platform = {"x86_64": "linux-64", "aarch64": "linux-aarch64"}.get(platform.machine(), "linux-64")
+    member = f"repo2docker/buildpacks/conda/environment.py-{python_version}-{conda_platform}.lock"
+    with zipfile.ZipFile(wheels[0]) as z:
+        return z.read(member).decode(), f"{wheels[0].name}: {member}"
+
+
+def seed_from_lock(text: str) -> tuple[dict[str, str], list[list[str]]]:
+    """The Python packages of an explicit conda lock as pip pins ({canonical PyPI name: version}),
+    and the conda packages left out, each ``[name==version, why]``.  A conda-forge package is a
+    Python package when its build string starts with ``py`` (``pyhd8ed1ab_0``, ``py311h...``); the
+    interpreter, metapackages and every library, tool or data package (libgcc, openssl, nodejs,
+    tzdata's zone files...) are not pip's to install."""
+    seed, skipped = {}, []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith(("http://", "https://")):
+            continue
+        file = line.split("#", 1)[0].rsplit("/", 1)[1]
+        stem = file.removesuffix(".conda").removesuffix(".tar.bz2")
+        name, version, build = stem.rsplit("-", 2)
+        if name == "python":
+            skipped.append([f"{name}=={version}", "the interpreter: the venv's Python (binder/runtime.txt)"])
+        elif name in CONDA_METAPACKAGES:
+            skipped.append([f"{name}=={version}", f"conda metapackage for {CONDA_METAPACKAGES[name]}, "
+                                                  "whose packages the lock lists one by one"])
+        elif build.startswith("py"):
+            seed[canon(CONDA_TO_PYPI.get(name, name))] = version
+        else:
+            skipped.append([f"{name}=={version}", f"not a Python package (conda build {build})"])
+    return seed, skipped
 
 
 def copy_repository(source: str) -> str:
@@ -179,8 +256,8 @@ def biggest_packages(venv: Path, n: int = 12) -> list[tuple[str, int]]:
     return sorted(sizes, key=lambda s: -s[1])[:n]
 
 
-def _tree_rss(root_pid: int) -> int:
-    """Summed RSS (bytes) of ``root_pid`` and all its descendants, from /proc."""
+def _proc_table() -> tuple[dict[int, list[int]], dict[int, int]]:
+    """Every process's children and RSS (bytes), from /proc."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for d in Path("/proc").iterdir():
@@ -194,6 +271,12 @@ def _tree_rss(root_pid: int) -> int:
             continue
         children.setdefault(ppid, []).append(int(d.name))
         rss[int(d.name)] = pages * os.sysconf("SC_PAGE_SIZE")
+    return children, rss
+
+
+def _tree_rss(root_pid: int, table=None) -> int:
+    """Summed RSS (bytes) of ``root_pid`` and all its descendants, from /proc."""
+    children, rss = table or _proc_table()
     total, todo = 0, [root_pid]
     while todo:
         pid = todo.pop()
@@ -202,10 +285,53 @@ def _tree_rss(root_pid: int) -> int:
     return total
 
 
-def three_chapters_memory(py: Path, pages: list[str]) -> dict:
+def _vm_hwm(pid: int) -> int:
+    """The peak RSS (bytes) of one process so far (``VmHWM``), 0 when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class KernelMemory:
+    """Samples, every ``interval`` s, the memory of the processes below ``runner_pid`` (the kernel
+    that nbclient started, and whatever the kernel starts), not the runner itself: a learner's
+    kernel in JupyterLab is the same process tree under the server.  ``peak_mib``: the larger of
+    the highest summed RSS seen and the kernel process's own peak RSS (``VmHWM``, which no
+    sampling interval can miss)."""
+
+    def __init__(self, runner_pid: int, interval: float = 0.1):
+        self.runner, self.interval = runner_pid, interval
+        self.peak_sum, self.hwm = 0, {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            table = _proc_table()
+            kernels = table[0].get(self.runner, [])
+            self.peak_sum = max(self.peak_sum, sum(_tree_rss(k, table) for k in kernels))
+            for k in kernels:
+                self.hwm[k] = max(self.hwm.get(k, 0), _vm_hwm(k))
+            self._stop.wait(self.interval)
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        hwm = max(self.hwm.values(), default=0)
+        return {"peak_mib": round(max(self.peak_sum, hwm) / 2**20), "sampled_tree_peak_mib": round(self.peak_sum / 2**20),
+                "kernel_vmhwm_mib": round(hwm / 2**20)}
+
+
+def three_chapters_memory(py: Path, pages: list[str], env: dict | None = None) -> dict:
     """Run three pages at once (three kernels) and sample their summed RSS."""
     procs = [subprocess.Popen([str(py), str(REPO / "_ext" / "execute_notebook.py"), p], cwd=REPO,
-                              env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL)
+                              env={**(env if env is not None else os.environ), "HF_HUB_OFFLINE": "1"},
+                              stdout=subprocess.DEVNULL)
              for p in pages]
     peak, stop = [0], threading.Event()
 
@@ -224,23 +350,76 @@ def three_chapters_memory(py: Path, pages: list[str]) -> dict:
             "note": "summed RSS of the three process trees: each kernel and its nbclient runner"}
 
 
-def check_environment(py: Path) -> tuple[list[str], list[str], list[str]]:
-    """``pip check``'s lines, the problems they and the installed set show, and ``pip freeze --all``."""
+def pip_check_lines(py: Path) -> list[str]:
     proc = subprocess.run([str(py), "-m", "pip", "check"], capture_output=True, text=True)
-    check = sorted({ln.strip() for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()}
-                   - {"No broken requirements found."})
+    return sorted({ln.strip() for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()}
+                  - {"No broken requirements found."})
+
+
+def server_memory(env: dict) -> dict:
+    """The JupyterLab server alone: the environment's ``jupyter lab`` started in the repository (on
+    mybinder.org, jupyterhub-singleuser serves the same JupyterLab and server extensions), /lab and
+    the top folder's listing loaded once, no kernel; its RSS a few seconds later, and its peak."""
+    import socket
+    import urllib.request
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    base, token = f"http://127.0.0.1:{port}", "bench-binder"
+    log = VENV.parent / "binder-server.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([str(VENV / "bin" / "jupyter"), "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+                                 f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO}"],
+                                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        t0 = time.perf_counter()
+        while True:
+            try:
+                opener.open(f"{base}/api/status?token={token}", timeout=5).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.perf_counter() - t0 > 120:
+                    return {"error": f"the server did not answer (log: {log})"}
+                time.sleep(0.5)
+        started = time.perf_counter() - t0
+        for path in ("/lab", "/api/kernelspecs", "/lab/api/settings", "/api/contents"):
+            opener.open(f"{base}{path}?token={token}", timeout=30).read()
+        time.sleep(3)
+        return {"rss_mib": round(_tree_rss(proc.pid) / 2**20), "peak_mib": round(_vm_hwm(proc.pid) / 2**20),
+                "start_seconds": round(started, 1)}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def check_environment(py: Path, seed: dict[str, str] | None = None) -> tuple[list[str], list[str], list[str]]:
+    """``pip check``'s lines, the problems they and the installed set show, and ``pip freeze --all``.
+    The installed set must be exactly binder/'s pins and postBuild's, plus the packages of
+    repo2docker's lock (``seed``) that binder/ does not pin, at the lock's version (one that pip
+    moved to satisfy a binder/ package is unpinned: reported)."""
+    seed = seed or {}
+    check = pip_check_lines(py)
     problems = [f"pip check: {ln}" for ln in check if ln not in KNOWN_PIP_CHECK]
     listed = json.loads(subprocess.run([str(py), "-m", "pip", "list", "--format=json"], capture_output=True,
                                        text=True, check=True).stdout)
     installed = {canon(d["name"]): d["version"] for d in listed}
-    wanted = {**pins(REPO / "binder" / "requirements.txt"), **pins(REPO / "binder" / "postBuild")}
+    binder = {**pins(REPO / "binder" / "requirements.txt"), **pins(REPO / "binder" / "postBuild")}
+    wanted = {**seed, **binder}
     for name, version in sorted(installed.items()):
-        if name in ("pip", "attnlib"):          # the venv's own installer; postBuild's editable install
+        if name == "attnlib" or (name == "pip" and "pip" not in seed):   # postBuild's editable install; the venv's installer
             continue
         if name not in wanted:
-            problems.append(f"{name}=={version} is installed but not pinned in binder/")
-        elif version != wanted[name]:
+            problems.append(f"{name}=={version} is installed but neither pinned in binder/ nor in repo2docker's lock")
+        elif version != wanted[name] and name in binder:
             problems.append(f"{name}=={version} is installed, binder/ pins {wanted[name]}")
+        elif version != wanted[name]:
+            problems.append(f"{name}=={version} is installed, repo2docker's lock has {wanted[name]} and binder/ "
+                            "does not pin it (pip moved it for a binder/ package: pin it in binder/)")
     problems += [f"{name}=={version} is pinned in binder/ but not installed"
                  for name, version in sorted(wanted.items()) if name not in installed]
     if "attnlib" not in installed:
@@ -261,29 +440,35 @@ def kernel_skipped(path: Path) -> bool:
     return False
 
 
-def execute_notebooks(py: Path, folder: Path, out: Path) -> tuple[list[dict], list[str]]:
+def execute_notebooks(py: Path, folder: Path, out: Path, env: dict | None = None) -> tuple[list[dict], list[str]]:
     """Every notebook of ``folder`` run top to bottom in a fresh kernel of the environment, one after
-    the other, in the notebook's folder (as JupyterLab starts its kernel).  Returns one row per
-    notebook (wall-clock seconds of the run, kernel start included; its slowest cells) and the
-    problems (a failed cell, named; chapter 9's kernel not run)."""
+    the other, in the notebook's folder (as JupyterLab starts its kernel), with ``env`` (default:
+    this process's).  Returns one row per notebook (wall-clock seconds of the run, kernel start
+    included; the kernel's peak memory, :class:`KernelMemory`; its slowest cells) and the problems
+    (a failed cell, named; chapter 9's kernel not run)."""
     rows, problems = [], []
     shutil.rmtree(out, ignore_errors=True)
     for nb in sorted(folder.glob("*.ipynb")):
         t0 = time.perf_counter()
-        proc = subprocess.run([str(py), str(REPO / "_ext" / "execute_notebook.py"), str(nb), "-o", str(out / nb.name),
-                               "--timeout", str(CELL_TIMEOUT)],
-                              cwd=REPO, capture_output=True, text=True,
-                              env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0"})
+        proc = subprocess.Popen([str(py), str(REPO / "_ext" / "execute_notebook.py"), str(nb), "-o", str(out / nb.name),
+                                 "--timeout", str(CELL_TIMEOUT)],
+                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**(env if env is not None else os.environ), "HF_HUB_OFFLINE": "1",
+                                     "PYTHONHASHSEED": "0"})
+        memory = KernelMemory(proc.pid)
+        stdout, stderr = proc.communicate()
+        memory = memory.stop()
         seconds = time.perf_counter() - t0
-        line = (proc.stdout.strip().splitlines() or [""])[-1]
+        line = (stdout.strip().splitlines() or [""])[-1]
         slowest = line.split("slowest cells: ", 1)[1] if "slowest cells: " in line else ""
         rows.append({"notebook": nb.name, "seconds": round(seconds, 1), "ok": proc.returncode == 0,
-                     "slowest_cells": slowest})
-        print(f"{nb.name}: {seconds:.1f} s, {'ok' if proc.returncode == 0 else 'FAILED'}", flush=True)
+                     **memory, "slowest_cells": slowest})
+        print(f"{nb.name}: {seconds:.1f} s, peak {memory['peak_mib']} MiB, {'ok' if proc.returncode == 0 else 'FAILED'}",
+              flush=True)
         if proc.returncode != 0:
-            said = [ln for ln in proc.stderr.splitlines() if ln.startswith("FAILED: ")]
+            said = [ln for ln in stderr.splitlines() if ln.startswith("FAILED: ")]
             problems.append(f"{nb.name}: " + (said[0][len("FAILED: "):] if said
-                                              else (proc.stderr.strip().splitlines() or ["failed"])[-1]))
+                                              else (stderr.strip().splitlines() or ["failed"])[-1]))
         elif kernel_skipped(out / nb.name):
             problems.append(f"{nb.name}: chapter 9's Triton kernel was not run ({NO_TRITON!r} in its outputs)")
     return rows, problems
@@ -296,7 +481,10 @@ def render_md(result: dict) -> str:
         f"Measured {result['date']} on {result['machine']}; load average before "
         f"{result['load_average_before']}, after {result['load_average_after']}.  {result['python']}.  "
         f"Source: {result['source']}, copied to `_build/binder-repo`.  A fresh venv, "
-        "`pip install --no-cache-dir -r binder/requirements.txt`, then "
+        + (f"seeded with the Python packages of repo2docker {result['repo2docker']['version']}'s conda lock "
+           f"(`pip install --no-deps`: {len(result['repo2docker']['seeded'])} packages, see below), "
+           if "repo2docker" in result else "")
+        + "`pip install --no-cache-dir -r binder/requirements.txt` into it, then "
         + ("`binder/postBuild` run whole (its last line executes every page into the notebooks)"
            if "generate" in result else "the `pip install` lines of `binder/postBuild`")
         + ", as repo2docker runs them (this machine's pip registries stand in for PyPI "
@@ -310,25 +498,71 @@ def render_md(result: dict) -> str:
         f"(known exception: {', '.join(sorted(KNOWN_PIP_CHECK))})",
         f"* forbidden packages installed (book/test tools, CUDA): {result['forbidden_installed'] or 'none'}",
     ]
+    if "attnlib_cache" in result:
+        lines.append(f"* trained-model cache of postBuild and the kernels: {result['attnlib_cache']}")
     if "generate" in result:
         lines.append(f"* notebooks written by postBuild: {len(result['generate']['notebooks'])}")
     if "execute" in result:
         e = result["execute"]
         lines += [f"* every notebook run in a fresh kernel of that environment, one after the other "
                   f"({e['seconds']} s in all; load average before {e['load_average_before']}, after "
-                  f"{e['load_average_after']}):", "", "| notebook | s | ok | slowest cells |", "|---|---:|---|---|"]
-        lines += [f"| {r['notebook']} | {r['seconds']} | {'yes' if r['ok'] else 'NO'} | {r['slowest_cells']} |"
-                  for r in e["notebooks"]]
+                  f"{e['load_average_after']}); peak MiB: the kernel's process tree (the larger of its summed RSS, "
+                  "sampled every 0.1 s, and the kernel process's VmHWM), not the runner:", "",
+                  "| notebook | s | peak MiB | ok | slowest cells |", "|---|---:|---:|---|---|"]
+        lines += [f"| {r['notebook']} | {r['seconds']} | {r.get('peak_mib', '')} | {'yes' if r['ok'] else 'NO'} | "
+                  f"{r['slowest_cells']} |" for r in e["notebooks"]]
         lines.append("")
+    if "server" in result:
+        sv = result["server"]
+        lines.append(f"* the JupyterLab server alone (`jupyter lab` of the environment, /lab loaded, no kernel): "
+                     + (f"**{sv['rss_mib']} MiB** RSS (peak {sv['peak_mib']} MiB; up in {sv['start_seconds']} s)"
+                        if "rss_mib" in sv else sv.get("error", "not measured")))
     if "three_chapters" in result:
         m = result["three_chapters"]
         lines.append(f"* three chapters executed at once ({', '.join(m['pages'])}): peak summed RSS "
                      f"**{m['peak_total_rss_mib']:,} MiB** (exit codes {m['exit_codes']}; the three kernels and "
                      "their nbclient runners, so an upper bound for three open notebooks' kernels)")
     lines.append(f"* problems: {'; '.join(result['problems']) if result['problems'] else 'none'}")
+    if "repo2docker" in result:
+        r2d = result["repo2docker"]
+        kept = {n: v for n, v in r2d["seeded"].items() if n not in r2d["overridden_by_binder"]}
+        lines += ["", f"repo2docker's environment ({r2d['lock']}): the conda packages that are Python packages were "
+                      f"installed with pip first ({len(r2d['seeded'])}; `pip check` after them alone: "
+                      f"{'; '.join(r2d['pip_check_after_seed'] or []) or 'no broken requirements'}"
+                      + (")" if r2d["pip_check_after_seed"] is not None else ", not run: --reuse)"),
+                  "", f"* kept at the lock's version ({len(kept)}): " + ", ".join(f"{n}=={v}" for n, v in sorted(kept.items())),
+                  f"* moved by binder/requirements.txt ({len(r2d['overridden_by_binder'])}): "
+                  + ", ".join(f"{n} {a} -> {b}" for n, (a, b) in sorted(r2d["overridden_by_binder"].items())),
+                  f"* left out ({len(r2d['skipped'])}): " + "; ".join(f"{n} ({why})" for n, why in r2d["skipped"])]
     lines += ["", "Biggest entries of site-packages (MB):", "", "| entry | MB |", "|---|---:|"]
     lines += [f"| {name} | {mb} |" for name, mb in result["biggest"]]
     return "\n".join(lines) + "\n"
+
+
+def image_environment(reuse: bool = False, environ=None) -> tuple[dict, str]:
+    """The environment of postBuild and of the kernels: ``environ`` (default: this process's)
+    with the venv's ``bin`` first on PATH, as in the image.  attnlib's trained-model cache
+    (``ATTNLIB_CACHE``) is passed through when set (CI: the models the book build trained), made
+    absolute (postBuild and the kernels run in the copied repository); ``off`` is passed as it is.
+    Unset, a fresh folder of the build stands in for the image's own cache (postBuild's executions
+    fill it, as on mybinder.org), so that no model trained elsewhere on this machine is reused
+    (``reuse``: the folder of the earlier run is kept).  Returns the environment and a note."""
+    environ = dict(os.environ if environ is None else environ)
+    env = {**environ, "PATH": f"{VENV / 'bin'}{os.pathsep}{environ.get('PATH', '')}", "VIRTUAL_ENV": str(VENV)}
+    env.pop("PYTHONPATH", None)
+    cache = environ.get("ATTNLIB_CACHE", "")
+    if cache and cache.lower() not in ("off", "0", "none"):
+        env["ATTNLIB_CACHE"] = str(Path(cache).resolve())
+        return env, f"ATTNLIB_CACHE={env['ATTNLIB_CACHE']} passed through (trained models reused from there)"
+    if cache:
+        return env, f"ATTNLIB_CACHE={cache} passed through (no model cache)"
+    fresh = VENV.parent / "binder-cache"
+    if not reuse:
+        shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir(parents=True, exist_ok=True)
+    env["ATTNLIB_CACHE"] = str(fresh)
+    return env, (f"ATTNLIB_CACHE unset: {fresh.name} (a folder beside the venv, "
+                 + ("kept from the earlier run" if reuse else "empty at the start") + ") stands in for the image's cache")
 
 
 def main(argv=None) -> int:
@@ -372,14 +606,23 @@ def main(argv=None) -> int:
         index_note += "; venv and requirements from an earlier run of this script (--reuse)"
     else:
         timings = {"venv": run([python, "-m", "venv", str(VENV)])}
+    lock_text, lock_source = repo2docker_lock(py, binder_version())
+    seed, skipped = seed_from_lock(lock_text)
+    seed_check = None
+    if not reuse:
         cache = [] if args.pip_cache else ["--no-cache-dir"]             # repo2docker: no cache
         if args.pip_cache:
             index_note += "; --pip-cache: pip's download cache was used (same pinned wheels, no --no-cache-dir)"
+        # repo2docker's notebook environment first (micromamba installs the lock exactly: no
+        # resolution, hence --no-deps), then binder/requirements.txt into it with pip, as repo2docker does
+        seed_file = VENV.parent / "binder-seed.txt"
+        seed_file.write_text("".join(f"{n}=={v}\n" for n, v in sorted(seed.items())))
+        timings["repo2docker seed"] = run([str(py), "-m", "pip", "install", "--quiet", *cache, "--no-deps", "-r",
+                                           str(seed_file)], cwd=REPO)
+        seed_check = pip_check_lines(py)
         timings["requirements"] = run([str(py), "-m", "pip", "install", "--quiet", *cache, "-r",
                                        str(requirements)], cwd=REPO)
-    image_env = {**os.environ, "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-                 "VIRTUAL_ENV": str(VENV)}
-    image_env.pop("PYTHONPATH", None)
+    image_env, cache_note = image_environment(reuse)
     executed = Path(args.executed).resolve() if args.executed else None
     if executed is not None and executed.is_dir():
         image_env["ATTNLIB_EXECUTED"] = str(executed)   # postBuild reuses pages whose code matches
@@ -390,10 +633,11 @@ def main(argv=None) -> int:
         for i, extra in enumerate(postbuild_pip_lines()):
             timings[f"postBuild pip {i + 1}"] = run([str(py), "-m", "pip", "install", "--quiet", *extra], cwd=REPO)
     build_seconds = time.perf_counter() - t_start
-    check, problems, freeze = check_environment(py)
+    check, problems, freeze = check_environment(py, seed)
     forbidden = [f for f in freeze if FORBIDDEN.match(f)]
     problems += [f"forbidden package installed: {f}" for f in forbidden]
     size = du_bytes(VENV)
+    binder_pins = pins(REPO / "binder" / "requirements.txt")
     torch_version = subprocess.run([str(py), "-c", "import torch; print(torch.__version__)"],
                                    capture_output=True, text=True, check=True).stdout.strip()
     triton_version = subprocess.run([str(py), "-c", "import triton; print(triton.__version__)"],
@@ -409,6 +653,12 @@ def main(argv=None) -> int:
         "biggest": [(name, round(b / 1e6, 1)) for name, b in biggest_packages(VENV)],
         "seconds": {k: round(v, 1) for k, v in timings.items()},
         "build_seconds": round(build_seconds, 1),
+        "repo2docker": {
+            "version": REPO2DOCKER, "lock": lock_source, "seeded": seed,
+            "overridden_by_binder": {n: [v, binder_pins[n]] for n, v in sorted(seed.items())
+                                     if n in binder_pins and binder_pins[n] != v},
+            "skipped": skipped, "pip_check_after_seed": seed_check},
+        "attnlib_cache": cache_note,
     }
     notebooks = REPO / "_build" / "notebooks"
     if args.generate:
@@ -417,16 +667,17 @@ def main(argv=None) -> int:
     if args.execute:
         load1 = os.getloadavg()
         rows, failed = execute_notebooks(py, notebooks, results / "binder-executed" if results != RESULTS
-                                         else ROOT / "_build" / "binder-executed")
+                                         else ROOT / "_build" / "binder-executed", env=image_env)
         problems += failed
         if not rows:
             problems.append(f"no notebooks in {notebooks}")
         result["execute"] = {"notebooks": rows, "seconds": round(sum(r["seconds"] for r in rows), 1),
                              "load_average_before": [round(x, 2) for x in load1],
                              "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+        result["server"] = server_memory({**image_env, "HF_HUB_OFFLINE": "1"})
     if args.memory:
         result["three_chapters"] = three_chapters_memory(
-            py, [str(notebooks / n) for n in ("06_multihead.ipynb", "08_real_model.ipynb", "09_at_scale.ipynb")])
+            py, [str(notebooks / n) for n in ("06_multihead.ipynb", "08_real_model.ipynb", "09_at_scale.ipynb")], env=image_env)
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     result["problems"] = problems
     if not args.keep:
