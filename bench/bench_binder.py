@@ -296,12 +296,34 @@ def _vm_hwm(pid: int) -> int:
     return 0
 
 
+def _pss(pid: int) -> int:
+    """Proportional set size (bytes) of one process: its private pages plus its share of pages it
+    shares (a forked child's copy-on-write pages count once over the two, not twice as in RSS)."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _tree_pids(root_pid: int, children: dict[int, list[int]]) -> list[int]:
+    out, todo = [], [root_pid]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
 class KernelMemory:
     """Samples, every ``interval`` s, the memory of the processes below ``runner_pid`` (the kernel
-    that nbclient started, and whatever the kernel starts), not the runner itself: a learner's
-    kernel in JupyterLab is the same process tree under the server.  ``peak_mib``: the larger of
-    the highest summed RSS seen and the kernel process's own peak RSS (``VmHWM``, which no
-    sampling interval can miss)."""
+    that nbclient started, and whatever the kernel starts: the code labs' forked sandboxes), not
+    the runner itself: a learner's kernel in JupyterLab is the same process tree under the server.
+    The tree is summed by PSS, not RSS: a forked child shares its parent's pages, which RSS would
+    count twice.  ``peak_mib``: the larger of the highest summed PSS seen and the kernel process's
+    own peak RSS (``VmHWM``, which no sampling interval can miss)."""
 
     def __init__(self, runner_pid: int, interval: float = 0.1):
         self.runner, self.interval = runner_pid, interval
@@ -314,7 +336,7 @@ class KernelMemory:
         while not self._stop.is_set():
             table = _proc_table()
             kernels = table[0].get(self.runner, [])
-            self.peak_sum = max(self.peak_sum, sum(_tree_rss(k, table) for k in kernels))
+            self.peak_sum = max(self.peak_sum, sum(_pss(pid) for k in kernels for pid in _tree_pids(k, table[0])))
             for k in kernels:
                 self.hwm[k] = max(self.hwm.get(k, 0), _vm_hwm(k))
             self._stop.wait(self.interval)
@@ -323,7 +345,7 @@ class KernelMemory:
         self._stop.set()
         self._thread.join()
         hwm = max(self.hwm.values(), default=0)
-        return {"peak_mib": round(max(self.peak_sum, hwm) / 2**20), "sampled_tree_peak_mib": round(self.peak_sum / 2**20),
+        return {"peak_mib": round(max(self.peak_sum, hwm) / 2**20), "sampled_tree_pss_peak_mib": round(self.peak_sum / 2**20),
                 "kernel_vmhwm_mib": round(hwm / 2**20)}
 
 
@@ -506,8 +528,8 @@ def render_md(result: dict) -> str:
         e = result["execute"]
         lines += [f"* every notebook run in a fresh kernel of that environment, one after the other "
                   f"({e['seconds']} s in all; load average before {e['load_average_before']}, after "
-                  f"{e['load_average_after']}); peak MiB: the kernel's process tree (the larger of its summed RSS, "
-                  "sampled every 0.1 s, and the kernel process's VmHWM), not the runner:", "",
+                  f"{e['load_average_after']}); peak MiB: the kernel's process tree (the larger of its summed PSS, "
+                  "sampled every 0.1 s, and the kernel process's own peak RSS, VmHWM), not the runner:", "",
                   "| notebook | s | peak MiB | ok | slowest cells |", "|---|---:|---:|---|---|"]
         lines += [f"| {r['notebook']} | {r['seconds']} | {r.get('peak_mib', '')} | {'yes' if r['ok'] else 'NO'} | "
                   f"{r['slowest_cells']} |" for r in e["notebooks"]]
