@@ -30,11 +30,12 @@ PIP_INSTALL := $(PIP) install --quiet -c $(CONSTRAINTS)
 BOOK_FLAGS := --warningiserror --nitpick --builder html
 JOBS ?= 2
 
-.PHONY: book test setup html unit bench clean help chapter lock notebooks gpu-check binder-test
+.PHONY: book test setup html unit book-tests page-tests check bench clean help chapter lock notebooks gpu-check binder-test
 
 help:
 	@echo "make book   set up .venv, execute every chapter, build the HTML into _build/html"
 	@echo "make test   set up .venv, run the whole test suite (unit tests + executed book build)"
+	@echo "make check  for authors, a few minutes: the tests that touch what you changed (git), plus one chapter executed"
 	@echo "make bench  run the benchmarks under bench/"
 	@echo "make gpu-check  on a CUDA machine: CUDA tests + GPU benchmarks into bench/results (under 10 min)"
 	@echo "make notebooks  write the learners' notebooks (one .ipynb per chapter) into _build/notebooks"
@@ -86,15 +87,34 @@ html:
 unit: setup
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) --dist loadfile --doctest-modules -rs -m "not book" tests attnlib
 
-# Two passes: the unit tests in parallel, then the `book` tests in one process, in file order,
-# so that tests/test_book.py builds _build/html once and the whole-book browser checks in
-# tests/test_browser.py load that build afterwards.  -rs prints every skip reason (e.g. no
-# Chromium: the browser tests are then skipped, and say so).  Both passes always run.
+# Three passes (the phases CI times, bench/bench_ci.py): the unit tests in parallel; the book
+# built once, exactly as `make book` builds it (tests/test_book.py); then the checks of that
+# build (browser checks of every page, the learners' notebooks, JupyterLab) in parallel,
+# one test file per worker.  -rs prints every skip reason (e.g. no Chromium: the browser tests
+# are then skipped, and say so).  Every pass always runs.  The learners' notebooks are
+# executed by `make binder-test`, in the environment learners get (CI runs it after this).
 test: setup
 	rc=0; \
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) --dist loadfile --doctest-modules -rs -m "not book" tests attnlib || rc=1; \
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -rs -m book tests || rc=1; \
+	$(MAKE) --no-print-directory unit || rc=1; \
+	$(MAKE) --no-print-directory book-tests || rc=1; \
+	$(MAKE) --no-print-directory page-tests || rc=1; \
 	exit $$rc
+
+book-tests: setup
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -rs -m book tests/test_book.py
+
+page-tests: setup
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) --dist loadfile -rs -m book tests --ignore=tests/test_book.py
+
+# For authors, a few minutes: the unit tests of the files you changed (git: uncommitted changes,
+# plus the commits since BASE when it is given, e.g. make check BASE=origin/main), chosen by
+# _ext/check_changed.py (a changed test file; the tests that import a changed attnlib module; the
+# tests of a changed chapter), then one chapter executed in a fresh kernel (the first changed
+# chapter, else the one that uses a changed module most, else chapter 1).  Not a substitute
+# for make test.
+BASE ?=
+check: setup
+	HF_HUB_OFFLINE=1 $(PY) _ext/check_changed.py --jobs $(JOBS) $(if $(BASE),--base $(BASE))
 
 bench: setup
 	HF_HUB_OFFLINE=1 $(PY) bench/bench_book.py

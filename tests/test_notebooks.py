@@ -8,9 +8,10 @@ references, pins equal to constraints.txt), the launch-button rewrite, bertviz's
 `book` tests (run by `make test` after tests/test_book.py built the book, so that the executed
 notebooks in `_build/jupyter_execute` are reused): every page's notebook is generated and
 checked (no `{glue`, no directive fences or `:::`, every solution folded in `<details>`, no
-visible cell that reveals an answer, no output that loads from a CDN), executed, and one is
-opened in JupyterLab (served on 127.0.0.1, every other host blocked) where an exercise is
-answered wrong (Enter) and then right (Check) and the kernel restart note appears.
+visible cell that reveals an answer, no output that loads from a CDN), and one is opened in
+JupyterLab (served on 127.0.0.1, every other host blocked) where an exercise is
+answered wrong (Enter) and then right (Check) and the kernel restart note appears.  Every
+notebook is executed top to bottom by `make binder-test`, in the Binder environment.
 """
 from __future__ import annotations
 
@@ -422,16 +423,11 @@ def test_mutations_are_caught(notebooks):
         assert check_notebook(bad, page) != [], f"the planted {name} went unnoticed"
 
 
-@pytest.mark.book
-def test_generated_notebooks_execute(notebooks):
-    """Each notebook runs top to bottom in a fresh kernel, as a learner's Run All does (with the
-    glue stand-in, so without myst-nb)."""
-    from execute_notebook import ChapterError, execute_chapter
-    for page in mk.toc_pages():
-        try:
-            execute_chapter(notebooks / mk.notebook_name(page))
-        except ChapterError as err:
-            pytest.fail(str(err))
+# Executing every generated notebook top to bottom in a fresh kernel (formerly
+# test_generated_notebooks_execute, here in .venv) is done once, by `make binder-test`
+# (bench/bench_binder.py, execute_notebooks), in the environment learners get: CI runs it after
+# `make test`.  A second run in .venv told nothing that the book build (the same code, executed)
+# and that run do not, and cost 154 s of every `make test` (issue 34).
 
 
 # ------------------------------------------------------------------ JupyterLab (book)

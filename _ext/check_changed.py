@@ -1,0 +1,137 @@
+"""`make check`: the quick loop for authors (a few minutes, not the full `make test`).
+
+1. What changed: ``git diff --name-only HEAD`` (staged and unstaged), the untracked files git
+   does not ignore, and, with ``--base REF``, every file changed since ``REF``.
+2. The unit tests that touch it (``-m "not book"``; the book tests need the whole build):
+   * a changed ``tests/test_*.py`` file itself;
+   * for a changed ``attnlib`` module, every test file that imports or names it
+     (``attnlib.induction``, ``from attnlib import induction``, ``from attnlib.exercises.ch06 import``),
+     and its doctests;
+   * for a changed file of ``attnlib/static`` or ``_ext``, the test files that name it;
+   * for a changed chapter, the test files that name it and its exercises' tests.
+3. One chapter executed in a fresh kernel, as the book build runs it (``_ext/execute_notebook.py``):
+   the first changed chapter, else the chapter that names the changed modules most often,
+   else chapter 1.
+
+It prints what it chose and why, then runs it; the exit status is 1 when a test or the chapter
+fails.  Usage: ``.venv/bin/python _ext/check_changed.py [--base REF] [--jobs N] [--dry-run]``.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+CHAPTERS = ROOT / "chapters"
+
+
+def git_lines(*args: str) -> list[str]:
+    out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def changed_files(base: str | None = None) -> list[str]:
+    """Paths (relative to the repository) changed in the work tree, untracked ones included,
+    and since ``base`` when given."""
+    files = set(git_lines("diff", "--name-only", "HEAD"))
+    files |= set(git_lines("ls-files", "--others", "--exclude-standard"))
+    if base:
+        files |= set(git_lines("diff", "--name-only", f"{base}...HEAD"))
+    return sorted(f for f in files if (ROOT / f).exists())
+
+
+def module_patterns(path: str) -> list[re.Pattern]:
+    """Regexes that find a use of the attnlib module at ``path`` in a test's source."""
+    parts = list(Path(path).with_suffix("").parts)             # ['attnlib', 'exercises', 'ch06']
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    dotted = ".".join(parts)
+    pats = [re.compile(rf"\b{re.escape(dotted)}\b")]
+    if len(parts) >= 2:
+        parent, name = ".".join(parts[:-1]), parts[-1]
+        pats.append(re.compile(rf"from\s+{re.escape(parent)}\s+import\s+[^\n]*\b{re.escape(name)}\b"))
+        # the module reached through its package or a name re-exported at the top level:
+        # kernels.triton_attention, attnlib.triton_attention(...)
+        pats.append(re.compile(rf"\b(attnlib|{re.escape(parts[-2])})\.{re.escape(name)}\b"))
+    if dotted == "attnlib":
+        pats = [re.compile(r"^\s*(import attnlib|from attnlib import)", re.M)]
+    return pats
+
+
+def select(files: list[str]) -> tuple[list[str], list[str], list[str], list[str]]:
+    """``(test files, doctest modules, chapters named by the change, reasons)``."""
+    tests, doctests, reasons = set(), set(), []
+    # tests/test_ci.py names files only as examples of this selection: it is not a test of them
+    sources = {p: p.read_text(encoding="utf-8", errors="replace") for p in sorted(TESTS.glob("test_*.py"))
+               if p.name != "test_ci.py"}
+    chapter_hits: dict[str, int] = {}
+    changed_chapters = []
+    for f in files:
+        p = Path(f)
+        if p.parts[0] == "tests" and p.name.startswith("test_") and p.suffix == ".py":
+            tests.add(f)
+            reasons.append(f"{f}: changed")
+        elif p.parts[0] == "attnlib" and p.suffix == ".py":
+            pats = module_patterns(f)
+            hits = [str(t.relative_to(ROOT)) for t, src in sources.items() if any(pt.search(src) for pt in pats)]
+            tests.update(hits)
+            doctests.add(f)
+            reasons.append(f"{f}: {len(hits)} test files use it, and its doctests")
+            name = p.stem if p.stem != "__init__" else p.parent.name
+            for ch in CHAPTERS.glob("[0-9][0-9]_*.md"):
+                n = len(re.findall(rf"\b{re.escape(name)}\b", ch.read_text(encoding="utf-8")))
+                chapter_hits[str(ch.relative_to(ROOT))] = chapter_hits.get(str(ch.relative_to(ROOT)), 0) + n
+        elif p.parts[0] in {"attnlib", "_ext"}:
+            hits = [str(t.relative_to(ROOT)) for t, src in sources.items() if p.name in src]
+            why = "name it"
+            if not hits and p.parts[:2] == ("attnlib", "static"):     # assets copied into pages by the build
+                hits = [str(t.relative_to(ROOT)) for t in sources if t.name.startswith(("test_page_", "test_browser"))]
+                why = "test pages (no test names it)"
+            tests.update(hits)
+            reasons.append(f"{f}: {len(hits)} test files {why}")
+        elif p.parts[0] == "chapters" and p.suffix == ".md" and re.match(r"\d\d_", p.name):
+            changed_chapters.append(f)
+            number = p.name[:2]
+            hits = [str(t.relative_to(ROOT)) for t, src in sources.items()
+                    if p.stem in src or t.name == f"test_exercises_ch{number}.py"]
+            tests.update(hits)
+            reasons.append(f"{f}: {len(hits)} test files name it or test its exercises")
+    chapters = changed_chapters or [c for c, n in sorted(chapter_hits.items(), key=lambda kv: -kv[1]) if n][:1]
+    return sorted(tests), sorted(doctests), chapters, reasons
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", help="also count the commits since this git ref (e.g. origin/main)")
+    ap.add_argument("--jobs", type=int, default=2, help="pytest workers (pytest-xdist)")
+    ap.add_argument("--dry-run", action="store_true", help="print the selection, run nothing")
+    args = ap.parse_args(argv)
+    files = changed_files(args.base)
+    tests, doctests, chapters, reasons = select(files)
+    chapter = chapters[0] if chapters else "chapters/01_weighted_average.md"
+    print(f"make check: {len(files)} changed files" + (f" (since {args.base} and in the work tree)" if args.base else
+                                                        " (in the work tree; BASE=<ref> adds commits)"))
+    for r in reasons:
+        print("  " + r)
+    print(f"  -> {len(tests)} test files, {len(doctests)} modules' doctests; chapter executed: {chapter}"
+          + ("" if chapters else " (no changed chapter or module names one)"))
+    if args.dry_run:
+        print("\n".join(["tests:"] + tests + ["doctests:"] + doctests))
+        return 0
+    rc = 0
+    if tests or doctests:
+        cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-m", "not book", "-p", "no:cacheprovider",
+               *(["-n", str(args.jobs), "--dist", "loadfile"] if args.jobs > 1 else []),
+               *tests, *(["--doctest-modules", *doctests] if doctests else [])]
+        rc |= subprocess.run(cmd, cwd=ROOT).returncode
+    rc |= subprocess.run([sys.executable, str(ROOT / "_ext" / "execute_notebook.py"), chapter,
+                          "-o", str(ROOT / "_build" / "check.ipynb")], cwd=ROOT).returncode
+    return 1 if rc else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

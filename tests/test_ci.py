@@ -1,0 +1,85 @@
+"""The verification loop itself: `make test`'s phases are the ones bench/bench_ci.py times and
+`.ci/run` runs; `make check` picks the tests that touch a change."""
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bench_ci = _load(ROOT / "bench" / "bench_ci.py", "bench_ci")
+check_changed = _load(ROOT / "_ext" / "check_changed.py", "check_changed")
+
+
+def _recipe(target: str) -> str:
+    text = (ROOT / "Makefile").read_text()
+    m = re.search(rf"^{re.escape(target)}:[^\n]*\n((?:\t[^\n]*\n)+)", text, re.M)
+    assert m, f"no recipe for {target} in the Makefile"
+    return m.group(1)
+
+
+def test_make_test_is_the_phases_that_bench_ci_times():
+    """`make test` = setup + unit + book-tests + page-tests, and `.ci/run` = make test + make
+    binder-test: the phases of bench_ci.PHASES, in that order, so the committed record times
+    exactly what CI runs."""
+    assert _recipe("test").startswith("\t") and "test: setup" in (ROOT / "Makefile").read_text()
+    called = re.findall(r"\$\(MAKE\) --no-print-directory ([\w-]+)", _recipe("test"))
+    phases = [cmd[1] for _, cmd in bench_ci.PHASES]
+    assert ["setup", *called] == phases[:4], (called, phases)
+    ci = (ROOT / ".ci" / "run").read_text()
+    runs = re.findall(r"^make ([\w-]+)", ci, re.M)
+    assert runs == ["test", "binder-test"] and phases[4] == "binder-test"
+    assert 'export ATTNLIB_CACHE="$PWD/_build/cache"' in ci
+
+
+def test_the_unit_and_page_passes_run_in_parallel_and_the_book_pass_builds_once():
+    assert "-n $(JOBS)" in _recipe("unit") and '-m "not book"' in _recipe("unit")
+    assert "tests/test_book.py" in _recipe("book-tests") and "-n" not in _recipe("book-tests")
+    page = _recipe("page-tests")
+    assert "-n $(JOBS)" in page and "-m book" in page and "--ignore=tests/test_book.py" in page
+
+
+@pytest.mark.parametrize("changed, must_test, chapter", [
+    (["attnlib/induction.py"], {"tests/test_induction.py", "tests/test_model_cache.py"}, "chapters/06_multihead.md"),
+    (["attnlib/exercises/ch05.py"], {"tests/test_exercises_ch05.py"}, None),
+    (["chapters/05_masking.md"], {"tests/test_exercises_ch05.py"}, "chapters/05_masking.md"),
+    (["tests/test_softmax.py"], {"tests/test_softmax.py"}, None),
+    (["attnlib/static/xp_model.js"], {"tests/test_page_model.py"}, None),
+])
+def test_make_check_selects_the_tests_that_touch_a_change(changed, must_test, chapter):
+    tests, doctests, chapters, reasons = check_changed.select(changed)
+    assert must_test <= set(tests), (changed, tests)
+    assert len(reasons) == len(changed)
+    if chapter:
+        assert chapters[:1] == [chapter]
+    for f in changed:
+        if f.startswith("attnlib/") and f.endswith(".py"):
+            assert f in doctests
+
+
+def test_make_check_does_not_select_unrelated_tests():
+    tests, _, _, _ = check_changed.select(["attnlib/kernels/triton_attention.py"])
+    assert "tests/test_triton_attention.py" in tests
+    assert "tests/test_exercises_ch02.py" not in tests and "tests/test_model_cache.py" not in tests
+
+
+def test_bench_ci_reads_pytests_summary_and_renders_the_total():
+    log = "....\n===== 2865 passed, 226 skipped in 242.84s (0:04:02) =====\n"
+    assert bench_ci.summary_line(log) == "2865 passed, 226 skipped in 242.84s (0:04:02)"
+    result = {"meta": {"date": "d", "machine": "x86_64", "cpus": 2, "python": "3.11.7", "commit": "abc"},
+              "phases": [{"phase": "unit", "command": ["make", "unit"], "seconds": 120.0, "returncode": 0,
+                          "load_before": [1.0, 1.0, 1.0], "load_after": [2.0, 1.0, 1.0], "tests": "1 passed"}],
+              "total_seconds": 120.0}
+    md = bench_ci.render_md(result)
+    assert "| unit | `make unit` | 120 | 2.0 | 0 | 1.0 | 2.0 | 1 passed |" in md and "Total: 120 s (2.0 min)" in md
