@@ -46,12 +46,33 @@ def _chapter_label(path: str) -> str:
     return f"`{path}`"
 
 
+# mybinder.org's memory per session: guaranteed, and the cap at which the kernel is killed (bytes).
+BINDER_GUARANTEE, BINDER_CAP = 10**9, 2 * 10**9
+# A kernel peaking above this (MiB) leaves too little of the guarantee for the JupyterLab server
+# and a second open notebook: the README and the chapter say to run it alone.
+HEAVY_MIB = 800
+
+
+def binder_peaks() -> dict[str, int]:
+    """Each page's kernel peak (MiB) as a learner's notebook in the Binder environment, by page
+    stem (``bench/bench_binder.py --execute``); empty when binder.json has none."""
+    b = _load("binder.json") or {}
+    return {Path(r["notebook"]).stem: r["peak_mib"] for r in b.get("execute", {}).get("notebooks", [])
+            if "peak_mib" in r}
+
+
 def book_section(book: dict) -> list[str]:
+    peaks = binder_peaks()
     lines = [f"Each chapter executed in a fresh kernel (`make bench`, `bench/bench_book.py`, "
-             f"{book['date']}, {book['machine']}; `bench/results/book.md`):", "",
-             "| chapter | execution (s) | peak RSS (MiB) |", "|---|---:|---:|"]
+             f"{book['date']}, {book['machine']}; `bench/results/book.md`)"
+             + (f"; the last column is the same page as a learner's notebook in the Binder environment "
+                f"(`bench/bench_binder.py`, {_load('binder.json')['date']}; `bench/results/binder.md`), the kernel's "
+                "process tree at its peak: the figure to plan memory by" if peaks else "") + ":", "",
+             "| chapter | execution (s) | peak RSS (MiB) |" + (" peak in Binder (MiB) |" if peaks else ""),
+             "|---|---:|---:|" + ("---:|" if peaks else "")]
     for row in book["chapters"]:
-        lines.append(f"| {_chapter_label(row['chapter'])} | {row['seconds']:.1f} | {row['peak_rss_mib']:.0f} |")
+        lines.append(f"| {_chapter_label(row['chapter'])} | {row['seconds']:.1f} | {row['peak_rss_mib']:.0f} |"
+                     + (f" {peaks.get(Path(row['chapter']).stem, '')} |" if peaks else ""))
     slowest = max(book["chapters"], key=lambda r: r["seconds"])
     lines += ["", f"Slowest chapter: `{slowest['chapter']}`, {slowest['seconds']:.1f} s."]
     if book.get("make_html_seconds") is not None:
@@ -216,12 +237,44 @@ def binder_section(b: dict) -> list[str]:
                       f"before and {e['load_average_after'][1]:.1f} after{shared}); "
                       f"{'failures: ' + ', '.join(failed) if failed else 'none failed'}.  The slowest was "
                       f"`{slowest['notebook']}`, {slowest['seconds']:.0f} s:", "",
-                  "| notebook | run time (s) |", "|---|---:|"]
-        lines += [f"| `{r['notebook']}` | {r['seconds']:.0f} |" for r in rows]
+                  "| notebook | run time (s) |" + (" kernel peak (MiB) |" if "peak_mib" in rows[0] else ""),
+                  "|---|---:|" + ("---:|" if "peak_mib" in rows[0] else "")]
+        lines += [f"| `{r['notebook']}` | {r['seconds']:.0f} |" + (f" {r['peak_mib']} |" if "peak_mib" in r else "")
+                  for r in rows]
+        lines += memory_advice(b)
     if "three_chapters" in b:
         lines += ["", f"Three chapters running at once (three kernels, with their nbclient runners) peaked "
                       f"at {b['three_chapters']['peak_total_rss_mib']:,} MiB in all."]
     return lines
+
+
+def memory_advice(b: dict) -> list[str]:
+    """What the kernels' and the server's peaks mean against mybinder.org's 1 GB guarantee and
+    2 GB cap, and which chapters to run one at a time."""
+    rows = [r for r in b["execute"]["notebooks"] if "peak_mib" in r]
+    if not rows:
+        return []
+    top = max(rows, key=lambda r: r["peak_mib"])
+    server = b.get("server", {}).get("rss_mib")
+    heavy = [r for r in rows if r["peak_mib"] > HEAVY_MIB]
+    mib = lambda n: f"{n / 2**20:,.0f} MiB"
+    text = (f"mybinder.org guarantees {BINDER_GUARANTEE / 1e9:.0f} GB ({mib(BINDER_GUARANTEE)}) per session and stops "
+            f"it at {BINDER_CAP / 1e9:.0f} GB ({mib(BINDER_CAP)}).  The heaviest kernel, `{top['notebook']}`, peaks "
+            f"at {top['peak_mib']:,} MiB"
+            + (f"; the JupyterLab server itself holds {server} MiB (no kernel open), so that chapter with the "
+               f"server needs {top['peak_mib'] + server:,} MiB" if server else "") + ".  ")
+    if heavy:
+        names = ", ".join(f"`{r['notebook']}` ({r['peak_mib']:,} MiB)" for r in heavy)
+        text += (f"Chapters whose kernel passes {HEAVY_MIB} MiB: {names}.  Run them one at a time: JupyterLab keeps "
+                 "the kernel of a closed tab alive, so shut down the previous chapter's kernel first (Kernel > Shut "
+                 "Down Kernel, or the Running panel).  ")
+    else:
+        text += f"Every kernel stays under {HEAVY_MIB} MiB.  "
+    two = sum(sorted(r["peak_mib"] for r in rows)[-2:]) + (server or 0)
+    if two * 2**20 > BINDER_GUARANTEE:
+        text += (f"Two of the heaviest open at once ({two:,} MiB with the server) would pass the guarantee: "
+                 "keep one chapter's kernel running at a time.")
+    return ["", text.rstrip()]
 
 
 def browser_model_section(m: dict) -> list[str]:

@@ -67,3 +67,22 @@ def test_the_block_choice_follows_the_measurement():
         if r["impl"] == "tiled-1024":
             r["time_ratio"] = 0.5
     assert mod.chosen_block(att) == 1024
+
+
+def test_the_binder_memory_figures_name_the_chapters_to_run_alone():
+    """The kernels' peaks of binder.json become the Binder column of the chapter table and the
+    advice: a chapter above readme_figures.HEAVY_MIB is named, one below is not."""
+    mod = _module()
+    binder = {"date": "d", "execute": {"notebooks": [
+        {"notebook": "05_masking.ipynb", "seconds": 1.0, "ok": True, "peak_mib": mod.HEAVY_MIB + 1},
+        {"notebook": "07_graphs.ipynb", "seconds": 1.0, "ok": True, "peak_mib": mod.HEAVY_MIB - 1}]},
+        "server": {"rss_mib": 100}}
+    text = " ".join(mod.memory_advice(binder))
+    assert f"`05_masking.ipynb` ({mod.HEAVY_MIB + 1:,} MiB)" in text and "07_graphs.ipynb" not in text.split("passes")[1]
+    assert f"needs {mod.HEAVY_MIB + 101:,} MiB" in text and "Shut Down Kernel" in text
+    binder["execute"]["notebooks"][0]["peak_mib"] = 100
+    assert "Chapters whose kernel passes" not in " ".join(mod.memory_advice(binder))
+    mod._load = lambda name: binder if name == "binder.json" else None
+    book = {"date": "d", "machine": "m", "chapters": [{"chapter": "chapters/07_graphs.md", "seconds": 1.0,
+                                                       "peak_rss_mib": 500}]}
+    assert f"| 500 | {mod.HEAVY_MIB - 1} |" in "\n".join(mod.book_section(book))
