@@ -480,13 +480,26 @@ def book_pages() -> list[Path]:
     return sorted(p for p in HTML.rglob("*.html") if not {"_static", "_sources", "_images"} & set(p.relative_to(HTML).parts))
 
 
+def _book_is_stale() -> bool:
+    built = [p.stat().st_mtime for p in HTML.rglob("*.html")] if HTML.is_dir() else []
+    return not (HTML / "index.html").is_file() or max(built) < max(f.stat().st_mtime for f in _sources())
+
+
 @pytest.fixture(scope="module")
 def book():
-    """``_build/html``, rebuilt with ``make html`` only when missing or older than its sources."""
-    built = [p.stat().st_mtime for p in HTML.rglob("*.html")] if HTML.is_dir() else []
-    if not (HTML / "index.html").is_file() or max(built) < max(f.stat().st_mtime for f in _sources()):
-        proc = subprocess.run(["make", "--no-print-directory", "html"], cwd=ROOT, capture_output=True, text=True)
-        assert proc.returncode == 0, f"book build failed:\n{(proc.stdout + proc.stderr)[-4000:]}"
+    """``_build/html``, rebuilt with ``make html`` only when missing or older than its sources.
+    The page checks run in parallel (``make page-tests``): the rebuild holds a lock, so that two
+    workers that find the book stale build it once, one after the other finding it fresh."""
+    import fcntl
+    (ROOT / "_build").mkdir(exist_ok=True)
+    with open(ROOT / "_build" / ".book-build.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if _book_is_stale():
+                proc = subprocess.run(["make", "--no-print-directory", "html"], cwd=ROOT, capture_output=True, text=True)
+                assert proc.returncode == 0, f"book build failed:\n{(proc.stdout + proc.stderr)[-4000:]}"
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
     return HTML
 
 
