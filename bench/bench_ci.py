@@ -71,11 +71,14 @@ def binder_split(clone: Path) -> dict:
         return {}
     data = json.loads(report.read_text())
     out = {}
-    for key in ("build_seconds", "execute_seconds"):
-        if key in data:
-            out[key] = data[key]
-    if "notebooks" in data:
-        out["notebooks"] = len(data["notebooks"])
+    if "build_seconds" in data:
+        out["build_seconds"] = data["build_seconds"]
+    execute = data.get("execute") or {}
+    if "seconds" in execute:
+        out["execute_seconds"] = execute["seconds"]
+    if "notebooks" in execute:
+        out["notebooks"] = len(execute["notebooks"])
+        out["all_ok"] = all(r.get("ok") for r in execute["notebooks"])
     return out
 
 

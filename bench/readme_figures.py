@@ -46,11 +46,10 @@ def _chapter_label(path: str) -> str:
     return f"`{path}`"
 
 
-# mybinder.org's memory per session: guaranteed, and the cap at which the kernel is killed (bytes).
-BINDER_GUARANTEE, BINDER_CAP = 10**9, 2 * 10**9
-# A kernel peaking above this (MiB) leaves too little of the guarantee for the JupyterLab server
-# and a second open notebook: the README and the chapter say to run it alone.
-HEAVY_MIB = 800
+# mybinder.org's memory per session and the heavy-kernel threshold: defined once, in
+# _ext/make_notebooks.py, which writes the same advice into the heavy chapters' notebooks.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_ext"))
+from make_notebooks import BINDER_CAP, BINDER_GUARANTEE, HEAVY_MIB  # noqa: E402
 
 
 def binder_peaks() -> dict[str, int]:

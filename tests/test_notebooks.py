@@ -759,3 +759,27 @@ def test_make_clean_goes_through_the_notebook_check():
     recipe = re.search(r"^clean:\n((?:\t.*\n)+)", text, re.M).group(1)
     assert "make_notebooks.py --clean" in recipe and "rm -rf _build\n" not in recipe
     assert "! -name notebooks" in recipe
+
+
+# ------------------------------------------------------------------ memory advice (issue 34)
+def test_a_heavy_chapters_notebook_says_to_run_it_alone(tmp_path):
+    """The first cell of a notebook whose kernel peaked above HEAVY_MIB in the Binder record says
+    so, with the measured figure; a lighter one, or one without a record, says nothing."""
+    record = tmp_path / "binder.json"
+    record.write_text(json.dumps({"execute": {"notebooks": [
+        {"notebook": "03_three_views.ipynb", "peak_mib": mk.HEAVY_MIB + 246},
+        {"notebook": "07_graphs.ipynb", "peak_mib": mk.HEAVY_MIB - 111}]}}))
+    heavy = mk.memory_note("chapters/03_three_views", record)
+    assert f"{mk.HEAVY_MIB + 246:,} MiB" in heavy and "run it on its own" in heavy and "Shut Down" in heavy
+    assert mk.memory_note("chapters/07_graphs", record) == ""
+    assert mk.memory_note("chapters/05_masking", record) == ""
+    assert mk.memory_note("chapters/03_three_views", tmp_path / "missing.json") == ""
+
+
+def test_the_committed_record_names_the_same_heavy_chapters_as_the_notebooks():
+    """Every chapter above HEAVY_MIB in bench/results/binder.json gets the note in its
+    notebook's first cell, and no other chapter does."""
+    rows = json.loads(mk.BINDER_RECORD.read_text())["execute"]["notebooks"]
+    heavy = {r["notebook"] for r in rows if r["peak_mib"] > mk.HEAVY_MIB}
+    noted = {mk.notebook_name(p) for p in mk.toc_pages() if "**Memory:**" in mk.header_cell(p).source}
+    assert heavy and noted == heavy
