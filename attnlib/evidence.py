@@ -37,6 +37,7 @@ import re
 import torch
 
 from . import _validate, corpus, encoder
+from .edits import head_means
 from .encoder.loading import model_and_tokenizer
 
 __all__ = [
@@ -214,13 +215,21 @@ def pair_weights(texts, layer: int, head: int, query, keys, *, model=None, token
 _MEAN_OUTPUTS: dict = {}
 
 
-def _mean_head_outputs(model, tokenizer, layer: int, texts: tuple) -> torch.Tensor:
-    """:func:`attnlib.encoder.mean_head_outputs`, ``(H, d_v)``, computed once per model,
-    layer and texts."""
-    key = (id(model), layer, texts)
+def _reference_means(model, tokenizer, texts: tuple) -> torch.Tensor:
+    """Every head's mean output over every token of ``texts`` (one :func:`attnlib.encoder.run` per
+    text, :func:`attnlib.edits.head_means`), ``(n_layers, H, d_v)``, computed once per model and
+    texts: the ``source`` of a mean ablation."""
+    key = (id(model), texts)
     if key not in _MEAN_OUTPUTS:
-        _MEAN_OUTPUTS[key] = encoder.mean_head_outputs(list(texts), layer, model, tokenizer)
+        _MEAN_OUTPUTS[key] = head_means([encoder.run(t, model=model, tokenizer=tokenizer) for t in texts])
     return _MEAN_OUTPUTS[key]
+
+
+def _ablation(layer: int, head: int, mode: str, references) -> dict:
+    """The edit that removes head ``(layer, head)`` (:mod:`attnlib.edits`)."""
+    if mode == "zero":
+        return {"layer": layer, "head": head, "mode": "zero"}
+    return {"layer": layer, "head": head, "mode": "mean", "source": references}
 
 
 def _change(intact, ablated) -> tuple:
@@ -246,17 +255,17 @@ def head_ablation(text, layer: int, head: int, *, mode: str = "mean", texts=None
         Both are unitless, 0 for no change, at most 2.
 
     Raises:
-        ValueError: ``mode`` is not "mean" or "zero"; as :func:`attnlib.encoder.ablated_outputs`.
+        ValueError: ``mode`` is not "mean" or "zero"; as :func:`attnlib.encoder.run`.
     """
     mode = _validate.choice(mode, ("mean", "zero"), "mode")
     model, tokenizer = model_and_tokenizer(model, tokenizer)
-    replacement = None
-    if mode == "mean":
-        layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
-        head = _validate.index(head, model.config.num_attention_heads, "head")
-        replacement = _mean_head_outputs(model, tokenizer, layer, tuple(_texts(texts)))[head]
-    tokens, intact, ablated = encoder.ablated_outputs(text, layer, head, replacement=replacement,
-                                                  model=model, tokenizer=tokenizer)
+    _validate.text(text, "text")
+    layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
+    head = _validate.index(head, model.config.num_attention_heads, "head")
+    refs = _reference_means(model, tokenizer, tuple(_texts(texts))) if mode == "mean" else None
+    base = encoder.run(text, model=model, tokenizer=tokenizer)
+    tokens, intact = base.tokens, base.output
+    ablated = encoder.run(text, edits=[_ablation(layer, head, mode, refs)], model=model, tokenizer=tokenizer).output
     token_change, sentence_change = _change(intact, ablated)
     return {"tokens": tokens, "token_change": token_change, "sentence_change": sentence_change}
 
@@ -271,12 +280,11 @@ def layer_ablation(text, layer: int, *, mode: str = "mean", texts=None, model=No
     mode = _validate.choice(mode, ("mean", "zero"), "mode")
     model, tokenizer = model_and_tokenizer(model, tokenizer)
     layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
-    means = _mean_head_outputs(model, tokenizer, layer, tuple(_texts(texts))) if mode == "mean" else None
+    refs = _reference_means(model, tokenizer, tuple(_texts(texts))) if mode == "mean" else None
     intact = encoder.run(text, model=model, tokenizer=tokenizer).output              # one intact pass, (T, d_model)
     changes = []
     for h in range(model.config.num_attention_heads):
-        ablated = encoder.run(text, replace={(layer, h): None if means is None else means[h]},
-                              model=model, tokenizer=tokenizer).output
+        ablated = encoder.run(text, edits=[_ablation(layer, h, mode, refs)], model=model, tokenizer=tokenizer).output
         changes.append(_change(intact, ablated)[1])
     return torch.tensor(changes, dtype=torch.float64)
 
@@ -298,16 +306,13 @@ def ablation_table(text, *, mode: str = "mean", texts=None, model=None, tokenize
     mode = _validate.choice(mode, ("mean", "zero"), "mode")
     model, tokenizer = model_and_tokenizer(model, tokenizer)
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
-    means = None
-    if mode == "mean":
-        runs = [encoder.run(t, model=model, tokenizer=tokenizer) for t in _texts(texts)]
-        means = [torch.cat([r["z", l] for r in runs], dim=1).mean(dim=1) for l in range(n_layers)]  # (H, d_v) each
+    refs = _reference_means(model, tokenizer, tuple(_texts(texts))) if mode == "mean" else None
     intact = encoder.run(text, model=model, tokenizer=tokenizer).output                     # (T, d_model)
     table = torch.zeros(n_layers, n_heads, dtype=torch.float64)
     for l in range(n_layers):
         for h in range(n_heads):
-            edit = {(l, h): None if means is None else means[l][h]}
-            table[l, h] = _change(intact, encoder.run(text, replace=edit, model=model, tokenizer=tokenizer).output)[1]
+            ablated = encoder.run(text, edits=[_ablation(l, h, mode, refs)], model=model, tokenizer=tokenizer).output
+            table[l, h] = _change(intact, ablated)[1]
     return table
 
 
@@ -318,7 +323,7 @@ def patching_effects(clean, corrupt, position, *, depth=None, layers=None, model
     For every head ``(l, h)``, the encoder runs on ``clean`` with that head's output ``z``
     (before ``W_O``) at ``position`` only replaced by its output at the same position in the
     run on ``corrupt``; every other head and position keeps its clean output, and everything
-    downstream is recomputed (:func:`attnlib.encoder.run` with ``replace``).  The effect is
+    downstream is recomputed (:func:`attnlib.encoder.run` with a ``patch`` edit at ``position``).  The effect is
     the share of the clean-to-corrupt difference of the model's output at ``position`` that
     this one patch brings along, measured along that difference:
 
@@ -375,9 +380,8 @@ def patching_effects(clean, corrupt, position, *, depth=None, layers=None, model
     effect = torch.full((n_layers, n_heads), float("nan"), dtype=torch.float64)
     for l in layers:
         for h in range(n_heads):
-            z = base.head("z", l, h).clone()                   # (T, d_v): clean everywhere ...
-            z[i] = other.head("z", l, h)[i]                    # ... but the corrupt output at position i
-            patched = encoder.run(clean, replace={(l, h): z}, model=model, tokenizer=tokenizer).resid_pre[depth][i].double()
+            edit = {"layer": l, "head": h, "mode": "patch", "source": other, "position": i}   # corrupt z at i only
+            patched = encoder.run(clean, edits=[edit], model=model, tokenizer=tokenizer).resid_pre[depth][i].double()
             effect[l, h] = float((patched - o_clean) @ delta) / norm2
     return {"tokens": list(base.tokens), "corrupt_tokens": list(other.tokens), "position": i, "depth": depth,
             "difference": norm2 ** 0.5, "effect": effect}

@@ -83,7 +83,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 #: run's key (:mod:`attnlib.model_cache`), so editing any of them retrains.
 TRAINING_SOURCES = tuple(os.path.join(_HERE, name) for name in (
     "induction.py", "transformer.py", "multihead.py", "attention.py", "masks.py", "softmax.py",
-    "positions.py", "kv_cache.py", "measures.py", "evidence.py", "corpus.py", "devices.py", "_validate.py",
+    "positions.py", "kv_cache.py", "edits.py", "measures.py", "evidence.py", "corpus.py", "devices.py", "_validate.py",
     os.path.join("data", "gettysburg.txt")))
 
 # Offsets added to ``seed`` so that held-out sequences never share a random stream with the

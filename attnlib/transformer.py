@@ -24,16 +24,19 @@ Shapes legend: ``B`` batch, ``H`` heads, ``T`` sequence length (``T_q = T_k = T`
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from . import _validate
+from .edits import RunReading, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer
 from .kv_cache import KVCache
 from .multihead import MultiHeadAttention, merge_heads, replace_heads, split_heads
 from .attention import scaled_dot_product_attention
 from .positions import apply_rope
 
-__all__ = ["TinyTransformer", "STATIC_BOOK_ENV", "POSITIONS", "alibi_slopes", "alibi_bias"]
+__all__ = ["TinyTransformer", "STATIC_BOOK_ENV", "POSITIONS", "alibi_slopes", "alibi_bias", "Run", "run"]
 
 #: The position schemes of :class:`TinyTransformer` (``positions=``).
 POSITIONS = ("learned", "rope", "alibi")
@@ -380,3 +383,120 @@ def generate(model, prompt, n_new: int, *, use_cache: bool = True, return_caches
     if not isinstance(model, TinyTransformer):
         raise TypeError(f"model must be an attnlib.transformer.TinyTransformer, got {type(model).__name__}")
     return model.generate(prompt, n_new, use_cache=use_cache, return_caches=return_caches)
+
+
+@dataclass(frozen=True)
+class Run(RunReading):
+    """What :func:`run` returns: one forward pass of a :class:`TinyTransformer` on a batch, every
+    activation kept under TransformerLens's names (read it as :class:`attnlib.edits.RunReading`:
+    ``run["pattern", 1]``, ``run.head("z", 1, 2)``, ``run.stacked("q")``).
+
+    Attributes:
+        tokens: ``(B, T)`` int64, the input.
+        resid_pre: ``n_layers + 1`` tensors ``(B, T, d_model)``: the stream entering each block
+            (after any residual edit), the last entry the stream after the last block, before
+            the final LayerNorm.
+        q, k, v: per layer ``(B, H, T, d_head)``, the projections of ``LN(resid_pre)`` split into
+            heads (before RoPE rotates ``q`` and ``k``, as TransformerLens's ``hook_q``).
+        attn_scores: per layer ``(B, H, T, T)``: the scores the softmax reads, ``q k^T / sqrt(d_head)``
+            (rotated ``q``, ``k`` with RoPE; plus the ALiBi bias), ``-inf`` above the diagonal.
+        pattern: per layer ``(B, H, T, T)``: the attention weights.
+        z: per layer ``(B, H, T, d_head)``: each head's output before ``W_O``, after any edit.
+        logits: ``(B, T, V)``: position ``i`` predicts token ``i + 1``.
+        edits: the :class:`attnlib.edits.Edit` applied (empty for an intact run).
+    """
+
+    tokens: torch.Tensor
+    resid_pre: tuple
+    q: tuple
+    k: tuple
+    v: tuple
+    attn_scores: tuple
+    pattern: tuple
+    z: tuple
+    logits: torch.Tensor
+    edits: tuple = ()
+
+
+@torch.no_grad()
+def run(model, tokens, *, edits=()) -> Run:
+    """Run ``model`` once on ``tokens`` and keep every activation of every layer and head
+    (:class:`Run`), with ``edits`` applied (the spec of :mod:`attnlib.edits`: zero, mean or
+    patch, per head or for the residual stream, optionally at one position).
+
+    The pass is the model's own ``forward`` (under ``torch.no_grad()``, in evaluation mode);
+    hooks read its projections, edit what enters ``W_O`` (:func:`attnlib.edits.apply_head_edits`)
+    or the stream entering a block (:func:`attnlib.edits.apply_resid_edit`), so everything
+    downstream of an edit is recomputed.
+
+    Shapes:
+        tokens: ``(B, T)`` (or ``(T,)``, read as a batch of one) int64; see :class:`Run`.
+
+    Raises:
+        TypeError: ``model`` not a TinyTransformer; tokens not integer; an edit malformed.
+        ValueError: tokens not ``(B, T)`` with ``1 <= T <= max_len`` or outside the vocabulary;
+            an edit as :func:`attnlib.edits.as_edits` and :func:`attnlib.edits.apply_head_edits` say.
+        IndexError: a layer, head or position outside the model or the input.
+
+    >>> model = TinyTransformer(10, d_model=8, n_heads=2, n_layers=2, max_len=6)
+    >>> r = run(model, torch.tensor([[1, 2, 3, 1, 2]]), edits=[{"layer": 1, "head": 0, "mode": "zero"}])
+    >>> tuple(r["pattern", 0].shape), tuple(r.head("z", 1, 0).shape), float(r.head("z", 1, 0).abs().max())
+    ((1, 2, 5, 5), (1, 5, 4), 0.0)
+    """
+    if not isinstance(model, TinyTransformer):
+        raise TypeError(f"model must be an attnlib.transformer.TinyTransformer, got {type(model).__name__}")
+    if isinstance(tokens, torch.Tensor) and tokens.dim() == 1:
+        tokens = tokens[None]
+    tokens = model._tokens(tokens)
+    edits = as_edits(edits, model.n_layers, model.n_heads)
+    head_edits, resid_edits = edits_by_layer(edits)
+    model.eval()
+    H, d_head = model.n_heads, model.d_head
+    resid, proj, z = [None] * (model.n_layers + 1), {}, [None] * model.n_layers
+    handles = []
+
+    def resid_hook(layer):
+        def hook(module, args):
+            x = args[0]
+            if layer in resid_edits:
+                x = apply_resid_edit(x, resid_edits[layer])
+            resid[layer] = x.detach()
+            return (x, *args[1:])
+        return hook
+
+    def z_hook(layer):
+        def hook(module, args):
+            out = args[0]                                              # (B, T, H * d_head)
+            if layer in head_edits:
+                out = apply_head_edits(out, H, head_edits[layer])
+            z[layer] = split_heads(out, H).detach()                    # (B, H, T, d_head)
+            return (out, *args[1:])
+        return hook
+
+    try:
+        for layer, block in enumerate(model.blocks):
+            handles.append(block.register_forward_pre_hook(resid_hook(layer)))
+            handles.append(block.attn.out_proj.register_forward_pre_hook(z_hook(layer)))
+            for name in ("q", "k", "v"):
+                handles.append(getattr(block.attn, f"{name}_proj").register_forward_hook(
+                    lambda m, a, out, key=(name, layer): proj.__setitem__(key, split_heads(out, H).detach())))
+        handles.append(model.ln_out.register_forward_pre_hook(resid_hook(model.n_layers)))
+        logits, weights = model(tokens)
+    finally:
+        for handle in handles:
+            handle.remove()
+    T = tokens.shape[1]
+    scores = []
+    for layer in range(model.n_layers):
+        q, k = proj["q", layer], proj["k", layer]
+        if model.positions == "rope":
+            pos = torch.arange(T, device=tokens.device)
+            q, k = apply_rope(q, pos), apply_rope(k, pos)
+        s = q @ k.transpose(-2, -1) / d_head ** 0.5                    # (B, H, T, T)
+        if model.positions == "alibi":
+            s = s + alibi_bias(H, T).to(s)
+        scores.append(s.masked_fill(~torch.ones(T, T, dtype=torch.bool, device=s.device).tril(), float("-inf")))
+    return Run(tokens=tokens, resid_pre=tuple(resid), q=tuple(proj["q", l] for l in range(model.n_layers)),
+               k=tuple(proj["k", l] for l in range(model.n_layers)), v=tuple(proj["v", l] for l in range(model.n_layers)),
+               attn_scores=tuple(scores), pattern=tuple(w.detach() for w in weights), z=tuple(z), logits=logits,
+               edits=edits)

@@ -16,6 +16,7 @@ import torch
 import attnlib
 from attnlib import corpus, evidence
 from attnlib.encoder import run
+from attnlib.edits import Edit
 from attnlib.multihead import replace_heads, scale_heads
 
 TEXT = corpus.RUNNING
@@ -96,8 +97,8 @@ def test_zero_ablation_equals_a_model_whose_head_has_no_value(model_tok):
         edited.encoder.layer[layer].attention.self.value.weight[cols] = 0
         edited.encoder.layer[layer].attention.self.value.bias[cols] = 0
     want = run(TEXT, model=edited, tokenizer=tokenizer)
-    got = run(TEXT, ablate=[(layer, head)], model=model, tokenizer=tokenizer)
-    assert got.interventions == (((layer, head), "zero"),)
+    got = run(TEXT, edits=[{"layer": layer, "head": head, "mode": "zero"}], model=model, tokenizer=tokenizer)
+    assert got.edits == (Edit(layer=layer, head=head, mode="zero"),)
     torch.testing.assert_close(got.output, want.output, rtol=0, atol=1e-5)
     assert got.head("z", layer, head).abs().max() == 0
     intact = run(TEXT, model=model, tokenizer=tokenizer)
@@ -109,9 +110,9 @@ def test_patching_a_head_with_its_own_output_changes_nothing_and_with_another_do
     model, tokenizer = model_tok
     kw = {"model": model, "tokenizer": tokenizer}
     a, b = run("The cat sat on the mat.", **kw), run("The dog sat on the mat.", **kw)
-    same = run("The cat sat on the mat.", replace={(1, 4): a.head("z", 1, 4)}, **kw)
+    same = run("The cat sat on the mat.", edits=[{"layer": 1, "head": 4, "mode": "patch", "source": a}], **kw)
     torch.testing.assert_close(same.output, a.output, rtol=0, atol=1e-6)
-    patched = run("The cat sat on the mat.", replace={(1, 4): b.head("z", 1, 4)}, **kw)
+    patched = run("The cat sat on the mat.", edits=[{"layer": 1, "head": 4, "mode": "patch", "source": b}], **kw)
     torch.testing.assert_close(patched.head("z", 1, 4), b.head("z", 1, 4))
     assert (patched.output - a.output).abs().max() > 1e-4
 
@@ -127,7 +128,9 @@ def test_mean_ablation_uses_each_heads_own_mean(model_tok):
     mean = evidence.layer_ablation(TEXT, 3, mode="mean", texts=texts, model=model, tokenizer=tokenizer)
     assert (zero - mean).abs().max() > 1e-4                              # mode="mean" is not zero ablation
     for h in (0, 5):
-        one = run(TEXT, replace={(3, h): means[h]}, model=model, tokenizer=tokenizer).output
+        refs = [run(t, model=model, tokenizer=tokenizer) for t in texts]
+        one = run(TEXT, edits=[{"layer": 3, "head": h, "mode": "mean", "source": refs}], model=model,
+                  tokenizer=tokenizer).output
         intact = run(TEXT, model=model, tokenizer=tokenizer).output
         want = 1 - torch.nn.functional.cosine_similarity(intact.double().mean(0), one.double().mean(0), dim=0)
         assert abs(float(mean[h]) - float(want)) < 1e-9
@@ -152,14 +155,17 @@ def test_replace_heads_and_scale_heads_agree_and_touch_only_their_columns():
         scale_heads(out, torch.ones(2, 5))
 
 
+ZERO_1_1 = {"layer": 1, "head": 1, "mode": "zero"}
+
+
 @pytest.mark.parametrize("kwargs, error, message", [
-    ({"ablate": "2,3"}, TypeError, "list of \\(layer, head\\) pairs"),
-    ({"ablate": [3]}, TypeError, "\\(layer, head\\) pairs"),
-    ({"ablate": [(6, 0)]}, IndexError, "layer"),
-    ({"ablate": [(0, 12)]}, IndexError, "head"),
-    ({"ablate": [(1, 1)], "replace": {(1, 1): None}}, ValueError, "edited twice"),
-    ({"replace": [(1, 1)]}, TypeError, "replace must be a dict"),
-    ({"replace": {(1, 1): torch.zeros(31)}}, ValueError, "d_head"),
+    ({"edits": "2,3"}, TypeError, "list of dicts"),
+    ({"edits": [3]}, TypeError, "must be a dict"),
+    ({"edits": [{"layer": 6, "head": 0, "mode": "zero"}]}, IndexError, "layer"),
+    ({"edits": [{"layer": 0, "head": 12, "mode": "zero"}]}, IndexError, "head"),
+    ({"edits": [ZERO_1_1, dict(ZERO_1_1)]}, ValueError, "edited twice"),
+    ({"ablate": [(1, 1)]}, TypeError, "ablate"),
+    ({"edits": [{"layer": 1, "head": 1, "mode": "mean", "source": torch.zeros(6, 12, 31, 2)}]}, ValueError, "d_head"),
 ])
 def test_bad_interventions_name_what_was_expected(model_tok, kwargs, error, message):
     with pytest.raises(error, match=message):
@@ -175,3 +181,24 @@ def test_run_indexing_names_the_valid_choices(model_tok):
     with pytest.raises(KeyError, match="run\\['pattern', 3\\]"):
         r["q"]
     assert r["resid_pre", -1] is r.output
+
+
+def test_the_encoders_run_reads_the_same_edit_spec_as_the_tiny_model(model_tok):
+    """The residual stream patched from another run gives that run's output (at the output
+    itself, and entering the last layer); an intact run's residual stream is Hugging Face's
+    hidden states; a patch at one position leaves the earlier layers' other positions alone."""
+    model, tokenizer = model_tok
+    kw = {"model": model, "tokenizer": tokenizer}
+    a, b = run("The cat sat on the mat.", **kw), run("The dog sat on the mat.", **kw)
+    hf = model(**tokenizer("The cat sat on the mat.", return_tensors="pt"), output_hidden_states=True).hidden_states
+    for l in range(7):
+        torch.testing.assert_close(a.resid_pre[l], hf[l][0].detach(), rtol=0, atol=1e-6)
+    for layer in (5, 6):
+        patched = run("The cat sat on the mat.", edits=[{"layer": layer, "head": None, "mode": "patch", "source": b}], **kw)
+        torch.testing.assert_close(patched.output, b.output, rtol=1e-5, atol=1e-5)
+    i = a.tokens.index("cat")
+    one = run("The cat sat on the mat.", edits=[{"layer": 2, "head": 3, "mode": "patch", "source": b, "position": i}], **kw)
+    torch.testing.assert_close(one.head("z", 2, 3)[i], b.head("z", 2, 3)[i])
+    others = [p for p in range(len(a.tokens)) if p != i]
+    torch.testing.assert_close(one.head("z", 2, 3)[others], a.head("z", 2, 3)[others])
+    assert (one.output - a.output).abs().max() > 1e-5

@@ -197,7 +197,8 @@ def check(path, sentences=CHECK_SENTENCES, *, tolerance: float = BUILD_TOLERANCE
         pair = sentence if isinstance(sentence, tuple) else (sentence, None)
         layer, head = i % L, (5 * i + 3) % H
         for ablate in ((), ((layer, head),)):
-            ref = run(*pair, ablate=list(ablate), model=model, tokenizer=tokenizer)
+            ref = run(*pair, edits=[{"layer": l, "head": h, "mode": "zero"} for l, h in ablate],
+                      model=model, tokenizer=tokenizer)
             ids = ref.input_ids[None].numpy().astype(np.int64)
             types = ref.token_type_ids[None].numpy().astype(np.int64)
             mask = np.ones((1, L, H), dtype=np.float32)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import _validate
+from ..edits import head_means
 from .loading import check_length, check_model, load_encoder, model_and_tokenizer
 from .run import EncoderAttention, EncoderBatch, run
 
@@ -433,7 +434,13 @@ def ablated_outputs(text, layer: int, head: int, *, replacement=None, model=None
             raise ValueError(f"replacement must be finite; entries {bad[:5]}{' ...' if len(bad) > 5 else ''} are "
                              f"NaN or infinite (the head's output would make every later layer NaN)")
     intact = run(text, model=model, tokenizer=tokenizer, truncate=truncate)
-    ablated = run(text, replace={(layer, head): replacement}, model=model, tokenizer=tokenizer, truncate=truncate)
+    if replacement is None:
+        edit = {"layer": layer, "head": head, "mode": "zero"}
+    else:                                   # a mean ablation whose mean is given: the spec's means tensor
+        means = torch.zeros(model.config.num_hidden_layers, model.config.num_attention_heads, d_v)
+        means[layer, head] = replacement.detach().float().cpu()
+        edit = {"layer": layer, "head": head, "mode": "mean", "source": means}
+    ablated = run(text, edits=[edit], model=model, tokenizer=tokenizer, truncate=truncate)
     return intact.tokens, intact.output, ablated.output
 
 
@@ -452,8 +459,7 @@ def mean_head_outputs(texts, layer: int, model=None, tokenizer=None) -> torch.Te
     model, tokenizer = model_and_tokenizer(model, tokenizer)
     layer = _validate.index(layer, model.config.num_hidden_layers, "layer")
     _validate.text_list(texts, "texts")
-    per_token = torch.cat([run(text, model=model, tokenizer=tokenizer)["z", layer] for text in texts], dim=1)
-    return per_token.mean(dim=1)                                            # (H, tokens, d_v) -> (H, d_v)
+    return head_means([run(text, model=model, tokenizer=tokenizer) for text in texts])[layer]   # (H, d_v)
 
 
 

@@ -8,10 +8,13 @@ output before ``W_O`` mixes the heads (``z``).  The names are TransformerLens's
 (``ActivationCache``), so a learner who moves on to that library finds the same objects;
 ``run["pattern", 3]`` reads them the same way.
 
-Interventions go through the same pass: ``ablate=[(layer, head), ...]`` sets heads' outputs
-to zero and ``replace={(layer, head): value}`` sets them to a mean or to another run's output
-(activation patching), with :func:`attnlib.multihead.replace_heads`, the intervention the
-tiny causal model uses too.  Everything downstream of an edited head is recomputed.
+Interventions go through the same pass, in the one edit vocabulary of both of the course's
+models (:mod:`attnlib.edits`): ``edits=[{"layer": 3, "head": 5, "mode": "zero"}]``, ``"mean"``
+(the head's mean output over reference runs), ``"patch"`` (another run's activation, per head or
+for the residual stream, optionally at one position), applied by
+:func:`attnlib.edits.apply_head_edits` and :func:`attnlib.edits.apply_resid_edit`, as in the
+tiny causal model (:func:`attnlib.transformer.run`).  Everything downstream of an edit is
+recomputed.
 
 Every reader of :mod:`attnlib.encoder` (``get_attentions``, ``layer_input``, ``head_qkv``,
 ``head_outputs``, ``ablated_outputs``...) is a view of a run, and the in-page model
@@ -28,14 +31,11 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import _validate
-from ..multihead import replace_heads, split_heads
+from ..edits import ACTIVATIONS, RunReading, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer
+from ..multihead import split_heads
 from .loading import check_length, model_and_tokenizer
 
 __all__ = ["Run", "run", "encode", "ACTIVATIONS", "head_interventions", "EncoderAttention", "EncoderBatch"]
-
-#: What a :class:`Run` keeps, by TransformerLens's names.  ``resid_pre`` has ``n_layers + 1``
-#: entries (the last is the model's output); the others one per layer.
-ACTIVATIONS = ("resid_pre", "q", "k", "v", "attn_scores", "pattern", "z")
 
 
 class _LayersAndHeads:
@@ -106,7 +106,7 @@ class EncoderBatch(_LayersAndHeads):
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(RunReading):
     """What :func:`run` returns: the tokens and every activation of one forward pass.
 
     Attributes:
@@ -114,18 +114,17 @@ class Run:
         input_ids, token_type_ids: ``(T,)`` int64, what the model read.
         sentence_b_start: index of the second text's first token, or ``None``.
         resid_pre: ``n_layers + 1`` tensors ``(T, d_model)``: entry ``l`` is the input of
-            layer ``l`` (``hidden_states[l]``), the last entry the model's output.
+            layer ``l`` (after any residual edit), the last entry the model's output.
         q, k, v: per layer ``(H, T, d_k)``: ``X W_Q + b_Q`` and so on, head by head.
         attn_scores: per layer ``(H, T, T)``: ``q k^T / sqrt(d_k)``, before the softmax.
         pattern: per layer ``(H, T, T)``: the attention weights, row ``i`` sums to 1.
-        z: per layer ``(H, T, d_v)``: each head's ``pattern @ v`` (after any intervention),
-            the heads' outputs before ``W_O``.
-        interventions: the ``((layer, head), what)`` edits applied, ``what`` being
-            ``"zero"`` or ``"replaced"``; empty for an intact run.
+        z: per layer ``(H, T, d_v)``: each head's ``pattern @ v`` (after any edit), the heads'
+            outputs before ``W_O``.
+        edits: the :class:`attnlib.edits.Edit` applied; empty for an intact run.
 
-    Indexing follows TransformerLens: ``run["pattern", 3]`` is layer 3's ``(H, T, T)``
-    weights; ``run.head("q", 3, 5)`` one head's ``(T, d_k)``; ``run.stacked("pattern")``
-    all layers ``(n_layers, H, T, T)``.
+    Indexing follows TransformerLens (:class:`attnlib.edits.RunReading`): ``run["pattern", 3]``
+    is layer 3's ``(H, T, T)`` weights; ``run.head("q", 3, 5)`` one head's ``(T, d_k)``;
+    ``run.stacked("pattern")`` all layers ``(n_layers, H, T, T)``.
     """
 
     tokens: list
@@ -139,15 +138,7 @@ class Run:
     attn_scores: tuple
     pattern: tuple
     z: tuple
-    interventions: tuple = field(default=())
-
-    @property
-    def n_layers(self) -> int:
-        return len(self.pattern)
-
-    @property
-    def n_heads(self) -> int:
-        return self.pattern[0].shape[0]
+    edits: tuple = field(default=())
 
     @property
     def output(self) -> torch.Tensor:
@@ -160,30 +151,6 @@ class Run:
         all-MiniLM-L6-v2 (its pooling is the mean; Reimers & Gurevych 2019).
         Shapes: ``(d_model,)``."""
         return self.output.mean(dim=0)
-
-    def __getitem__(self, key) -> torch.Tensor:
-        if not (isinstance(key, tuple) and len(key) == 2):
-            raise KeyError(f"index a run with (name, layer), e.g. run['pattern', 3]; got {key!r}")
-        name, layer = key
-        _validate.choice(name, ACTIVATIONS, "activation name")
-        values = getattr(self, name)
-        return values[_validate.index(layer, len(values), "layer")]
-
-    def head(self, name: str, layer: int, head: int) -> torch.Tensor:
-        """One head's slice of a per-head activation (``q``, ``k``, ``v``, ``attn_scores``,
-        ``pattern``, ``z``). Shapes: ``(T, d_k)`` or ``(T, T)``.
-
-        Raises:
-            ValueError: ``name`` is ``resid_pre`` or unknown. IndexError: out of range.
-        """
-        _validate.choice(name, ACTIVATIONS[1:], "per-head activation name")
-        return self[name, layer][_validate.index(head, self.n_heads, "head")]
-
-    def stacked(self, name: str) -> torch.Tensor:
-        """Every layer of one activation in one tensor.
-        Shapes: ``(n_layers, H, T, ...)``; ``(n_layers + 1, T, d_model)`` for ``resid_pre``."""
-        _validate.choice(name, ACTIVATIONS, "activation name")
-        return torch.stack(getattr(self, name))
 
     def attention(self) -> EncoderAttention:
         """The run in bertviz's and Hugging Face's layout (:class:`EncoderAttention`):
@@ -210,45 +177,41 @@ def encode(tokenizer, model, text, text_pair=None, *, truncate: bool = False):
     return tokenizer(text, text_pair, return_tensors="pt", truncation=n_tokens > limit, max_length=limit)
 
 
-def _edits(ablate, replace, n_layers: int, n_heads: int) -> dict:
-    """``{layer: {head: None | tensor}}`` from ``ablate`` and ``replace``, checked."""
-    if replace is None:
-        replace = {}
-    if not isinstance(replace, dict):
-        raise TypeError(f"replace must be a dict {{(layer, head): tensor}}, got {type(replace).__name__}")
-    pairs = _validate.head_pairs(ablate, n_layers, n_heads, "ablate")
-    keys = _validate.head_pairs(list(replace), n_layers, n_heads, "replace")
-    edits: dict = {}
-    for (layer, head), value in zip(pairs + keys, [None] * len(pairs) + list(replace.values())):
-        if head in edits.setdefault(layer, {}):
-            raise ValueError(f"head ({layer}, {head}) is edited twice (in ablate and replace?)")
-        edits[layer][head] = value
-    return edits
-
-
 class head_interventions:
-    """Context manager: forward hooks on the self-attention of a BERT-family encoder that
-    edit heads' outputs with :func:`attnlib.multihead.replace_heads` and keep what each
-    layer's heads output (``captured[layer]``, ``(B, T, H * d_v)``, after the edit).
+    """Context manager: hooks on a BERT-family encoder that apply checked edits
+    (:func:`attnlib.edits.as_edits`) and keep what each layer receives and what its heads output:
+    ``resid[layer]`` ``(B, T, d_model)`` (after any residual edit) and ``captured[layer]``
+    ``(B, T, H * d_v)`` (after any head edit).
 
-    ``edits`` is ``{layer: {head: None | tensor}}``.  Used by :func:`run`; the in-page
-    model's export (:mod:`attnlib.encoder.browser`) uses :func:`attnlib.multihead.scale_heads`
-    at the same place.
+    Head edits act on each self-attention's output, the heads side by side before ``W_O``
+    (:func:`attnlib.edits.apply_head_edits`); residual edits on the hidden states entering a
+    layer (:func:`attnlib.edits.apply_resid_edit`).  Used by :func:`run`; the in-page model's
+    export (:mod:`attnlib.encoder.browser`) uses :func:`attnlib.multihead.scale_heads` at the
+    same place as the head edits.
     """
 
-    def __init__(self, model, edits: dict | None = None):
-        self.model, self.edits, self.captured, self._handles = model, edits or {}, {}, []
+    def __init__(self, model, edits: tuple = ()):
+        self.model, self.captured, self.resid, self._handles = model, {}, {}, []
+        self.head_edits, self.resid_edits = edits_by_layer(tuple(edits))
 
     def __enter__(self):
         n_heads = self.model.config.num_attention_heads
         for layer, block in enumerate(self.model.encoder.layer):
             def hook(module, args, output, layer=layer):
                 out = output[0]                                       # (B, T, H * d_v)
-                if self.edits.get(layer):
-                    out = replace_heads(out, n_heads, self.edits[layer])
+                if layer in self.head_edits:
+                    out = apply_head_edits(out, n_heads, self.head_edits[layer])
                 self.captured[layer] = out.detach()
                 return (out,) + tuple(output[1:])
+
+            def pre(module, args, layer=layer):
+                x = args[0]                                           # (B, T, d_model)
+                if layer in self.resid_edits:
+                    x = apply_resid_edit(x, self.resid_edits[layer])
+                self.resid[layer] = x.detach()
+                return (x, *args[1:])
             self._handles.append(block.attention.self.register_forward_hook(hook))
+            self._handles.append(block.register_forward_pre_hook(pre))
         return self
 
     def __exit__(self, *exc):
@@ -257,18 +220,18 @@ class head_interventions:
         return False
 
 
-def run(text, text_pair=None, *, ablate=(), replace=None, model=None, tokenizer=None,
-        truncate: bool = False) -> Run:
+def run(text, text_pair=None, *, edits=(), model=None, tokenizer=None, truncate: bool = False) -> Run:
     """Run the encoder once on ``text`` (or the pair ``text``, ``text_pair``) and keep every
     activation of every layer and head (:class:`Run`).
 
     Args:
         text, text_pair: the input; a pair is encoded the BERT way,
             ``[CLS] text [SEP] text_pair [SEP]``.
-        ablate: ``(layer, head)`` pairs whose outputs are set to zero (zero ablation).
-        replace: ``{(layer, head): value}``: the head outputs ``value`` instead, a
-            ``(d_v,)`` vector at every token (mean ablation) or a ``(T, d_v)`` tensor, such as
-            ``other_run.head("z", layer, head)`` (activation patching; same ``T``).
+        edits: interventions in the spec of :mod:`attnlib.edits`: ``{"layer", "head", "mode":
+            "zero" | "mean" | "patch", "source"?, "position"?}``, ``source`` being a run (a list
+            of runs for ``"mean"``: the head's mean output over every token of them; for
+            ``"patch"``, a run on an input of the same length).  ``head=None`` patches the
+            residual stream entering ``layer`` (``layer = n_layers``: the output).
         model, tokenizer: default :func:`attnlib.encoder.load_encoder`'s.
         truncate: cut an input longer than the model's maximum (with a warning) instead of
             refusing it.
@@ -283,18 +246,17 @@ def run(text, text_pair=None, *, ablate=(), replace=None, model=None, tokenizer=
         ``(H, T, T)`` per layer; ``resid_pre`` ``(T, d_model)`` per layer and output.
 
     Raises:
-        TypeError: a text is not a str; ``ablate`` not a list of pairs; ``replace`` not a dict;
-            a layer or head is not an int.
+        TypeError: a text is not a str; an edit malformed (:func:`attnlib.edits.as_edits`).
         ValueError: an empty text; an input longer than the model's maximum (512 tokens for
             the course's model) without ``truncate``; the model in training mode or returning
-            no weights (load it with ``attn_implementation="eager"``); a head edited twice; a
-            replacement of the wrong shape.
+            no weights (load it with ``attn_implementation="eager"``); a place edited twice; a
+            patch source of another length.
         IndexError: a layer or head outside the model.
 
     >>> r = run("The cat sat.")
     >>> r.tokens, r.n_layers, r.n_heads, tuple(r["pattern", 0].shape), tuple(r.head("q", 4, 3).shape)
     (['[CLS]', 'the', 'cat', 'sat', '.', '[SEP]'], 6, 12, (12, 6, 6), (6, 32))
-    >>> float((run("The cat sat.", ablate=[(4, 3)]).head("z", 4, 3)).abs().max())
+    >>> float((run("The cat sat.", edits=[{"layer": 4, "head": 3, "mode": "zero"}]).head("z", 4, 3)).abs().max())
     0.0
     """
     model, tokenizer = model_and_tokenizer(model, tokenizer)
@@ -302,7 +264,7 @@ def run(text, text_pair=None, *, ablate=(), replace=None, model=None, tokenizer=
         raise ValueError("the model is in training mode, so dropout would randomise the weights; call model.eval() first")
     cfg = model.config
     n_layers, n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
-    edits = _edits(ablate, replace, n_layers, n_heads)
+    edits = as_edits(edits, n_layers, n_heads)
     enc = encode(tokenizer, model, text, text_pair, truncate=truncate)
     ids = enc["input_ids"].to(model.device)                                     # (1, T)
     types = enc.get("token_type_ids", torch.zeros_like(enc["input_ids"])).to(model.device)
@@ -328,14 +290,16 @@ def run(text, text_pair=None, *, ablate=(), replace=None, model=None, tokenizer=
     d_k = per_layer["q"][0].shape[-1]
     scores = tuple(q @ k.transpose(-2, -1) / math.sqrt(d_k) for q, k in zip(per_layer["q"], per_layer["k"]))
     z = tuple(split_heads(heads.captured[l], n_heads)[0] for l in range(n_layers))     # (H, T, d_v)
+    final = out.hidden_states[-1]                                                       # (1, T, d_model)
+    if n_layers in heads.resid_edits:                                  # the output itself patched
+        final = apply_resid_edit(final, heads.resid_edits[n_layers])
+    resid = tuple(heads.resid[l][0] for l in range(n_layers)) + (final[0].detach(),)
     sentence_b_start = None
     if text_pair is not None:
         sentence_b_start = next((i for i, s in enumerate(types[0].tolist()) if s == 1), None)
-    done = tuple(((l, h), "zero" if v is None else "replaced") for l in sorted(edits) for h, v in sorted(
-        edits[l].items(), key=lambda item: item[0]))
     return Run(tokens=tokenizer.convert_ids_to_tokens(enc["input_ids"][0].tolist()),
                input_ids=enc["input_ids"][0], token_type_ids=types[0].cpu(),
                sentence_b_start=sentence_b_start,
-               resid_pre=tuple(h[0].detach() for h in out.hidden_states),
+               resid_pre=resid,
                q=per_layer["q"], k=per_layer["k"], v=per_layer["v"], attn_scores=scores,
-               pattern=tuple(a[0].detach() for a in out.attentions), z=z, interventions=done)
+               pattern=tuple(a[0].detach() for a in out.attentions), z=z, edits=edits)
