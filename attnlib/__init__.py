@@ -21,7 +21,7 @@ from .devices import as_tensor, default_device
 from .geometry import convex_hull_2d, in_convex_hull_2d, support_excess
 from .kv_cache import KVCache, kv_cache_bytes
 from .masks import causal_mask, padding_mask, to_additive, to_boolean
-from .multihead import MultiHeadAttention, merge_heads, replace_heads, scale_heads, split_heads
+from .multihead import MultiHeadAttention, merge_heads, scale_heads, split_heads
 from .positions import apply_rope, rope_scores, sinusoidal
 from .softmax import entropy, softmax, softmax_jacobian
 from .tiled import online_softmax, online_softmax_step, tiled_attention
@@ -59,7 +59,7 @@ __all__ = [
     "dot_product_view", "row_view", "column_view", "outer_product_view",
     "convex_hull_2d", "in_convex_hull_2d", "support_excess",
     # heads, positions, scale, decoding (chapters 6, 9, 10)
-    "MultiHeadAttention", "split_heads", "merge_heads", "replace_heads", "scale_heads",
+    "MultiHeadAttention", "split_heads", "merge_heads", "scale_heads",
     "sinusoidal", "apply_rope", "rope_scores",
     "tiled_attention", "online_softmax", "online_softmax_step", "triton_attention",
     "KVCache", "kv_cache_bytes",

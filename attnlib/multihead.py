@@ -18,7 +18,7 @@ from torch import nn
 from . import _validate
 from .attention import scaled_dot_product_attention
 
-__all__ = ["MultiHeadAttention", "split_heads", "merge_heads", "replace_heads", "scale_heads"]
+__all__ = ["MultiHeadAttention", "split_heads", "merge_heads", "scale_heads"]
 
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -76,52 +76,10 @@ def _heads_side_by_side(out: torch.Tensor, n_heads: int, name: str) -> tuple:
     return B, T, n_heads, width // n_heads
 
 
-def replace_heads(out: torch.Tensor, n_heads: int, replacements: dict) -> torch.Tensor:
-    """The heads' outputs, side by side as they enter ``W_O``, with some heads replaced: the
-    one intervention on a head that the course uses, in the pretrained encoder
-    (:func:`attnlib.encoder.run`) and in the tiny causal model
-    (:class:`attnlib.transformer.TinyTransformer`) alike.
-
-    ``replacements`` maps a head index to what it outputs instead: ``None`` (zero ablation,
-    Michel et al. 2019), a ``(d_head,)`` vector at every position (mean ablation), or a
-    ``(T, d_head)`` / ``(B, T, d_head)`` tensor (activation patching: the head's output on
-    another input, Vig et al. 2020; Meng et al. 2022).  Head ``h`` owns the columns
-    ``h d_head .. (h + 1) d_head - 1`` (:func:`split_heads`).  The input is not changed.
-
-    Shapes:
-        out: ``(B, T, H * d_head)``; returns the same shape.
-
-    Raises:
-        ValueError: ``out`` is not 3-D with a width divisible by ``n_heads``; a replacement
-            does not broadcast to ``(B, T, d_head)`` or is not finite.
-        IndexError: a head outside ``0 .. n_heads - 1``.
-
-    >>> out = torch.ones(1, 2, 6)
-    >>> replace_heads(out, 3, {1: None})[0, 0].tolist()
-    [1.0, 1.0, 0.0, 0.0, 1.0, 1.0]
-    """
-    B, T, H, d_head = _heads_side_by_side(out, n_heads, "out")
-    heads = out.reshape(B, T, H, d_head).clone()                  # (B, T, H, d_head)
-    for h, value in replacements.items():
-        h = _validate.index(h, H, "head")
-        if value is None:
-            heads[:, :, h] = 0.0
-            continue
-        value = _validate.floating(value, f"replacement for head {h}").to(heads)
-        if value.dim() > 3 or tuple(value.shape[-1:]) != (d_head,) or \
-                (value.dim() >= 2 and value.shape[-2] != T) or (value.dim() == 3 and value.shape[0] not in (1, B)):
-            raise ValueError(f"the replacement for head {h} must be (d_head,), (T, d_head) or (B, T, d_head) "
-                             f"with T = {T}, d_head = {d_head}, got {tuple(value.shape)}")
-        if not bool(torch.isfinite(value).all()):
-            raise ValueError(f"the replacement for head {h} must be finite")
-        heads[:, :, h] = value
-    return heads.reshape(B, T, H * d_head)
-
-
 def scale_heads(out: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """Multiply each head's output by a number per input and head: the ``head_mask`` of
     Michel et al. (2019), 1 keeps a head, 0 removes it (zero ablation, as
-    :func:`replace_heads` with ``None``).  The in-page model is exported with this as an
+    :func:`attnlib.edits.apply_head_edits` with a ``zero`` edit).  The in-page model is exported with this as an
     input so that a reader can switch heads off in the browser.
 
     Shapes:

@@ -32,7 +32,7 @@ from torch import nn
 from . import _validate
 from .edits import RunReading, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer
 from .kv_cache import KVCache
-from .multihead import MultiHeadAttention, merge_heads, replace_heads, split_heads
+from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .attention import scaled_dot_product_attention
 from .positions import apply_rope
 
@@ -128,12 +128,12 @@ class Block(nn.Module):
         heads, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, t, d_head), (B, H, t, T_k)
         return attn.out_proj(merge_heads(heads)), weights
 
-    def forward(self, x, replace: dict | None = None, is_causal: bool = True, cache=None, start: int = 0):
+    def forward(self, x, edits=(), is_causal: bool = True, cache=None, start: int = 0):
         handle = None
-        if replace:
+        if edits:                                                # checked attnlib.edits.Edit of this layer
 
             def swap(module, args):                              # args[0]: (B, T, H * d_head), the heads side by side
-                return (replace_heads(args[0], self.attn.n_heads, replace),)
+                return (apply_head_edits(args[0], self.attn.n_heads, edits),)
 
             handle = self.attn.out_proj.register_forward_pre_hook(swap)
         try:
@@ -235,17 +235,18 @@ class TinyTransformer(nn.Module):
             expected = (self.n_layers, self.n_heads, self.d_head)
             if tuple(means.shape) != expected:
                 raise ValueError(f"means must have shape {expected} (n_layers, H, d_head), got {tuple(means.shape)}")
-        replace = [dict() for _ in range(self.n_layers)]
-        for layer, head in pairs:
-            replace[layer][head] = None if means is None else means[layer, head]
+        # the shorthand ablate= / means= in the one edit vocabulary (attnlib.edits), one mechanism
+        head_edits, _ = edits_by_layer(as_edits(
+            [{"layer": l, "head": h, "mode": "zero"} if means is None else
+             {"layer": l, "head": h, "mode": "mean", "source": means} for l, h in pairs], self.n_layers, self.n_heads))
         B, T = tokens.shape
         positions = torch.arange(start, start + T, device=tokens.device)   # after what the cache holds
         x = self.tok_emb(tokens)                               # (B, T, d_model)
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions)                    # + (T, d_model)
         weights = []
-        for layer, (block, rep) in enumerate(zip(self.blocks, replace)):
-            x, w = block(x, rep, cache=None if cache is None else cache[layer], start=start)  # (B, T, d_model), (B, H, T, start + T)
+        for layer, block in enumerate(self.blocks):
+            x, w = block(x, head_edits.get(layer, ()), cache=None if cache is None else cache[layer], start=start)  # (B, T, d_model), (B, H, T, start + T)
             weights.append(w)
         logits = self.unembed(self.ln_out(x))                  # (B, T, V)
         return logits, weights

@@ -16,8 +16,8 @@ import torch
 import attnlib
 from attnlib import corpus, evidence
 from attnlib.encoder import run
-from attnlib.edits import Edit
-from attnlib.multihead import replace_heads, scale_heads
+from attnlib.edits import Edit, apply_head_edits
+from attnlib.multihead import scale_heads
 
 TEXT = corpus.RUNNING
 PAIR = corpus.PAIR
@@ -136,21 +136,23 @@ def test_mean_ablation_uses_each_heads_own_mean(model_tok):
         assert abs(float(mean[h]) - float(want)) < 1e-9
 
 
-def test_replace_heads_and_scale_heads_agree_and_touch_only_their_columns():
+def test_a_zero_edit_and_scale_heads_agree_and_touch_only_their_columns():
+    """apply_head_edits (the one intervention of both models) against scale_heads (the in-page
+    model's head_mask): the same zeros, only in the head's own columns, the input unchanged."""
     out = torch.randn(2, 5, 12, generator=torch.Generator().manual_seed(0))
     before = out.clone()
-    replaced = replace_heads(out, 3, {1: None})
+    replaced = apply_head_edits(out, 3, [Edit(layer=0, head=1, mode="zero")])
     scaled = scale_heads(out, torch.tensor([[1.0, 0.0, 1.0], [1.0, 0.0, 1.0]]))
     assert torch.equal(replaced, scaled)
     assert torch.equal(replaced[..., :4], out[..., :4]) and torch.equal(replaced[..., 8:], out[..., 8:])
     assert replaced[..., 4:8].abs().max() == 0
-    vec = torch.arange(4.0)
-    assert torch.equal(replace_heads(out, 3, {2: vec})[..., 8:], vec.expand(2, 5, 4))
+    means = torch.zeros(1, 3, 4)
+    means[0, 2] = torch.arange(4.0)
+    assert torch.equal(apply_head_edits(out, 3, [Edit(layer=0, head=2, mode="mean", source=means)])[..., 8:],
+                       torch.arange(4.0).expand(2, 5, 4))
     assert torch.equal(out, before)                                      # the input is not changed
-    with pytest.raises(ValueError, match="d_head"):
-        replace_heads(out, 3, {0: torch.zeros(5)})
-    with pytest.raises(IndexError):
-        replace_heads(out, 3, {3: None})
+    with pytest.raises(ValueError, match="H \\* d_head"):
+        apply_head_edits(torch.zeros(2, 5, 11), 3, [])
     with pytest.raises(ValueError, match="scale must be"):
         scale_heads(out, torch.ones(2, 5))
 
