@@ -323,9 +323,41 @@ def figures_section(f: dict) -> list[str]:
             f"on a tap."]
 
 
+PHASE_NAMES = {"setup": "set-up (a fresh `.venv`)", "unit": "unit tests", "book": "the book built",
+               "pages": "the checks of the built book", "binder": "Binder (built, then every notebook run)"}
+
+
+def ci_section(c: dict) -> list[str]:
+    """What CI costs (bench/bench_ci.py): each phase of `.ci/run` on a clean clone, and the total."""
+    m = c["meta"]
+    phases = ", ".join(f"{PHASE_NAMES.get(r['phase'], r['phase'])} {r['seconds']:.0f} s" for r in c["phases"])
+    loads = [r["load_before"][0] for r in c["phases"]] + [r["load_after"][0] for r in c["phases"]]
+    text = (f"What CI costs (`bench/bench_ci.py`, {m['date']}, {m['machine']}, {m['cpus']} CPU cores, commit "
+            f"{m['commit']} cloned afresh; `bench/results/ci.md`): `.ci/run`'s phases took {phases}; "
+            f"**{c['total_seconds'] / 60:.1f} min** in all"
+            + ("" if c.get("all_passed") else " (NOT all passed)")
+            + f" (load average {min(loads):.1f} to {max(loads):.1f}).")
+    b = next((r.get("binder") for r in c["phases"] if r["phase"] == "binder" and r.get("binder")), None)
+    if b and "build_seconds" in b:
+        text += (f"  Of the Binder phase, the environment's build took {b['build_seconds']:.0f} s and running its "
+                 f"{b.get('notebooks', '?')} notebooks {b.get('execute_seconds', float('nan')):.0f} s.")
+    return [text]
+
+
+def model_cache_section(mc: dict) -> list[str]:
+    """The trained-model cache against training (bench/bench_model_cache.py)."""
+    m = mc["meta"]
+    runs = "; ".join(f"the {r['n_layers']}-layer model trained in {r['train_seconds']:.1f} s and loaded from the cache "
+                     f"in {r['load_seconds']:.2f} s ({r['ratio'] * 100:.1f} % of its training time"
+                     + (", the same logits" if r["same"] else ", DIFFERENT logits") + ")" for r in mc["rows"])
+    return [f"Chapter 6's runs and the trained-model cache (`bench/bench_model_cache.py`, {m['date']}, {m['machine']}, "
+            f"{m['cpus']} CPU cores, torch {m['torch']}; each call in a fresh process; `bench/results/model_cache.md`): "
+            f"{runs}."]
+
+
 def render() -> str:
     parts = []
-    for name, section in (("book.json", book_section), ("attention_cpu.json", attention_section),
+    for name, section in (("ci.json", ci_section), ("model_cache.json", model_cache_section), ("book.json", book_section), ("attention_cpu.json", attention_section),
                           ("explorables.json", explorables_section), ("binder.json", binder_section),
                           ("browser_model.json", browser_model_section), ("exercises.json", exercises_section),
                           ("figures.json", figures_section)):

@@ -24,7 +24,9 @@ def test_readme_figures_match_the_benchmark_outputs():
 def test_every_results_file_the_readme_quotes_exists_and_states_its_settings():
     for name, keys in (("book.json", ("date", "machine", "chapters")),
                        ("attention_cpu.json", ("meta", "config", "rows")),
-                       ("explorables.json", ("date", "chromium", "runs", "repeats", "views"))):
+                       ("explorables.json", ("date", "chromium", "runs", "repeats", "views")),
+                       ("ci.json", ("meta", "phases", "total_seconds", "all_passed")),
+                       ("model_cache.json", ("meta", "rows"))):
         data = json.loads((ROOT / "bench" / "results" / name).read_text())
         for key in keys:
             assert key in data, f"bench/results/{name} has no {key!r}"
