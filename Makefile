@@ -81,6 +81,8 @@ html:
 	@if [ -d $(JCACHE) ] && [ -n "$$(find $(CACHE_INPUTS) -newer $(JCACHE) -not -path "*/__pycache__*" $(PAGE_ONLY) -print -quit)" ]; then \
 	  echo "attnlib, _ext or the configuration changed since the last execution: clearing $(JCACHE)"; \
 	  rm -rf $(JCACHE); fi
+	@# the pages not in the cache, executed in parallel into it first (Sphinx executes one at a time)
+	HF_HUB_OFFLINE=1 $(PY) _ext/preexecute.py --jobs $(JOBS)
 	HF_HUB_OFFLINE=1 $(VENV)/bin/jupyter-book build . $(BOOK_FLAGS)
 	@touch $(JCACHE)
 

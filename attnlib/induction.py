@@ -471,6 +471,7 @@ def _to_cache(key: str, model, history: dict) -> None:
     stored.pop("cached", None)
     model_cache.store(key, {"model": model.to_payload(), "history": stored},
                       describe={"what": "attnlib.induction.train", "config": stored["config"],
+                                "source": model_cache.source_digest(TRAINING_SOURCES),
                                 "seconds": round(history["seconds"], 1)})
 
 

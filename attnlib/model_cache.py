@@ -23,7 +23,9 @@ Set ``ATTNLIB_CACHE=off`` to neither read nor write.
 
 An entry is two files in ``<cache>/models``: ``<key>.pt`` (``torch.save``; read back with
 ``weights_only=True``, so it can hold tensors and plain data only, never code) and
-``<key>.json`` (the SHA-256 and size of the ``.pt`` file, what produced it, when).  :func:`load`
+``<key>.json`` (the SHA-256 and size of the ``.pt`` file, what produced it, from which sources,
+when).  Storing an entry deletes the entries of the same kind trained from other sources or
+another torch, which no key can reach any more: the cache keeps one generation.  :func:`load`
 checks the size, the digest and the key recorded inside the file before it trusts an entry; an
 entry that fails is reported (one warning naming the file and the reason) and treated as
 missing, so the run is trained again and stored afresh.  :func:`store` writes to a temporary
@@ -152,7 +154,30 @@ def store(key: str, payload: dict, *, describe: dict | None = None) -> Path | No
     except OSError as err:
         warnings.warn(f"could not store the trained model in {path.parent}: {err}", stacklevel=2)
         return None
+    _forget_stale(path, meta)
     return path
+
+
+def _forget_stale(path: Path, meta: dict) -> None:
+    """Delete the entries of the same kind (``what``) trained from other sources (``source``, a
+    digest) or another torch: no key can reach them again while the code stays as it is, so the
+    cache holds one generation of each kind instead of growing with every edit."""
+    what, source = meta.get("what"), meta.get("source")
+    if not what or not source:
+        return
+    for other in path.parent.glob("*.json"):
+        if other.stem == path.stem:
+            continue
+        try:
+            old = json.loads(other.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if old.get("what") == what and (old.get("source") != source or old.get("torch") != meta.get("torch")):
+            for suffix in (".pt", ".json", ".lock"):
+                try:
+                    other.with_suffix(suffix).unlink()
+                except OSError:
+                    pass
 
 
 @contextlib.contextmanager

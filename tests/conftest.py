@@ -1,11 +1,16 @@
 """Shared fixtures: devices to test on, one thread for tiny tensors, and the pretrained
 encoder (loaded once)."""
 import os
+from pathlib import Path
 
 import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The trained-model cache (attnlib.model_cache): the project's _build/cache unless the caller
+# chose one (CI does), so that the tests' workers and kernels share chapter 6's runs and never
+# write into the user's own cache folder.
+os.environ.setdefault("ATTNLIB_CACHE", str(Path(__file__).resolve().parents[1] / "_build" / "cache"))
 
 #: Every test that takes the ``device`` fixture runs on each of these; CUDA cases skip
 #: (and say so) on a machine without a GPU.  Parametrise with it directly as

@@ -222,3 +222,17 @@ def test_two_processes_that_need_the_same_run_train_it_once(cache):
     assert all(p.returncode == 0 for p in procs), [o[1][-1500:] for o in outs]
     assert sorted(o[0].strip() for o in outs) == ["cached", "trained"]
     assert len(_entries(cache)) == 1
+
+
+def test_storing_a_run_forgets_the_runs_of_older_sources(cache, monkeypatch):
+    """An edit of the training code changes every key; the entries of the old code are deleted
+    when the first new one is stored, so the cache does not grow with every edit."""
+    induction.train(1, 0, steps=2, progress=False)
+    induction.train(1, 1, steps=2, progress=False)
+    assert len(_entries(cache)) == 2
+    real = model_cache.source_digest
+    monkeypatch.setattr(model_cache, "source_digest", lambda paths: "edited-" + real(paths))
+    monkeypatch.setattr(induction, "_RUNS", {})
+    _, history = induction.train(1, 0, steps=2, progress=False)
+    assert history["cached"] is False                     # a new key: trained again
+    assert len(_entries(cache)) == 1                      # the two entries of the old source are gone
