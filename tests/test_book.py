@@ -56,3 +56,14 @@ def test_chapters_contain_hidden_solutions(built_book):
         page = (HTML / f"{f}.html").read_text()
         assert page.count('class="solution') >= 2 or page.count("solution dropdown") >= 2, \
             f"{f}: expected at least two hidden solutions"
+
+
+def test_sphinx_finds_every_page_already_executed(built_book):
+    """make html executes the pages in parallel first (_ext/preexecute.py); Sphinx must then find
+    each one in Jupyter Book's cache.  A page it executes itself means the pre-execution read the
+    page differently from MyST-NB (its cache key missed), and the build lost its parallelism."""
+    assert "preexecute:" in built_book
+    executed_by_sphinx = re.findall(r"^(\S+\.md): Executing notebook", built_book, re.M)
+    assert executed_by_sphinx == [], f"MyST-NB executed these itself: {executed_by_sphinx}"
+    notebooks = [f for f in toc_files() if (ROOT / f"{f}.md").read_text().startswith("---\njupytext")]
+    assert len(re.findall(r"Using cached notebook", built_book)) == len(notebooks) >= 11
