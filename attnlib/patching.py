@@ -1,0 +1,161 @@
+"""Activation patching on the tiny causal language model, the way interpretability research does
+it (chapter 6): clean and corrupted prompts that differ in one token, a metric linear in the
+logits, and patches in both directions.
+
+* :func:`induction_pairs`: held-out repeated sequences (:func:`attnlib.induction.repeated_sequences`)
+  and the same sequences with one token of the first copy replaced by another word of the
+  vocabulary that the sequence does not contain (symmetric token replacement: the corrupted
+  prompt is as ordinary an input as the clean one).  At the query position ``q`` of the second
+  copy, induction predicts the token that followed the earlier occurrence: ``B`` in the clean
+  prompt, its replacement ``B'`` in the corrupted one.
+* :func:`logit_diff`: ``logit[B] - logit[B']`` at ``q``, averaged over the batch (nats: logits
+  are log-probabilities up to a constant per position, so a difference of logits is a
+  log-odds).  :func:`normalised`: ``(patched - corrupted) / (clean - corrupted)``, 1 where the
+  patch restores the clean behaviour, 0 where it changes nothing.
+* :func:`patch_table`: the metric when one activation at a time (every head's output ``z``, or
+  the residual stream entering every layer at every position) is taken from a source run.
+  *Denoising* patches clean activations into the corrupted run (is this component
+  **sufficient** to restore the behaviour?); *noising* patches corrupted activations into the
+  clean run (is it **necessary**?).
+* :func:`gaussian_noise_source`: the older corruption (Meng et al. 2022): Gaussian noise, three
+  times the spread of the token embeddings, added to the embedding of the corrupted position;
+  off the distribution the model was trained on, as :func:`embedding_norms` shows.
+
+Sources: Meng et al. (2022), causal tracing; Wang et al. (2023), IOI; Heimersheim & Nanda (2024),
+"How to use and interpret activation patching"; Zhang & Nanda (2024), "Towards best practices of
+activation patching in language models".
+
+Shapes legend: ``B`` batch, ``T`` tokens, ``H`` heads, ``L`` layers, ``V`` vocabulary.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from . import _validate
+from .transformer import Run, TinyTransformer, run
+
+__all__ = ["induction_pairs", "logit_diff", "normalised", "patch_table", "gaussian_noise_source", "embedding_norms"]
+
+
+def induction_pairs(n: int = 64, seed: int = 0, *, query: int | None = None) -> dict:
+    """Clean and corrupted prompts that differ in exactly one token, for the induction task.
+
+    The clean prompts are ``induction.repeated_sequences(n, seed)``: ``T/2`` distinct words,
+    then the same words again.  The query ``q`` (default ``T - 2``) sits in the second copy; its
+    word occurred at ``q - T/2``, followed there by ``B`` at ``p = q - T/2 + 1``.  The corrupted
+    prompt replaces ``B`` at ``p`` (first copy only) by a word ``B'`` drawn (seeded) from the
+    vocabulary words absent from that sequence.
+
+    Returns:
+        dict with ``clean``, ``corrupt`` ``(B, T)`` int64, ``query`` (int), ``position`` (``p``),
+        ``clean_next``, ``corrupt_next`` ``(B,)`` int64 (``B`` and ``B'``).
+
+    Raises:
+        TypeError: ``n``, ``seed`` or ``query`` not an int.  ValueError: ``query`` not in the
+            second copy (``T/2 + 1 .. T - 2``: it needs a next word in the first copy and one
+            position after it).
+    """
+    from . import induction
+    n = _validate.positive_int(n, "n")
+    seed = _validate.non_negative_int(seed, "seed")
+    clean = induction.repeated_sequences(n, seed)                         # (B, T)
+    B, T = clean.shape
+    half = T // 2
+    q = T - 2 if query is None else _validate.non_negative_int(query, "query")
+    if not half + 1 <= q <= T - 2:
+        raise ValueError(f"query must be in the second copy, {half + 1}..{T - 2}, got {q}")
+    p = q - half + 1
+    g = torch.Generator().manual_seed(10_000 + seed)
+    V = len(induction.vocabulary())
+    corrupt = clean.clone()
+    for b in range(B):
+        absent = torch.ones(V, dtype=torch.bool)
+        absent[clean[b]] = False
+        choices = torch.nonzero(absent).flatten()
+        corrupt[b, p] = choices[torch.randint(len(choices), (1,), generator=g)]
+    return {"clean": clean, "corrupt": corrupt, "query": q, "position": p,
+            "clean_next": clean[:, p].clone(), "corrupt_next": corrupt[:, p].clone()}
+
+
+def logit_diff(logits: torch.Tensor, pairs: dict) -> float:
+    """``logit[B] - logit[B']`` at the query position, averaged over the batch (nats).
+
+    Shapes:
+        logits: ``(B, T, V)``.
+    """
+    at = logits[:, pairs["query"]]                                          # (B, V)
+    idx = torch.arange(at.shape[0])
+    return float((at[idx, pairs["clean_next"]] - at[idx, pairs["corrupt_next"]]).mean())
+
+
+def normalised(patched, clean: float, corrupted: float):
+    """``(patched - corrupted) / (clean - corrupted)``: 1 = the clean behaviour, 0 = the corrupted.
+
+    Raises:
+        ValueError: ``clean == corrupted`` (the corruption changed nothing: nothing to restore).
+    """
+    if clean == corrupted:
+        raise ValueError("the clean and corrupted metrics are equal: the corruption changed nothing to patch back")
+    return (patched - corrupted) / (clean - corrupted)
+
+
+def patch_table(model: TinyTransformer, tokens: torch.Tensor, source: Run, pairs: dict, *, site: str = "z",
+                extra_edits=()) -> torch.Tensor:
+    """The metric (:func:`logit_diff`) of ``model`` on ``tokens`` with one activation at a time
+    taken from ``source``: each head's output (``site="z"``, every position), or the residual
+    stream entering each layer at each position (``site="resid_pre"``; layer ``L`` is the
+    stream after the last block).  ``extra_edits`` are applied in every run (a noise
+    corruption, for instance).
+
+    Shapes:
+        returns ``(L, H)`` for ``"z"``, ``(L + 1, T)`` for ``"resid_pre"``; nats.
+
+    Raises:
+        ValueError: ``site`` unknown; as :func:`attnlib.transformer.run`.
+    """
+    site = _validate.choice(site, ("z", "resid_pre"), "site")
+    extra = list(extra_edits)
+    if site == "z":
+        table = torch.zeros(model.n_layers, model.n_heads, dtype=torch.float64)
+        for layer in range(model.n_layers):
+            for head in range(model.n_heads):
+                edit = {"layer": layer, "head": head, "mode": "patch", "source": source}
+                table[layer, head] = logit_diff(run(model, tokens, edits=extra + [edit]).logits, pairs)
+        return table
+    T = tokens.shape[1]
+    table = torch.zeros(model.n_layers + 1, T, dtype=torch.float64)
+    for layer in range(model.n_layers + 1):
+        for pos in range(T):
+            edit = {"layer": layer, "head": None, "mode": "patch", "source": source, "position": pos}
+            table[layer, pos] = logit_diff(run(model, tokens, edits=extra + [edit]).logits, pairs)
+    return table
+
+
+def embedding_norms(model: TinyTransformer) -> torch.Tensor:
+    """The norm of every token embedding (the rows of ``tok_emb``). Shapes: ``(V,)``."""
+    return model.tok_emb.weight.detach().norm(dim=-1)
+
+
+def gaussian_noise_source(clean: Run, model: TinyTransformer, position: int, *, scale: float = 3.0,
+                          seed: int = 0) -> Run:
+    """A run to patch the residual stream's layer-0 entry from: ``clean`` with Gaussian noise
+    of standard deviation ``scale`` times the spread of the token embeddings (the standard
+    deviation of all their entries; Meng et al. 2022 use 3) added at ``position``.  Use it as
+    ``{"layer": 0, "head": None, "mode": "patch", "source": noisy, "position": position}``.
+
+    Raises:
+        TypeError: ``clean`` not a :class:`attnlib.transformer.Run`.  ValueError: ``scale``
+            not positive.
+    """
+    if not isinstance(clean, Run):
+        raise TypeError(f"clean must be an attnlib.transformer.Run, got {type(clean).__name__}")
+    scale = _validate.real(scale, "scale", low=0.0)
+    if scale == 0:
+        raise ValueError("scale must be positive")
+    sigma = float(model.tok_emb.weight.detach().std())
+    x0 = clean.resid_pre[0].clone()                                        # (B, T, d_model)
+    g = torch.Generator().manual_seed(seed)
+    x0[:, position] += scale * sigma * torch.randn(x0[:, position].shape, generator=g).to(x0)
+    return dataclasses.replace(clean, resid_pre=(x0,) + tuple(clean.resid_pre[1:]))
