@@ -39,7 +39,8 @@ import torch
 
 from . import _validate
 
-__all__ = ["MODES", "Edit", "as_edits", "head_means", "apply_head_edits", "apply_resid_edit", "edits_by_layer"]
+__all__ = ["MODES", "Edit", "as_edits", "head_means", "apply_head_edits", "apply_resid_edit", "edits_by_layer",
+           "ACTIVATIONS", "RunReading", "RunActivations"]
 
 #: The intervention modes.
 MODES = ("zero", "mean", "patch")
@@ -282,3 +283,18 @@ class RunReading:
         Shapes: ``(n_layers, [B,] H, T, ...)``; ``(n_layers + 1, [B,] T, d_model)`` for ``resid_pre``."""
         _validate.choice(name, ACTIVATIONS, "activation name")
         return torch.stack(getattr(self, name))
+
+
+@dataclass(frozen=True)
+class RunActivations(RunReading):
+    """The activations every run keeps, per layer, under TransformerLens's names (the fields of
+    both :class:`attnlib.encoder.Run` and :class:`attnlib.transformer.Run`; their docstrings give
+    the shapes)."""
+
+    resid_pre: tuple
+    q: tuple
+    k: tuple
+    v: tuple
+    attn_scores: tuple
+    pattern: tuple
+    z: tuple

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from . import _validate
-from .edits import RunReading, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer
+from .edits import RunActivations, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer
 from .kv_cache import KVCache
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .attention import scaled_dot_product_attention
@@ -387,7 +387,7 @@ def generate(model, prompt, n_new: int, *, use_cache: bool = True, return_caches
 
 
 @dataclass(frozen=True)
-class Run(RunReading):
+class Run(RunActivations):
     """What :func:`run` returns: one forward pass of a :class:`TinyTransformer` on a batch, every
     activation kept under TransformerLens's names (read it as :class:`attnlib.edits.RunReading`:
     ``run["pattern", 1]``, ``run.head("z", 1, 2)``, ``run.stacked("q")``).
@@ -408,13 +408,6 @@ class Run(RunReading):
     """
 
     tokens: torch.Tensor
-    resid_pre: tuple
-    q: tuple
-    k: tuple
-    v: tuple
-    attn_scores: tuple
-    pattern: tuple
-    z: tuple
     logits: torch.Tensor
     edits: tuple = ()
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import _validate
-from ..edits import ACTIVATIONS, RunReading, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer
+from ..edits import ACTIVATIONS, RunActivations, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer
 from ..multihead import split_heads
 from .loading import check_length, model_and_tokenizer
 
@@ -106,7 +106,7 @@ class EncoderBatch(_LayersAndHeads):
 
 
 @dataclass(frozen=True)
-class Run(RunReading):
+class Run(RunActivations):
     """What :func:`run` returns: the tokens and every activation of one forward pass.
 
     Attributes:
@@ -131,13 +131,6 @@ class Run(RunReading):
     input_ids: torch.Tensor
     token_type_ids: torch.Tensor
     sentence_b_start: int | None
-    resid_pre: tuple
-    q: tuple
-    k: tuple
-    v: tuple
-    attn_scores: tuple
-    pattern: tuple
-    z: tuple
     edits: tuple = field(default=())
 
     @property
