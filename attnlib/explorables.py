@@ -540,7 +540,7 @@ def model_lab(text: str, text_b: str | None = None, *, mode: str = "one", layer:
         else:  # a sentence pair: the same measure on the paired input
             intact = encoder.run(*pair, **kw).output.double()
             change = torch.tensor([float(1 - torch.nn.functional.cosine_similarity(
-                intact.mean(0), encoder.run(*pair, ablate=[(l, h)], **kw).output.double().mean(0), dim=0))
+                intact.mean(0), encoder.run(*pair, edits=[{"layer": l, "head": h, "mode": "zero"}], **kw).output.double().mean(0), dim=0))
                 for l in range(n_layers) for h in range(n_heads)])
     lifts = evidence.positional_lifts(list(lift_offsets), **kw)             # (L, H, n_offsets)
     data = {

@@ -131,7 +131,8 @@ def test_head_mask_is_zero_ablation_as_in_pytorch(lab):
     masks = [[1] * (L * H), [1] * (L * H)]
     masks[1][off[0] * H + off[1]] = 0
     got = page_run(lab.page, text, None, masks)
-    intact, ablated = encoder.run(text), encoder.run(text, ablate=[off])
+    intact = encoder.run(text)
+    ablated = encoder.run(text, edits=[{"layer": off[0], "head": off[1], "mode": "zero"}])
     assert float(np.abs(got["all"][0] - intact.stacked("pattern").numpy()).max()) <= TOLERANCE
     assert float(np.abs(got["all"][1] - ablated.stacked("pattern").numpy()).max()) <= TOLERANCE
     # layers up to the ablated one are untouched; later ones move (the ablation reaches them)
