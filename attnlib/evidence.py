@@ -95,7 +95,6 @@ def positional_lifts(offsets, *, texts=None, model=None, tokenizer=None) -> torc
     """
     offsets = [int(o) for o in _ints(offsets, "offsets")]
     batch = encoder.get_batch_attentions(_texts(texts), model=model, tokenizer=tokenizer)  # padding masked
-    weights = torch.stack([a.double().cpu() for a in batch.attentions], dim=1)  # (B, L, H, T, T)
     sums = torch.zeros(batch.n_layers, batch.n_heads, len(offsets), dtype=torch.float64)
     counts = [0] * len(offsets)
     for b, tokens in enumerate(batch.tokens):
@@ -103,10 +102,14 @@ def positional_lifts(offsets, *, texts=None, model=None, tokenizer=None) -> torc
         ordinary = [i for i, t in enumerate(tokens[:T]) if t not in _SPECIAL]
         keep = set(ordinary)
         for k, o in enumerate(offsets):
-            for i in ordinary:
-                if i + o in keep:
-                    sums[:, :, k] += T * weights[b, :, :, i, i + o]   # (L, H)
-                    counts[k] += 1
+            rows = [i for i in ordinary if i + o in keep]
+            if not rows:
+                continue
+            q, kk = torch.tensor(rows), torch.tensor(rows) + o
+            for layer, a in enumerate(batch.attentions):       # (B, H, T, T) each, read in place: no
+                picked = a[b, :, q, kk].double().cpu()        # (H, n) float64 copy of every layer at once
+                sums[layer, :, k] += T * picked.sum(dim=-1)
+            counts[k] += len(rows)
     empty = [o for o, n in zip(offsets, counts) if n == 0]
     if empty:
         raise ValueError(f"no pair of ordinary tokens at offset(s) {empty} in the texts")
