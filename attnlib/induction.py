@@ -319,8 +319,9 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
 
     A finished run is kept in the trained-model cache (:mod:`attnlib.model_cache`, keyed on the
     configuration, the source of :data:`TRAINING_SOURCES` and the PyTorch version): the same
-    call in any later process loads it (about a second) instead of training (about two minutes
-    on a laptop CPU), and says so.  ``cache=False`` always trains and stores nothing.
+    call in any later process loads it (a fraction of a second) instead of training (from under
+    half a minute on a quiet laptop CPU to a few minutes on a busy one; bench/results/model_cache.md),
+    and says so.  ``cache=False`` always trains and stores nothing.
 
     Training runs on one CPU thread (restored afterwards): a model this small trains fastest
     on one, since splitting 64-wide matrix products across cores costs more in
@@ -478,8 +479,8 @@ def _to_cache(key: str, model, history: dict) -> None:
 def trained(n_layers: int = 2, seed: int = 0):
     """``(model, history)`` of the chapter's run (the default steps) with these arguments: the
     run already made in this process, else the one in the trained-model cache
-    (:mod:`attnlib.model_cache`; about a second), else a new training run, announced with a
-    line and a progress bar (about two minutes on a laptop CPU), which is then cached.
+    (:mod:`attnlib.model_cache`; a fraction of a second), else a new training run, announced
+    with a line and a progress bar, which is then cached.
     Exercises and later cells reuse the chapter's run instead of training again."""
     key = (_validate.positive_int(n_layers, "n_layers"), _validate.non_negative_int(seed, "seed"), STEPS)
     if key not in _RUNS:
@@ -493,8 +494,8 @@ def trained(n_layers: int = 2, seed: int = 0):
         else:
             where = model_cache.entry_path(cache_key)
             print(f"The chapter's {n_layers}-layer model (seed {seed}) is not in the trained-model cache yet: "
-                  f"training it now ({STEPS} steps, about {'two minutes' if n_layers > 1 else 'a minute'} on a "
-                  f"laptop CPU)" + (f"; it is then kept in {where.parent} for next time." if where else "."),
+                  f"training it now ({STEPS} steps; under a minute to a few minutes, by how busy the CPU is)"
+                  + (f"; it is then kept in {where.parent} for next time." if where else "."),
                   file=sys.stdout, flush=True)
             train(n_layers, seed, progress=True)
     return _RUNS[key]

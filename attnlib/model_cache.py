@@ -1,8 +1,9 @@
 """Trained models kept on disk, so that each is trained once and every later process loads it.
 
-Chapter 6's language models take about two minutes to train on a laptop CPU.  The book build,
+Chapter 6's language models take from under half a minute to a few minutes to train on a laptop
+CPU (bench/results/model_cache.md).  The book build,
 the tests, the learners' notebooks and Binder all need the same runs; this cache lets the first
-process that trains a run store it and every later one load it in about a second.
+process that trains a run store it and every later one load it in a fraction of a second.
 
 An entry is keyed on everything that decides the result of a run (:func:`entry_key`):
 
