@@ -204,3 +204,26 @@ def test_the_encoders_run_reads_the_same_edit_spec_as_the_tiny_model(model_tok):
     others = [p for p in range(len(a.tokens)) if p != i]
     torch.testing.assert_close(one.head("z", 2, 3)[others], a.head("z", 2, 3)[others])
     assert (one.output - a.output).abs().max() > 1e-5
+
+
+def test_the_model_labs_pair_ablation_scale_is_zero_ablation_of_the_pair(model_tok, monkeypatch):
+    """explorables.model_lab in pair mode embeds, for every head, 1 - cos between the pair's mean
+    output with and without that head; oracle: the head's value weights zeroed in a copy."""
+    from attnlib import explorables
+    model, tokenizer = model_tok
+    seen = {}
+    monkeypatch.setattr(explorables, "render", lambda kind, data, title, n: seen.setdefault("data", data))
+    explorables.model_lab("The cat sat on the mat.", "It was warm.", mode="pair", model=model, tokenizer=tokenizer)
+    change = seen["data"]["ablation"]["change"]
+    assert len(change) == 6 * 12
+    layer, head = 2, 7
+    edited = copy.deepcopy(model)
+    cols = slice(head * 32, (head + 1) * 32)
+    with torch.no_grad():
+        edited.encoder.layer[layer].attention.self.value.weight[cols] = 0
+        edited.encoder.layer[layer].attention.self.value.bias[cols] = 0
+    intact = run("The cat sat on the mat.", "It was warm.", model=model, tokenizer=tokenizer).output.double().mean(0)
+    ablated = run("The cat sat on the mat.", "It was warm.", model=edited, tokenizer=tokenizer).output.double().mean(0)
+    want = float(1 - torch.nn.functional.cosine_similarity(intact, ablated, dim=0))
+    assert change[layer * 12 + head] == pytest.approx(want, abs=2e-6)
+    assert max(change) > 1e-4
