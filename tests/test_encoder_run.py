@@ -87,15 +87,22 @@ def test_pair_gives_segments_and_sentence_b_start(model_tok):
     assert r.tokens[b - 1] == "[SEP]" and r.token_type_ids[b:].eq(1).all() and r.token_type_ids[:b].eq(0).all()
 
 
-def test_zero_ablation_equals_a_model_whose_head_has_no_value(model_tok):
-    """Oracle: zeroing value weights and bias of (layer, head) makes its output exactly zero."""
-    model, tokenizer = model_tok
-    layer, head = 2, 7
+def _without_value(model, layer: int, head: int):
+    """The oracle of zero ablation: a copy of the encoder whose head (layer, head) has its value
+    weights and bias zeroed (32 columns of W_V), so its output is exactly zero."""
     edited = copy.deepcopy(model)
     cols = slice(head * 32, (head + 1) * 32)
     with torch.no_grad():
         edited.encoder.layer[layer].attention.self.value.weight[cols] = 0
         edited.encoder.layer[layer].attention.self.value.bias[cols] = 0
+    return edited
+
+
+def test_zero_ablation_equals_a_model_whose_head_has_no_value(model_tok):
+    """Oracle: zeroing value weights and bias of (layer, head) makes its output exactly zero."""
+    model, tokenizer = model_tok
+    layer, head = 2, 7
+    edited = _without_value(model, layer, head)
     want = run(TEXT, model=edited, tokenizer=tokenizer)
     got = run(TEXT, edits=[{"layer": layer, "head": head, "mode": "zero"}], model=model, tokenizer=tokenizer)
     assert got.edits == (Edit(layer=layer, head=head, mode="zero"),)
@@ -217,11 +224,7 @@ def test_the_model_labs_pair_ablation_scale_is_zero_ablation_of_the_pair(model_t
     change = seen["data"]["ablation"]["change"]
     assert len(change) == 6 * 12
     layer, head = 2, 7
-    edited = copy.deepcopy(model)
-    cols = slice(head * 32, (head + 1) * 32)
-    with torch.no_grad():
-        edited.encoder.layer[layer].attention.self.value.weight[cols] = 0
-        edited.encoder.layer[layer].attention.self.value.bias[cols] = 0
+    edited = _without_value(model, layer, head)
     intact = run("The cat sat on the mat.", "It was warm.", model=model, tokenizer=tokenizer).output.double().mean(0)
     ablated = run("The cat sat on the mat.", "It was warm.", model=edited, tokenizer=tokenizer).output.double().mean(0)
     want = float(1 - torch.nn.functional.cosine_similarity(intact, ablated, dim=0))
