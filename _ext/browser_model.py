@@ -25,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "attnlib" / "static"
-SCRIPTS = {"worker.js": STATIC / "model_worker.js", "wordpiece.js": STATIC / "wordpiece.js"}
+SCRIPTS = {"worker.js": STATIC / "model_worker.js", "wordpiece.js": STATIC / "wordpiece.js",
+           "fetch_bytes.js": STATIC / "fetch_bytes.js"}
 
 
 def _export(app) -> None:

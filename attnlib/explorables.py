@@ -26,7 +26,7 @@ from .devices import as_tensor
 from .geometry import convex_hull_2d
 
 __all__ = ["convex_combination", "temperature_explorer", "mask_explorer", "graph_threshold",
-           "head_hover", "round_attentions", "model_lab", "Explorable", "standalone_page", "MAX_TOKENS",
+           "head_hover", "round_attentions", "model_lab", "circuit_lab", "Explorable", "standalone_page", "MAX_TOKENS",
            "GRAPH_EARLIER_SIDE", "GRAPH_CMAP", "GRAPH_VMAX"]
 
 MAX_TOKENS = 128  # beyond this a figure stops being readable (and a page grows past ~1 MB)
@@ -554,6 +554,36 @@ def model_lab(text: str, text_b: str | None = None, *, mode: str = "one", layer:
     }
     title = "The encoder on your own sentences: any layer and head, baselines, a minimal pair, a head switched off"
     return render("model", data, title, max(len(r.tokens) for r in runs))
+
+
+def circuit_lab(words=None, corrupt=None, *, checkpoint: str | None = None, layer: int = 1,
+                head: int | None = None) -> Explorable:
+    """Chapter 6's circuit lab: the chapter's trained language model on a word sequence, at any of
+    16 moments of its training or as the one-layer control; the loss on every word, any head's
+    pattern, heads switched off (zero or mean), and activation patching between a clean and a
+    corrupted sequence with the logit difference (:mod:`attnlib.circuit_lab`).
+
+    The figure opens on a run PyTorch computed (:func:`attnlib.circuit_lab.lab_data`).  In the
+    published book a reader loads the models into the page (ONNX, in a Web Worker) and does
+    everything there; in a notebook, change the arguments and run the cell again.
+
+    Args:
+        words, corrupt: the clean sequence and its corrupted copy (one word changed), each a str
+            of words of the Gettysburg Address or a list of words; default: the first of the
+            chapter's patching pairs.
+        checkpoint: a model name of :func:`attnlib.circuit_lab.lab_models` (default: the last
+            step of training).
+        layer, head: the head shown first (default head: the induction head of layer 1).
+
+    Raises:
+        ValueError: a word not in the vocabulary, a sequence longer than 32 words, a pair that
+            does not differ at exactly one position, an unknown checkpoint.
+        IndexError: ``layer`` or ``head`` outside the model.
+    """
+    from . import circuit_lab as lab
+    data = lab.lab_data(words, corrupt, model_name=checkpoint, layer=layer, head=head)
+    title = "The circuit lab: chapter 6's model on your own sequence, at any step of training, with heads switched off and patched"
+    return render("tiny", data, title, len(data["words"]))
 
 
 def _validate_choice(mode):

@@ -63,7 +63,7 @@ __all__ = [
     "build_model", "TrainConfig", "train", "induction_scores", "previous_token_scores", "duplicate_token_scores",
     "repeated_loss", "natural_repeats", "natural_repeat_loss",
     "uniform_induction_score", "uniform_previous_score", "offset_baseline", "head_patterns", "trained",
-    "TRAINING_SOURCES",
+    "TRAINING_SOURCES", "checkpoint",
 ]
 
 SEQ_LEN = 32        # T, tokens per sequence
@@ -85,6 +85,10 @@ TRAINING_SOURCES = tuple(os.path.join(_HERE, name) for name in (
     "induction.py", "transformer.py", "multihead.py", "attention.py", "masks.py", "softmax.py",
     "positions.py", "kv_cache.py", "edits.py", "measures.py", "evidence.py", "corpus.py", "devices.py", "_validate.py",
     os.path.join("data", "gettysburg.txt")))
+
+# The digest of those sources as this process loaded them: a file edited after the import does
+# not change the key, so a run of the old code is never stored under the new code's key.
+_SOURCES_DIGEST = model_cache.source_digest(TRAINING_SOURCES)
 
 # Offsets added to ``seed`` so that held-out sequences never share a random stream with the
 # training batches (which use ``seed`` itself).
@@ -340,7 +344,9 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
         ``(model, history)``: the trained model (in eval mode) and a dict with ``loss`` (one
         float per step, nats), ``probe_step`` (steps read), ``induction`` and ``previous``
         (one ``(n_layers, H)`` tensor per probe step), ``first_half`` and ``second_half``
-        (repeated sequences' loss per probe step, nats), ``seconds`` (wall time of the
+        (repeated sequences' loss per probe step, nats), ``checkpoints`` (the model's
+        ``state_dict`` at each probe step, on the CPU, ``{step: state_dict}``; rebuild one with
+        :func:`checkpoint`), ``seconds`` (wall time of the
         training, seconds; for a run loaded from the cache, that of the run that trained it),
         ``config`` (a :class:`TrainConfig`) and ``cached`` (``True`` when it was loaded).
 
@@ -391,13 +397,14 @@ def _train_run(model, config: TrainConfig, progress: bool, summary: bool):
     probe_repeated = repeated_sequences(64, seed + _PROBE).to(device)
     probe_text = text_sequences(64, seed + _PROBE).to(device)
     history = {"loss": [], "probe_step": [], "induction": [], "previous": [], "first_half": [],
-               "second_half": [], "config": config}
+               "second_half": [], "checkpoints": {}, "config": config}
 
     def record(step):
         reading = _probe(model, probe_repeated, probe_text)
         history["probe_step"].append(step)
         for key, value in reading.items():
             history[key].append(value)
+        history["checkpoints"][step] = {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
         model.train()
 
     previous_threads = torch.get_num_threads()
@@ -446,7 +453,7 @@ _RUNS: dict = {}
 def _cache_key(config: TrainConfig) -> str:
     fields = {**config.__dict__, "device": torch.device(config.device).type, "chunk": CHUNK, "span_min": SPAN_MIN,
               "probe_every": PROBE_EVERY}
-    return model_cache.entry_key("induction.train", fields, TRAINING_SOURCES)
+    return model_cache.entry_key("induction.train", fields, _SOURCES_DIGEST)
 
 
 def _from_cache(key: str, config: TrainConfig):
@@ -472,7 +479,7 @@ def _to_cache(key: str, model, history: dict) -> None:
     stored.pop("cached", None)
     model_cache.store(key, {"model": model.to_payload(), "history": stored},
                       describe={"what": "attnlib.induction.train", "config": stored["config"],
-                                "source": model_cache.source_digest(TRAINING_SOURCES),
+                                "source": _SOURCES_DIGEST,
                                 "seconds": round(history["seconds"], 1)})
 
 
@@ -502,6 +509,29 @@ def trained(n_layers: int = 2, seed: int = 0):
 
 
 @torch.no_grad()
+def checkpoint(history: dict, step: int) -> TinyTransformer:
+    """The model of a :func:`train` run as it was after ``step`` training steps (a probe step:
+    a multiple of ``PROBE_EVERY``, or the last step), in eval mode on the CPU.
+
+    Raises:
+        TypeError: ``history`` is not a history of :func:`train`; ``step`` not an int.
+        ValueError: no checkpoint was kept at ``step`` (the message lists the steps kept).
+    """
+    if not isinstance(history, dict) or not isinstance(history.get("checkpoints"), dict):
+        raise TypeError("history must be the history dict of attnlib.induction.train (with its 'checkpoints')")
+    step = _validate.non_negative_int(step, "step")
+    states = history["checkpoints"]
+    if step not in states:
+        kept = sorted(states)
+        raise ValueError(f"no checkpoint at step {step}; kept: {kept[:3]} ... {kept[-2:]} (every {PROBE_EVERY} steps)")
+    config = history["config"]
+    config = config if isinstance(config, dict) else config.__dict__
+    model = TinyTransformer(config["vocab_size"], d_model=config["d_model"], n_heads=config["n_heads"],
+                            n_layers=config["n_layers"], max_len=config["seq_len"])
+    model.load_state_dict(states[step])
+    return model.eval()
+
+
 def head_patterns(model, tokens, ablate=()) -> list:
     """The model's attention weights on ``tokens`` (one ``(B, H, T, T)`` tensor per layer, on
     the CPU), with the heads in ``ablate`` zero-ablated."""

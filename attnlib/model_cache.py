@@ -88,12 +88,14 @@ def source_digest(paths) -> str:
 
 def entry_key(kind: str, config: dict, sources) -> str:
     """The key of a run: a SHA-256 (first 32 hex digits) of ``kind``, ``config`` (a
-    JSON-serialisable dict), :func:`source_digest` of ``sources`` and ``torch.__version__``.
+    JSON-serialisable dict), :func:`source_digest` of ``sources`` (or ``sources`` itself when it
+    is already a digest, a str) and ``torch.__version__``.
 
     Raises:
         TypeError: ``config`` not JSON-serialisable.
     """
-    blob = json.dumps({"format": FORMAT, "kind": kind, "config": config, "source": source_digest(sources),
+    digest = sources if isinstance(sources, str) else source_digest(sources)
+    blob = json.dumps({"format": FORMAT, "kind": kind, "config": config, "source": digest,
                        "torch": torch.__version__}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 

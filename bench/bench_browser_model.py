@@ -71,6 +71,7 @@ def build_site(folder: Path) -> dict:
     info = browser_model.write_site_files(model_dir, cache=ROOT / "_build" / "browser-model" / "cache")
     shutil.copyfile(ROOT / "attnlib" / "static" / "model_worker.js", model_dir / "worker.js")
     shutil.copyfile(ROOT / "attnlib" / "static" / "wordpiece.js", model_dir / "wordpiece.js")
+    shutil.copyfile(ROOT / "attnlib" / "static" / "fetch_bytes.js", model_dir / "fetch_bytes.js")
     shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     from attnlib.explorables import model_lab
     lab = model_lab(corpus.RUNNING, layer=0, head=2, ablation=False)

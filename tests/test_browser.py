@@ -144,6 +144,11 @@ def respond(page, uid: str, kind: str) -> bool:
         head = page.eval_on_selector(f"#{uid} [data-role=head]", "e => e.value")
         page.select_option(f"#{uid} [data-role=head]", "5" if head != "5" else "3")
         return page.inner_text(f"#{uid} [data-role=readout-0]") != before
+    if kind == "tiny":  # chapter 6's circuit lab: another head, read off the PyTorch run the page embeds
+        before = page.inner_text(f"#{uid} [data-role=head-readout]")
+        head = page.eval_on_selector(f"#{uid} [data-role=head]", "e => e.value")
+        page.select_option(f"#{uid} [data-role=head]", "1" if head != "1" else "2")
+        return page.inner_text(f"#{uid} [data-role=head-readout]") != before
     before = page.inner_text(f"#{uid} [data-role=readout]")
     if kind == "convex":
         page.evaluate(SET_RANGE, [f"#{uid}-score-0", 9])

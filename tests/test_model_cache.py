@@ -230,9 +230,19 @@ def test_storing_a_run_forgets_the_runs_of_older_sources(cache, monkeypatch):
     induction.train(1, 0, steps=2, progress=False)
     induction.train(1, 1, steps=2, progress=False)
     assert len(_entries(cache)) == 2
-    real = model_cache.source_digest
-    monkeypatch.setattr(model_cache, "source_digest", lambda paths: "edited-" + real(paths))
+    monkeypatch.setattr(induction, "_SOURCES_DIGEST", "edited-" + induction._SOURCES_DIGEST)
     monkeypatch.setattr(induction, "_RUNS", {})
     _, history = induction.train(1, 0, steps=2, progress=False)
     assert history["cached"] is False                     # a new key: trained again
     assert len(_entries(cache)) == 1                      # the two entries of the old source are gone
+
+
+def test_the_key_is_that_of_the_code_this_process_loaded(monkeypatch):
+    """A training source edited while a process runs (another process, an editor) must not give
+    that process's run, made by the code it loaded, the key of the edited code: the digest is
+    taken when attnlib.induction is imported."""
+    config = induction.TrainConfig(n_layers=1, seed=0, steps=2, vocab_size=len(induction.vocabulary()))
+    assert induction._SOURCES_DIGEST == model_cache.source_digest(induction.TRAINING_SOURCES)
+    before = induction._cache_key(config)
+    monkeypatch.setattr(model_cache, "source_digest", lambda paths: "the files on disk changed")
+    assert induction._cache_key(config) == before

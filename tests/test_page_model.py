@@ -56,6 +56,7 @@ def site(tmp_path_factory):
     info = browser_model.write_site_files(model_dir, cache=ROOT / "_build" / "browser-model" / "cache")
     shutil.copyfile(ROOT / "attnlib" / "static" / "model_worker.js", model_dir / "worker.js")
     shutil.copyfile(ROOT / "attnlib" / "static" / "wordpiece.js", model_dir / "wordpiece.js")
+    shutil.copyfile(ROOT / "attnlib" / "static" / "fetch_bytes.js", model_dir / "fetch_bytes.js")
     shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     lab = xp.model_lab(*corpus.PAIR, mode="minimal", layer=0, head=2)
     size = info["files"]["encoder.onnx"]["bytes"] + info["files"]["vocab.txt"]["bytes"]

@@ -20,45 +20,12 @@
 "use strict";
 var HERE = new URL("./", self.location.href);
 var VENDOR = new URL("../vendor/onnxruntime-web/", HERE);
-importScripts(new URL("ort.wasm.min.js", VENDOR).href, new URL("wordpiece.js", HERE).href);
+importScripts(new URL("ort.wasm.min.js", VENDOR).href, new URL("wordpiece.js", HERE).href,
+              new URL("fetch_bytes.js", HERE).href);
 
 var state = {session: null, tokenizer: null, info: null, loading: null};
 
 function cacheName(info) { return "attnlib-model-" + info.files["encoder.onnx"].sha256.slice(0, 16); }
-
-/* Fetch a file whole, reporting progress; kept in the Cache Storage API (when the page is
- * served over http(s)) so that later pages and visits do not download it again. */
-function fetchBytes(url, name, report) {
-  var cachePromise = (self.caches && name) ? self.caches.open(name).catch(function () { return null; })
-                                           : Promise.resolve(null);
-  return cachePromise.then(function (cache) {
-    var hit = cache ? cache.match(url).catch(function () { return null; }) : Promise.resolve(null);
-    return hit.then(function (cached) {
-      if (cached) return cached.arrayBuffer();
-      return fetch(url).then(function (response) {
-        if (!response.ok) throw new Error("could not download " + url + " (HTTP " + response.status + ")");
-        var total = Number(response.headers.get("Content-Length")) || 0;
-        if (!response.body || !response.body.getReader) return response.arrayBuffer();
-        var reader = response.body.getReader(), chunks = [], loaded = 0;
-        function pump() {
-          return reader.read().then(function (step) {
-            if (step.done) return;
-            chunks.push(step.value);
-            loaded += step.value.length;
-            report(loaded, total);
-            return pump();
-          });
-        }
-        return pump().then(function () {
-          var bytes = new Uint8Array(loaded), at = 0;
-          chunks.forEach(function (c) { bytes.set(c, at); at += c.length; });
-          if (cache) cache.put(url, new Response(bytes.slice().buffer)).catch(function () {});
-          return bytes.buffer;
-        });
-      });
-    });
-  });
-}
 
 function load(id) {
   if (state.loading) return state.loading;

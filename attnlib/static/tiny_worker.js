@@ -1,0 +1,215 @@
+/* The circuit lab's models (chapter 6): the trained two-layer language model at 16 moments of
+ * its training and the one-layer control, run by onnxruntime-web in a Web Worker.
+ *
+ * Served from _static/tiny/worker.js next to tiny.json and one <name>.onnx per model (written
+ * at build by attnlib.circuit_lab.write_site_files, each checked against PyTorch there), and
+ * fetch_bytes.js.  onnxruntime-web is the vendored copy in _static/vendor/onnxruntime-web/.
+ * Nothing is fetched from another host.  Float32 throughout, as in PyTorch.
+ *
+ * Messages in:  {id, cmd: "load"}
+ *               {id, cmd: "run", model: <name>, items: [{tokens: [ids], edits: [edit, ...]}]}
+ *                 every item has the same length T; an edit is attnlib.edits's spec
+ *                 {layer, head (null: the residual stream entering that layer), mode, position?}
+ *                 with mode "zero", "mean" (the head's mean output over the chapter's held-out
+ *                 repeated sequences, stored in tiny.json) or "patch" with source {tokens: [ids]}
+ *                 (the run whose activation is patched in; same T)
+ * Messages out: {id, progress: {loaded, total}}   while the models download
+ *               {id, ok: true, info}               after "load" (tiny.json)
+ *               {id, ok: true, result}             after "run":
+ *                 {B, T, V, L, H, logits: Float32Array (B*T*V), pattern: Float32Array
+ *                  (B*L*H*T*T, row-major: item, layer, head, query, key), loss: Float32Array
+ *                  (B*(T-1), nats; entry i is the loss of token i + 1), ms}
+ *               {id, ok: false, error}             a message for the reader
+ */
+"use strict";
+var HERE = new URL("./", self.location.href);
+var VENDOR = new URL("../vendor/onnxruntime-web/", HERE);
+importScripts(new URL("ort.wasm.min.js", VENDOR).href, new URL("fetch_bytes.js", HERE).href);
+
+var state = {info: null, sessions: {}, loading: null};
+
+function load(id) {
+  if (state.loading) return state.loading;
+  ort.env.wasm.numThreads = 1;
+  ort.env.wasm.proxy = false;
+  ort.env.wasm.wasmPaths = VENDOR.href;
+  state.loading = fetch(new URL("tiny.json", HERE).href, {cache: "no-cache"}).then(function (r) {
+    if (!r.ok) throw new Error("the circuit lab's description (tiny.json) is missing from this copy of the book");
+    return r.json();
+  }).then(function (info) {
+    state.info = info;
+    var total = info.models.reduce(function (s, m) { return s + m.bytes; }, 0), done = {};
+    var name = "attnlib-tiny-" + info.models.map(function (m) { return m.sha256.slice(0, 4); }).join("").slice(0, 32);
+    return Promise.all(info.models.map(function (m) {
+      return fetchBytes(new URL(m.name + ".onnx", HERE).href, name, function (loaded) {
+        done[m.name] = loaded;
+        var sum = 0;
+        Object.keys(done).forEach(function (k) { sum += done[k]; });
+        self.postMessage({id: id, progress: {loaded: sum, total: total}});
+      }).then(function (bytes) {
+        return ort.InferenceSession.create(new Uint8Array(bytes), {executionProviders: ["wasm"],
+                                                                   graphOptimizationLevel: "all"});
+      }).then(function (session) { state.sessions[m.name] = session; });
+    }));
+  }).then(function () { return state.info; }).catch(function (err) {
+    state.loading = null;
+    throw err;
+  });
+  return state.loading;
+}
+
+function modelInfo(name) {
+  var found = state.info.models.filter(function (m) { return m.name === name; })[0];
+  if (!found) throw new Error("no model called " + JSON.stringify(name) + "; the lab has " +
+                              state.info.models.map(function (m) { return m.name; }).join(", "));
+  return found;
+}
+
+function checkTokens(tokens, V, maxLen, what) {
+  if (!Array.isArray(tokens) || !tokens.length) throw new Error(what + " must be a non-empty list of word ids");
+  if (tokens.length > maxLen) throw new Error(what + " has " + tokens.length + " words; the model reads at most " + maxLen);
+  tokens.forEach(function (t) {
+    if (!(Number.isInteger(t) && t >= 0 && t < V)) throw new Error(what + " holds " + JSON.stringify(t) + ", not a word id 0.." + (V - 1));
+  });
+}
+
+function isIndex(x, n) { return Number.isInteger(x) && x >= 0 && x < n; }
+
+/* The edits of one item, checked as attnlib.edits.as_edits checks them. */
+function checkEdits(edits, L, H, T, V) {
+  if (edits === undefined || edits === null) return [];
+  if (!Array.isArray(edits)) throw new Error("edits must be a list such as [{layer: 1, head: 0, mode: \"zero\"}]");
+  var seen = {};
+  return edits.map(function (e, i) {
+    if (!e || typeof e !== "object") throw new Error("edit " + i + " must be an object {layer, head, mode}");
+    Object.keys(e).forEach(function (k) {
+      if (["layer", "head", "mode", "source", "position"].indexOf(k) < 0) throw new Error("edit " + i + ": unknown key " + k);
+    });
+    if (["zero", "mean", "patch"].indexOf(e.mode) < 0) throw new Error("edit " + i + ": mode must be \"zero\", \"mean\" or \"patch\"");
+    var head = e.head === undefined ? null : e.head;
+    if (head === null) {
+      if (!isIndex(e.layer, L + 1)) throw new Error("edit " + i + ": layer must be 0.." + L + " for the residual stream");
+      if (e.mode !== "patch") throw new Error("edit " + i + ": the residual stream (head null) can only be patched");
+    } else {
+      if (!isIndex(e.layer, L)) throw new Error("edit " + i + ": layer must be 0.." + (L - 1));
+      if (!isIndex(head, H)) throw new Error("edit " + i + ": head must be 0.." + (H - 1) + " or null");
+    }
+    var pos = e.position === undefined ? null : e.position;
+    if (pos !== null) {
+      if (!Number.isInteger(pos) || pos < -T || pos >= T) throw new Error("edit " + i + ": position must be 0.." + (T - 1));
+      pos = (pos + T) % T;
+    }
+    if (e.mode === "patch") {
+      if (!e.source || !Array.isArray(e.source.tokens)) throw new Error("edit " + i + ": a patch needs source {tokens}");
+      checkTokens(e.source.tokens, V, T, "edit " + i + "'s source");
+      if (e.source.tokens.length !== T) throw new Error("edit " + i + ": the source has " + e.source.tokens.length + " words, the run " + T);
+    } else if (e.source !== undefined && e.source !== null) {
+      throw new Error("edit " + i + ": mode " + e.mode + " takes no source");
+    }
+    var key = e.layer + ":" + head + ":" + pos;
+    if (seen[key]) throw new Error("edit " + i + ": the same place is edited twice");
+    seen[key] = true;
+    return {layer: e.layer, head: head, mode: e.mode, position: pos, source: e.source || null};
+  });
+}
+
+function runBatch(session, items, L, H, T, dh, d) {
+  var B = items.length;
+  var tokens = new BigInt64Array(B * T);
+  var headMask = new Float32Array(B * L * H * T), headValue = new Float32Array(B * L * H * T * dh);
+  var residMask = new Float32Array(B * (L + 1) * T), residValue = new Float32Array(B * (L + 1) * T * d);
+  items.forEach(function (item, b) {
+    for (var t = 0; t < T; t++) tokens[b * T + t] = BigInt(item.tokens[t]);
+    item.fill(b, headMask, headValue, residMask, residValue);
+  });
+  return session.run({
+    tokens: new ort.Tensor("int64", tokens, [B, T]),
+    head_mask: new ort.Tensor("float32", headMask, [B, L, H, T]),
+    head_value: new ort.Tensor("float32", headValue, [B, L, H, T, dh]),
+    resid_mask: new ort.Tensor("float32", residMask, [B, L + 1, T]),
+    resid_value: new ort.Tensor("float32", residValue, [B, L + 1, T, d])
+  });
+}
+
+function run(msg) {
+  var info = state.info, m = modelInfo(msg.model), session = state.sessions[m.name];
+  var L = m.n_layers, H = info.n_heads, dh = info.d_head, d = info.d_model, V = info.vocabulary.length;
+  if (!Array.isArray(msg.items) || !msg.items.length) throw new Error("run needs a non-empty list of items");
+  var T = msg.items[0].tokens ? msg.items[0].tokens.length : 0;
+  var items = msg.items.map(function (item, b) {
+    checkTokens(item.tokens, V, info.max_len, "item " + b);
+    if (item.tokens.length !== T) throw new Error("every item of a batch must have the same length");
+    return {tokens: item.tokens, edits: checkEdits(item.edits, L, H, T, V)};
+  });
+  /* the sources of the patches: each distinct one run once, intact */
+  var sources = {}, order = [];
+  items.forEach(function (item) {
+    item.edits.forEach(function (e) {
+      if (e.mode !== "patch") return;
+      var key = e.source.tokens.join(",");
+      if (!(key in sources)) { sources[key] = order.length; order.push(e.source.tokens); }
+    });
+  });
+  var none = function () {};
+  var started = performance.now();
+  var first = order.length ? runBatch(session, order.map(function (t) { return {tokens: t, fill: none}; }), L, H, T, dh, d)
+                           : Promise.resolve(null);
+  return first.then(function (src) {
+    var z = src && src.z.data, resid = src && src.resid.data;
+    items.forEach(function (item) {
+      item.fill = function (b, hm, hv, rm, rv) {
+        item.edits.forEach(function (e) {
+          var s = e.mode === "patch" ? sources[e.source.tokens.join(",")] : -1;
+          for (var t = 0; t < T; t++) {
+            if (e.position !== null && t !== e.position) continue;
+            if (e.head === null) {
+              rm[(b * (L + 1) + e.layer) * T + t] = 1;
+              var to = ((b * (L + 1) + e.layer) * T + t) * d, from = ((s * (L + 1) + e.layer) * T + t) * d;
+              for (var k = 0; k < d; k++) rv[to + k] = resid[from + k];
+              continue;
+            }
+            var cell = ((b * L + e.layer) * H + e.head) * T + t;
+            hm[cell] = 1;
+            for (var c = 0; c < dh; c++) {
+              hv[cell * dh + c] = e.mode === "zero" ? 0
+                : e.mode === "mean" ? m.means[(e.layer * H + e.head) * dh + c]
+                : z[(((s * L + e.layer) * H + e.head) * T + t) * dh + c];
+            }
+          }
+        });
+      };
+    });
+    return runBatch(session, items, L, H, T, dh, d);
+  }).then(function (out) {
+    var B = items.length, logits = out.logits.data, loss = new Float32Array(B * Math.max(T - 1, 0));
+    for (var b = 0; b < B; b++) {
+      for (var t = 0; t + 1 < T; t++) {       /* cross-entropy of token t + 1 from the logits at t */
+        var base = (b * T + t) * V, mx = -Infinity, sum = 0, v;
+        for (v = 0; v < V; v++) if (logits[base + v] > mx) mx = logits[base + v];
+        for (v = 0; v < V; v++) sum += Math.exp(logits[base + v] - mx);
+        loss[b * (T - 1) + t] = mx + Math.log(sum) - logits[base + items[b].tokens[t + 1]];
+      }
+    }
+    return {B: B, T: T, V: V, L: L, H: H, logits: logits, pattern: out.pattern.data, loss: loss,
+            ms: performance.now() - started};
+  });
+}
+
+/* Runs are answered one at a time, in order. */
+var queue = Promise.resolve();
+self.onmessage = function (event) {
+  var msg = event.data || {}, id = msg.id;
+  queue = queue.then(function () {
+    if (msg.cmd === "load") return load(id).then(function (info) { self.postMessage({id: id, ok: true, info: info}); });
+    if (msg.cmd === "run") {
+      return load(id).then(function () { return run(msg); }).then(function (result) {
+        self.postMessage({id: id, ok: true, result: result}, [result.logits.buffer, result.pattern.buffer, result.loss.buffer]);
+      });
+    }
+    throw new Error("unknown command " + JSON.stringify(msg.cmd) + "; expected \"load\" or \"run\"");
+  }).catch(function (err) {
+    var text = err && err.message ? err.message : String(err);
+    if (/memory|allocation|RangeError/i.test(text)) text = "the browser ran out of memory for the model (" + text + ")";
+    self.postMessage({id: id, ok: false, error: text});
+  });
+};

@@ -1,0 +1,670 @@
+/* Chapter 6: the circuit lab.  The chapter's trained language model on the reader's own word
+ * sequence, at any of 16 moments of its training or as the one-layer control: the loss on every
+ * word, any head's pattern, heads switched off, and activation patching with the logit
+ * difference.
+ *
+ * Before the reader loads the models, the view shows the run PyTorch computed when the page was
+ * built (attnlib.circuit_lab.lab_data); in a notebook that is all it shows (change the cell's
+ * arguments and run it again).  In the published book, "Load the models" starts
+ * _static/tiny/worker.js (onnxruntime-web in a Web Worker, nothing from another host) and
+ * defines window.attnlibTiny (documented below and in the README).
+ *
+ * data: {vocabulary, max_len, n_heads, models: [{name, step, n_layers, control, induction,
+ *        previous}], model, layer, head, words, pair: {corrupt, position, clean, corrupted} or
+ *        null, loss: T-1 nats, attentions: flat L*H*T*T, uniform_induction, uniform_previous} */
+
+/* ---- window.attnlibTiny ---------------------------------------------------------------------
+ *   attnlibTiny.available()             -> "" when the models can run here, else why not
+ *   await attnlibTiny.load(onProgress)  -> tiny.json's description ({models, vocabulary, ...})
+ *   attnlibTiny.checkpoints()           -> [{name, step}] (the 16 checkpoints, then "one-layer")
+ *   attnlibTiny.vocabulary()            -> [word] (a word's id is its index)
+ *   attnlibTiny.words(text)             -> [word], or throws an Error that names the problem
+ *   await attnlibTiny.run(words, {checkpoint, edits}) ->
+ *       {tokens: words, ids, shape: [L, H, T, T], logits: Float32Array (T*V),
+ *        attentions: Float32Array (L*H*T*T), loss: Float32Array (T-1, nats), ms}
+ *     edits: attnlib.edits's spec, [{layer, head (null: the residual stream), mode: "zero" |
+ *     "mean" | "patch", source (patch only: the words of the run to patch from), position?}]
+ *   await attnlibTiny.patch(clean, corrupted, {checkpoint}) ->
+ *       {position, cleanWord, corruptWord, clean, corrupted (the metric, nats),
+ *        denoise: {heads: L x H, resid: (L+1) x T}, noise: {...} (the metric of each patched
+ *        run), normalised: {denoise, noise} ((patched - corrupted) / (clean - corrupted)), ms}
+ *     the metric: at the last position, logit(clean word at p) - logit(corrupted word at p),
+ *     p the one position where the two sequences differ (attnlib.circuit_lab.pair_metric).
+ */
+var TINY_WORD = /[a-z]+(?:-[a-z]+)*|--|[^\sa-z]/g;  /* attnlib.corpus.words_of */
+
+/* Levenshtein distance, for "did you mean" (a short loop: words are short). */
+function editDistance(a, b) {
+  var prev = [], cur, i, j;
+  for (j = 0; j <= b.length; j++) prev.push(j);
+  for (i = 1; i <= a.length; i++) {
+    cur = [i];
+    for (j = 1; j <= b.length; j++) cur.push(Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1)));
+    prev = cur;
+  }
+  return prev[b.length];
+}
+
+function tinyApi(known) {
+  if (window.attnlibTiny) return window.attnlibTiny;
+  var worker = null, next = 1, pending = {}, info = null, loading = null;
+  function staticRoot() {
+    var root = document.documentElement.getAttribute("data-content_root");
+    return root === null ? null : root + "_static/";
+  }
+  function available() {
+    if (staticRoot() === null) return "the lab's models run in the published book; in a notebook, edit the cell's words and run it again";
+    if (location.protocol === "file:") {
+      return "this page was opened from a file, and browsers do not let a page start a worker from a file: " +
+             "serve the book (python -m http.server, in _build/html) and open it at http://localhost:8000";
+    }
+    if (typeof Worker !== "function") return "this browser cannot run Web Workers";
+    if (typeof WebAssembly !== "object") return "this browser has no WebAssembly";
+    if (typeof BigInt64Array !== "function") return "this browser is too old (no 64-bit integer arrays)";
+    return "";
+  }
+  function start() {
+    if (worker) return worker;
+    worker = new Worker(staticRoot() + "tiny/worker.js");
+    worker.onmessage = function (event) {
+      var msg = event.data, job = pending[msg.id];
+      if (!job) return;
+      if (msg.progress) { if (job.progress) job.progress(msg.progress.loaded, msg.progress.total); return; }
+      delete pending[msg.id];
+      if (msg.ok) job.resolve(msg); else job.reject(new Error(msg.error));
+    };
+    worker.onerror = function (event) {
+      var why = new Error("the lab's worker failed to start (" + (event.message || "no details") + ")");
+      Object.keys(pending).forEach(function (id) { pending[id].reject(why); delete pending[id]; });
+      worker = null;
+      loading = null;
+    };
+    return worker;
+  }
+  function send(message, progress) {
+    var why = available();
+    if (why) return Promise.reject(new Error(why));
+    return new Promise(function (resolve, reject) {
+      var id = next++;
+      pending[id] = {resolve: resolve, reject: reject, progress: progress};
+      message.id = id;
+      start().postMessage(message);
+    });
+  }
+  function load(onProgress) {
+    if (info) return Promise.resolve(info);
+    if (!loading) {
+      loading = send({cmd: "load"}, onProgress).then(function (msg) { info = msg.info; return info; },
+                                                     function (err) { loading = null; throw err; });
+    }
+    return loading;
+  }
+  function described() { return info || known; }
+  function vocabulary() { return described().vocabulary.slice(); }
+  function checkpoints() { return described().models.map(function (m) { return {name: m.name, step: m.step}; }); }
+  function modelOf(name) {
+    var models = described().models, found = models.filter(function (m) { return m.name === name; })[0];
+    if (name === undefined || name === null) found = models.filter(function (m) { return !m.control; }).slice(-1)[0];
+    if (!found) throw new Error("no checkpoint called " + JSON.stringify(name) + "; there are " + models.map(function (m) { return m.name; }).join(", "));
+    return found;
+  }
+  /* typed text (or a list of words) -> words of the vocabulary; throws with the reason */
+  function words(text) {
+    var d = described(), vocab = d.vocabulary, found;
+    if (Array.isArray(text)) found = text.map(String);
+    else if (typeof text === "string") found = String(text).toLowerCase().match(TINY_WORD) || [];
+    else throw new Error("expected words as text or a list, got " + typeof text);
+    if (!found.length) throw new Error("no words: type words of the Gettysburg Address, e.g. \u201cwe are met on a great battle-field\u201d");
+    if (found.length > d.max_len) throw new Error(found.length + " words: the model reads at most " + d.max_len);
+    for (var i = 0; i < found.length; i++) {
+      if (vocab.indexOf(found[i]) >= 0) continue;
+      var w = found[i].slice(0, 40), near = vocab.map(function (v) { return [editDistance(w, v), v]; })
+        .filter(function (p) { return p[0] <= Math.max(1, Math.floor(w.length / 3)); })
+        .sort(function (a, b) { return a[0] - b[0]; }).slice(0, 3).map(function (p) { return "\u201c" + p[1] + "\u201d"; });
+      throw new Error("\u201c" + w + "\u201d is not in the model's vocabulary (the " + vocab.length +
+                      " words of the Gettysburg Address)" + (near.length ? "; did you mean " + near.join(", ") + "?" : ""));
+    }
+    return found;
+  }
+  function ids(list) { var vocab = described().vocabulary; return list.map(function (w) { return vocab.indexOf(w); }); }
+  function wire(editsIn) {
+    return (editsIn || []).map(function (e) {
+      var out = {};
+      Object.keys(e).forEach(function (k) { out[k] = e[k]; });
+      if (e && e.source !== undefined && e.source !== null) {
+        var src = Array.isArray(e.source) ? e.source : e.source.tokens;
+        out.source = {tokens: ids(words(src))};
+      }
+      return out;
+    });
+  }
+  function batch(name, items) {
+    return load().then(function () {
+      modelOf(name);
+      return send({cmd: "run", model: name, items: items});
+    }).then(function (msg) { return msg.result; });
+  }
+  function run(list, options) {
+    var opts = options || {}, w;
+    try { w = words(list); } catch (err) { return Promise.reject(err); }
+    var name = opts.checkpoint === undefined ? modelOf().name : opts.checkpoint, edits;
+    try { modelOf(name); edits = wire(opts.edits); } catch (err) { return Promise.reject(err); }
+    return batch(name, [{tokens: ids(w), edits: edits}]).then(function (r) {
+      return {tokens: w, ids: ids(w), shape: [r.L, r.H, r.T, r.T], logits: r.logits, attentions: r.pattern,
+              loss: r.loss, ms: r.ms};
+    });
+  }
+  function patch(clean, corrupted, options) {
+    var opts = options || {}, a, b, name;
+    try {
+      a = words(clean); b = words(corrupted);
+      name = opts.checkpoint === undefined ? modelOf().name : opts.checkpoint;
+      modelOf(name);
+    } catch (err) { return Promise.reject(err); }
+    if (a.length !== b.length) return Promise.reject(new Error("the corrupted sequence must have as many words as the clean one (" + a.length + "), it has " + b.length));
+    var diff = [];
+    a.forEach(function (w, i) { if (w !== b[i]) diff.push(i); });
+    if (diff.length !== 1) return Promise.reject(new Error("the two sequences must differ in exactly one word; they differ in " + diff.length));
+    var p = diff[0], T = a.length, ia = ids(a), ib = ids(b), m = modelOf(name), L = m.n_layers, H = described().n_heads;
+    var items = [{tokens: ia, edits: []}, {tokens: ib, edits: []}];
+    [[ib, ia], [ia, ib]].forEach(function (pair) {          /* denoising: clean into corrupted; noising: the reverse */
+      var l, h, t;
+      for (l = 0; l < L; l++) for (h = 0; h < H; h++) items.push({tokens: pair[0], edits: [{layer: l, head: h, mode: "patch", source: {tokens: pair[1]}}]});
+      for (l = 0; l <= L; l++) for (t = 0; t < T; t++) items.push({tokens: pair[0], edits: [{layer: l, head: null, mode: "patch", source: {tokens: pair[1]}, position: t}]});
+    });
+    var started = performance.now();
+    return batch(name, items).then(function (r) {
+      var V = r.V, good = ia[p], bad = ib[p];
+      function metric(k) { var base = (k * T + T - 1) * V; return r.logits[base + good] - r.logits[base + bad]; }
+      var clean0 = metric(0), corrupt0 = metric(1), k = 2;
+      function table(rows, cols) {
+        var out = [];
+        for (var i = 0; i < rows; i++) { var row = []; for (var j = 0; j < cols; j++) row.push(metric(k++)); out.push(row); }
+        return out;
+      }
+      var den = {heads: table(L, H), resid: table(L + 1, T)}, noi = {heads: table(L, H), resid: table(L + 1, T)};
+      function norm(t) {
+        return {heads: t.heads.map(function (row) { return row.map(function (x) { return (x - corrupt0) / (clean0 - corrupt0); }); }),
+                resid: t.resid.map(function (row) { return row.map(function (x) { return (x - corrupt0) / (clean0 - corrupt0); }); })};
+      }
+      return {position: p, cleanWord: a[p], corruptWord: b[p], clean: clean0, corrupted: corrupt0, denoise: den, noise: noi,
+              normalised: {denoise: norm(den), noise: norm(noi)}, runs: items.length, ms: performance.now() - started};
+    });
+  }
+  window.attnlibTiny = {available: available, load: load, info: function () { return info; }, checkpoints: checkpoints,
+                        vocabulary: vocabulary, words: words, run: run, patch: patch};
+  return window.attnlibTiny;
+}
+
+/* mulberry32: a small seeded generator, so "Random words" with a seed is the same everywhere */
+function seeded(seed) {
+  var a = seed >>> 0;
+  return function () {
+    a = (a + 0x6D2B79F5) >>> 0;
+    var t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/* attnlib.induction.natural_repeats for one sequence: what position i (predicting word i + 1)
+ * can copy: "same" (an earlier occurrence of word i was followed by word i + 1), "other", "first". */
+function copyKinds(w) {
+  var out = [];
+  for (var i = 0; i + 1 < w.length; i++) {
+    var seen = false, same = false;
+    for (var j = 0; j < i; j++) if (w[j] === w[i]) { seen = true; if (w[j + 1] === w[i + 1]) same = true; }
+    out.push(same ? "same" : seen ? "other" : "first");
+  }
+  return out;
+}
+
+function view(root, data, uid) {
+  var api = tinyApi(data);
+  var H = data.n_heads;
+  var models = data.models, twoLayer = models.filter(function (m) { return !m.control; });
+  var control = models.filter(function (m) { return m.control; })[0];
+  var s = {model: data.model, layer: data.layer, head: data.head, query: data.words.length - 1, words: data.words,
+           loss: data.loss, attentions: data.attentions, off: {}, offMode: "zero", intactLoss: data.loss,
+           corrupt: data.pair ? data.pair.corrupt : null, pair: data.pair, table: null, seed: 1, loaded: false};
+  function modelNamed(name) { return models.filter(function (m) { return m.name === name; })[0]; }
+  function L() { return modelNamed(s.model).n_layers; }
+
+  var status = el("p", {"class": "xp-hint", role: "status", "aria-live": "polite", "aria-atomic": "true", "data-role": "status"});
+  var loadRow = el("div", {"class": "xp-controls"});
+  var why = api.available();
+  var meta = document.querySelector('meta[name="attnlib-tiny-bytes"]');
+  var mb = meta ? (Number(meta.getAttribute("content")) / 1e6).toFixed(1) : null;
+  var loadButton = el("button", {type: "button", "data-role": "load"},
+                      "Load the lab's 17 models in this page" + (mb ? " (" + mb + " MB, once)" : ""));
+  var progress = el("progress", {max: "1", value: "0", "data-role": "progress", hidden: "hidden", "aria-label": "downloading the models"});
+  loadRow.appendChild(loadButton);
+  loadRow.appendChild(progress);
+  root.appendChild(loadRow);
+  root.appendChild(status);
+
+  /* the sequence */
+  var form = el("form", {"class": "xp-lab-form", "data-role": "form"});
+  var textWrap = el("div", {"class": "xp-control xp-text"});
+  textWrap.appendChild(el("label", {"for": uid + "-words"}, "Words"));
+  var input = el("input", {type: "text", id: uid + "-words", "data-role": "words", maxlength: "2000", autocomplete: "off",
+                           spellcheck: "false", "aria-describedby": uid + "-words-hint"});
+  input.value = data.words.join(" ");
+  textWrap.appendChild(input);
+  form.appendChild(textWrap);
+  form.appendChild(el("p", {"class": "xp-hint", id: uid + "-words-hint"},
+                      "Up to " + data.max_len + " words and marks of the Gettysburg Address (the model's whole vocabulary: " +
+                      data.vocabulary.length + " entries).  Words that copying can predict are underlined."));
+  var buttons = el("div", {"class": "xp-controls"});
+  var runButton = el("button", {type: "submit", "data-role": "run"}, "Run");
+  var repeatButton = el("button", {type: "button", "data-role": "repeat"}, "Repeat it");
+  var randomButton = el("button", {type: "button", "data-role": "random"}, "Random words");
+  [runButton, repeatButton, randomButton].forEach(function (b) { buttons.appendChild(b); });
+  form.appendChild(buttons);
+  root.appendChild(form);
+
+  /* the model: a training step, or the control */
+  var modelRow = el("div", {"class": "xp-controls"});
+  var stepIndex = Math.max(0, twoLayer.map(function (m) { return m.name; }).indexOf(s.model));
+  var stepSlider = slider(uid, "step", "Training step ", 0, twoLayer.length - 1, 1, stepIndex, function (v) {
+    s.model = twoLayer[v].name; controlBox.input.checked = false; modelChanged();
+  });
+  var controlBox = checkbox(uid, "control", "the one-layer control instead", false, function (on) {
+    s.model = on ? control.name : twoLayer[parseInt(stepSlider.input.value, 10)].name; modelChanged();
+  });
+  modelRow.appendChild(stepSlider.wrap);
+  modelRow.appendChild(controlBox.wrap);
+  root.appendChild(modelRow);
+  var curve = el("div", {"data-role": "curve"});
+  root.appendChild(curve);
+
+  /* loss per word */
+  var lossBox = el("div", {"class": "xp-scroll", tabindex: "0", role: "region", "aria-label": "loss on each word", "data-role": "loss"});
+  root.appendChild(lossBox);
+  var lossReadout = el("p", {"class": "xp-readout", "data-role": "loss-readout"});
+  root.appendChild(lossReadout);
+
+  /* a head's pattern */
+  var pickers = el("div", {"class": "xp-controls"});
+  function picker(name, label, n, value, onChange) {
+    var wrap = el("div", {"class": "xp-control"}), id = uid + "-" + name;
+    wrap.appendChild(el("label", {"for": id}, label));
+    var select = el("select", {id: id, "data-role": name});
+    for (var i = 0; i < n; i++) select.appendChild(el("option", {value: String(i)}, String(i)));
+    select.value = String(value);
+    select.addEventListener("change", function () { onChange(parseInt(select.value, 10)); });
+    wrap.appendChild(select);
+    pickers.appendChild(wrap);
+    return select;
+  }
+  var layerSelect = picker("layer", "layer ", 2, s.layer, function (v) { s.layer = v; drawHead(); });
+  picker("head", "head ", H, s.head, function (v) { s.head = v; drawHead(); });
+  root.appendChild(pickers);
+  var headReadout = el("p", {"class": "xp-readout", "data-role": "head-readout"});
+  root.appendChild(headReadout);
+  var mapBox = el("div", {"class": "xp-scroll", tabindex: "0", role: "region", "data-role": "map",
+                          "aria-label": "attention weights of the selected head: up and down arrow keys pick the query word"});
+  var canvas = el("canvas", {role: "img", "aria-label": "attention weights"});
+  mapBox.appendChild(canvas);
+  root.appendChild(mapBox);
+  mapBox.addEventListener("keydown", function (event) {
+    var step = event.key === "ArrowDown" ? 1 : event.key === "ArrowUp" ? -1 : 0;
+    if (!step || event.altKey || event.ctrlKey || event.metaKey) return;
+    event.preventDefault();
+    s.query = Math.max(0, Math.min(s.words.length - 1, s.query + step));
+    drawHead();
+  });
+  canvas.addEventListener("click", function (event) {
+    var g = canvas._geom; if (!g) return;
+    var rect = canvas.getBoundingClientRect();
+    var i = Math.floor(((event.clientY - rect.top) * g.W / rect.width - g.room) / g.cell);   /* square cells: one scale */
+    if (i >= 0 && i < s.words.length) { s.query = i; drawHead(); }
+  });
+
+  /* heads switched off */
+  var offBox = el("fieldset", {"class": "xp-modes", "data-role": "off"});
+  offBox.appendChild(el("legend", null, "Switch heads off"));
+  var offModes = el("div", {"class": "xp-controls"});
+  [["zero", "zero ablation"], ["mean", "mean ablation (the head's mean output)"]].forEach(function (m) {
+    var id = uid + "-off-" + m[0], label = el("label", {"for": id, "class": "xp-choice"});
+    var radio = el("input", {type: "radio", name: uid + "-offmode", id: id, value: m[0], "data-role": "off-" + m[0]});
+    radio.checked = m[0] === s.offMode;
+    radio.addEventListener("change", function () { if (radio.checked) { s.offMode = m[0]; if (Object.keys(s.off).length) rerun(); } });
+    label.appendChild(radio);
+    label.appendChild(document.createTextNode(" " + m[1]));
+    offModes.appendChild(label);
+  });
+  offBox.appendChild(offModes);
+  var offGrid = el("div", {"class": "xp-controls", "data-role": "off-heads"});
+  offBox.appendChild(offGrid);
+  root.appendChild(offBox);
+
+  /* patching */
+  var patchBox = el("fieldset", {"class": "xp-modes", "data-role": "patch"});
+  patchBox.appendChild(el("legend", null, "Patch: a corrupted copy with one word changed"));
+  var patchRow = el("div", {"class": "xp-controls"});
+  var posWrap = el("div", {"class": "xp-control"});
+  posWrap.appendChild(el("label", {"for": uid + "-ppos"}, "change word "));
+  var posSelect = el("select", {id: uid + "-ppos", "data-role": "patch-position"});
+  posWrap.appendChild(posSelect);
+  var wordWrap = el("div", {"class": "xp-control"});
+  wordWrap.appendChild(el("label", {"for": uid + "-pword"}, "to "));
+  var wordSelect = el("select", {id: uid + "-pword", "data-role": "patch-word"});
+  data.vocabulary.forEach(function (w) { wordSelect.appendChild(el("option", {value: w}, w)); });
+  wordWrap.appendChild(wordSelect);
+  patchRow.appendChild(posWrap);
+  patchRow.appendChild(wordWrap);
+  var tableButton = el("button", {type: "button", "data-role": "patch-run"}, "Patch every head and every position");
+  patchRow.appendChild(tableButton);
+  patchBox.appendChild(patchRow);
+  var pairReadout = el("p", {"class": "xp-readout", "data-role": "pair-readout"});
+  patchBox.appendChild(pairReadout);
+  var tables = el("div", {"data-role": "patch-tables"});
+  patchBox.appendChild(tables);
+  root.appendChild(patchBox);
+
+  function say(text) { status.textContent = text; }
+  function needModels(what) {
+    if (s.loaded || api.info()) { s.loaded = true; return false; }   /* loaded here, or by another lab or script */
+    say(why ? "This view shows the run PyTorch computed. To " + what + ": " + why + "."
+            : "To " + what + ", load the models first (the button above).");
+    return true;
+  }
+
+  function drawCurve() {
+    var W = Math.min(columnWidth(root), 520), Hh = 120, padL = 34, padB = 26, m = modelNamed(s.model);
+    var svg = fluidSvg(W, Hh, {role: "img", "data-role": "curve-svg"});
+    var maxStep = twoLayer[twoLayer.length - 1].step, top = 0.8;
+    function x(step) { return padL + (W - padL - 8) * step / maxStep; }
+    function y(v) { return 6 + (Hh - padB - 6) * (1 - Math.min(v, top) / top); }
+    function best(mm) { return Math.max.apply(null, mm.induction[mm.n_layers - 1]); }
+    var pts = twoLayer.map(function (mm) { return x(mm.step) + "," + y(best(mm)); }).join(" ");
+    svg.appendChild(sv("line", {x1: padL, x2: W - 8, y1: y(data.uniform_induction), y2: y(data.uniform_induction), "class": "xp-grid", "stroke-dasharray": "4 3"}));
+    svg.appendChild(sv("polyline", {points: pts, fill: "none", stroke: "rgb(33,145,140)", "stroke-width": 2}));
+    twoLayer.forEach(function (mm) { svg.appendChild(sv("circle", {cx: x(mm.step), cy: y(best(mm)), r: mm.name === s.model ? 5 : 2.5, "class": "xp-point"})); });
+    [0, 0.4, 0.8].forEach(function (v) { svg.appendChild(sv("text", {x: padL - 4, y: y(v) + 4, "text-anchor": "end", "class": "ax-small"}, fmt(v, 1))); });
+    svg.appendChild(sv("text", {x: W - 8, y: Hh - 6, "text-anchor": "end", "class": "ax-small"}, "training step (" + maxStep + ")"));
+    svg.appendChild(sv("text", {x: padL + 4, y: 14, "class": "ax-small"}, "best induction score of the last layer; dashed: uniform"));
+    var here = m.control ? "the one-layer control: best induction score " + fmt(best(m), 2)
+                         : "step " + m.step + ": best induction score of layer 1 " + fmt(best(m), 2);
+    svg.setAttribute("aria-label", "Induction score over training, 16 checkpoints; now " + here + " (uniform " + fmt(data.uniform_induction, 3) + ")");
+    curve.textContent = "";
+    curve.appendChild(svg);
+    stepSlider.out.textContent = m.control ? "(control)" : m.step + " of " + maxStep;
+  }
+
+  function drawLoss() {
+    var T = s.words.length, kinds = copyKinds(s.words), row = el("div", {"class": "xp-tokens"});
+    var intact = s.intactLoss, off = Object.keys(s.off).length > 0;
+    s.words.forEach(function (w, i) {
+      var chip = el("span", {"class": "xp-chip xp-lossword" + (i > 0 && kinds[i - 1] === "same" ? " xp-copyable" : "")});
+      chip.appendChild(el("span", null, w));
+      var text = i === 0 ? "\u2013" : fmt(s.loss[i - 1], 2);
+      chip.appendChild(el("span", {"class": "xp-chip-num"}, text));
+      var bar = el("span", {"class": "xp-lossbar"});
+      bar.style.width = (i === 0 ? 0 : Math.min(100, 100 * s.loss[i - 1] / 8)) + "%";
+      chip.appendChild(bar);
+      row.appendChild(chip);
+    });
+    lossBox.textContent = "";
+    lossBox.appendChild(row);
+    function mean(list, which) {
+      var sum = 0, n = 0;
+      kinds.forEach(function (k, i) { if (which(k)) { sum += list[i]; n++; } });
+      return n ? {v: sum / n, n: n} : null;
+    }
+    var copy = mean(s.loss, function (k) { return k === "same"; }), rest = mean(s.loss, function (k) { return k !== "same"; });
+    var text = "Loss in nats (ln V = " + fmt(Math.log(data.vocabulary.length), 2) + " for a uniform guess). ";
+    text += copy ? "Words copying predicts (" + copy.n + "): mean " + fmt(copy.v, 2) + "; " : "No word here can be predicted by copying (nothing repeats with the same next word); ";
+    text += rest ? "the others (" + rest.n + "): mean " + fmt(rest.v, 2) + "." : "";
+    if (off && copy) {
+      var before = mean(intact, function (k) { return k === "same"; });
+      text += " With " + Object.keys(s.off).join(", ") + " switched off (" + s.offMode + "), the copyable words' loss moved by " +
+              (copy.v - before.v >= 0 ? "+" : "") + fmt(copy.v - before.v, 2) + " nats.";
+    }
+    lossReadout.textContent = text;
+  }
+
+  function drawHead() {
+    var T = s.words.length, m = modelNamed(s.model);
+    if (s.layer >= m.n_layers) { s.layer = m.n_layers - 1; layerSelect.value = String(s.layer); }
+    var base = (s.layer * H + s.head) * T * T, ratio = window.devicePixelRatio || 1;
+    var room = Math.min(110, labelRoom(s.words, 12)), cell = T > 24 ? 14 : 18, W = room + T * cell + 6;
+    canvas.width = Math.round(W * ratio); canvas.height = Math.round(W * ratio);
+    canvas.style.width = W + "px"; canvas.style.height = W + "px";   /* square cells: never squeezed, the region scrolls */
+    canvas._geom = {room: room, cell: cell, W: W};
+    var ctx = canvas.getContext("2d"), cs = window.getComputedStyle(mapBox), ink = cs.color || "#222";
+    var accent = (window.getComputedStyle(root).getPropertyValue("--xp-query") || "").trim() || "#c0282d";
+    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+    ctx.clearRect(0, 0, W, W);
+    for (var i = 0; i < T; i++) {
+      ctx.textAlign = "right"; ctx.textBaseline = "middle"; ctx.font = (i === s.query ? "bold " : "") + "11px sans-serif";
+      ctx.fillStyle = i === s.query ? accent : ink;
+      ctx.fillText(shortLabel(s.words[i]), room - 4, room + i * cell + cell / 2);
+      ctx.save(); ctx.translate(room + i * cell + cell / 2, room - 4); ctx.rotate(-Math.PI / 2);
+      ctx.textAlign = "left"; ctx.fillStyle = ink; ctx.font = "11px sans-serif"; ctx.fillText(shortLabel(s.words[i]), 0, 0); ctx.restore();
+      for (var j = 0; j < T; j++) { ctx.fillStyle = viridis(s.attentions[base + i * T + j]); ctx.fillRect(room + j * cell, room + i * cell, cell, cell); }
+    }
+    ctx.lineWidth = 2; ctx.strokeStyle = accent; ctx.strokeRect(room + 1, room + s.query * cell + 1, T * cell - 2, cell - 2);
+    var row = [], best = 0;
+    for (var k = 0; k < T; k++) { row.push(s.attentions[base + s.query * T + k]); if (row[k] > row[best]) best = k; }
+    headReadout.textContent = "Head " + s.layer + "." + s.head + " (" + (m.control ? "one-layer control" : "step " + m.step) + "): induction score " +
+      fmt(m.induction[s.layer][s.head], 2) + " (uniform " + fmt(data.uniform_induction, 3) + "), previous-token score " +
+      fmt(m.previous[s.layer][s.head], 2) + " (uniform " + fmt(data.uniform_previous, 3) + "). From \u201c" + s.words[s.query] +
+      "\u201d (word " + s.query + ") its largest weight, " + fmt(row[best], 2) + ", is on \u201c" + s.words[best] + "\u201d (word " + best + ").";
+    canvas.setAttribute("aria-label", "attention weights of head " + s.layer + "." + s.head + " over " + T + " words; " + headReadout.textContent);
+  }
+
+  function drawOffGrid() {
+    offGrid.textContent = "";
+    for (var l = 0; l < L(); l++) for (var h = 0; h < H; h++) {
+      (function (key) {
+        var b = el("button", {type: "button", "aria-pressed": s.off[key] ? "true" : "false", "data-role": "off-" + key}, "head " + key);
+        b.addEventListener("click", function () {
+          if (needModels("switch a head off")) return;
+          if (s.off[key]) delete s.off[key]; else s.off[key] = true;
+          b.setAttribute("aria-pressed", s.off[key] ? "true" : "false");
+          rerun();
+        });
+        offGrid.appendChild(b);
+      })(l + "." + h);
+    }
+  }
+
+  function drawPairControls() {
+    posSelect.textContent = "";
+    s.words.forEach(function (w, i) { posSelect.appendChild(el("option", {value: String(i)}, i + ": " + w)); });
+    var p = s.pair && s.corrupt && s.corrupt.length === s.words.length ? s.pair.position : defaultPosition();
+    posSelect.value = String(p);
+    wordSelect.value = s.corrupt && s.corrupt.length === s.words.length ? s.corrupt[p] : defaultWord(p);
+  }
+  /* by default, corrupt the word that induction would copy: the one after the last word's earlier occurrence */
+  function defaultPosition() {
+    var T = s.words.length, last = s.words[T - 1];
+    for (var j = T - 2; j >= 0; j--) if (s.words[j] === last && j + 1 < T - 1) return j + 1;
+    return Math.max(0, T - 2);
+  }
+  function defaultWord(p) {
+    var used = {}; s.words.forEach(function (w) { used[w] = 1; });
+    var free = data.vocabulary.filter(function (w) { return !used[w] && /^[a-z]/.test(w); });
+    return free.length ? free[Math.floor(seeded(p + 17)() * free.length)] : data.vocabulary[0];
+  }
+  function corrupted() {
+    var c = s.words.slice(), p = parseInt(posSelect.value, 10);
+    c[p] = wordSelect.value;
+    return c;
+  }
+  function drawPairReadout() {
+    if (!s.pair) { pairReadout.textContent = "Change one word to build a corrupted copy."; return; }
+    var p = s.pair.position, T = s.words.length;
+    pairReadout.textContent = "Metric: at the last word, logit(\u201c" + s.words[p] + "\u201d) \u2212 logit(\u201c" + s.corrupt[p] +
+      "\u201d), the clean and corrupted words at position " + p + ". Clean run: " + fmt(s.pair.clean, 2) + " nats; corrupted run: " +
+      fmt(s.pair.corrupted, 2) + " nats." + (Math.abs(s.pair.clean - s.pair.corrupted) < 0.05
+        ? " The corruption barely moves the metric: there is nothing to patch back." : "");
+  }
+  function cellColour(v) {
+    var t = Math.max(-1, Math.min(1, v)), a = Math.abs(t);
+    return t >= 0 ? "rgba(33,145,140," + (0.1 + 0.45 * a).toFixed(2) + ")" : "rgba(200,80,40," + (0.1 + 0.45 * a).toFixed(2) + ")";
+  }
+  function drawTables() {
+    tables.textContent = "";
+    if (!s.table) return;
+    var t = s.table, T = s.words.length, Lm = t.denoise.heads.length;
+    var lead = el("p", {"class": "xp-readout", "data-role": "patch-summary"});
+    function best(tab) {
+      var b = {v: -Infinity};
+      tab.forEach(function (row, l) { row.forEach(function (v, h) { if (v > b.v) b = {v: v, l: l, h: h}; }); });
+      return b;
+    }
+    var bd = best(t.normalised.denoise.heads), bn = t.normalised.noise.heads;
+    lead.textContent = t.runs + " runs in " + fmt(t.ms, 0) + " ms.  Normalised scores: 1 = the clean behaviour, 0 = the corrupted one. " +
+      "Denoising (clean into corrupted: is it sufficient?) restores most with head " + bd.l + "." + bd.h + " (" + fmt(bd.v, 2) +
+      "); noising that head (corrupted into clean: is it necessary?) leaves " + fmt(bn[bd.l][bd.h], 2) + ".";
+    tables.appendChild(lead);
+    function table(title, rows, rowLabel, colLabels, role) {
+      var wrap = el("div", {"class": "xp-scroll", tabindex: "0", role: "region", "aria-label": title, "data-role": role});
+      var tab = el("table", {"class": "xp-patch"});
+      tab.appendChild(el("caption", null, title));
+      var head = el("tr");
+      head.appendChild(el("th", {scope: "col"}, ""));
+      colLabels.forEach(function (c) { head.appendChild(el("th", {scope: "col"}, c)); });
+      tab.appendChild(head);
+      rows.forEach(function (row, i) {
+        var tr = el("tr");
+        tr.appendChild(el("th", {scope: "row"}, rowLabel(i)));
+        row.forEach(function (v) { var td = el("td", null, fmt(v, 2)); td.style.background = cellColour(v); tr.appendChild(td); });
+        tab.appendChild(tr);
+      });
+      wrap.appendChild(tab);
+      tables.appendChild(wrap);
+    }
+    var heads = []; for (var h = 0; h < H; h++) heads.push("head " + h);
+    var pos = s.words.map(function (w, i) { return i + " " + w; });
+    table("Heads, denoising (normalised)", t.normalised.denoise.heads, function (l) { return "layer " + l; }, heads, "table-den-heads");
+    table("Heads, noising (normalised)", t.normalised.noise.heads, function (l) { return "layer " + l; }, heads, "table-noi-heads");
+    table("Residual stream entering each layer, one position at a time, denoising (normalised)", t.normalised.denoise.resid,
+          function (l) { return l < Lm ? "into layer " + l : "after layer " + (Lm - 1); }, pos, "table-den-resid");
+  }
+
+  function modelChanged() {
+    if (!s.loaded) {                               /* the view shows only the run PyTorch computed */
+      s.model = data.model;
+      stepSlider.input.value = String(Math.max(0, twoLayer.map(function (m) { return m.name; }).indexOf(data.model)));
+      controlBox.input.checked = false;
+      needModels("run another checkpoint");
+      return;
+    }
+    drawCurve();
+    drawOffGrid();
+    Object.keys(s.off).forEach(function (k) { if (parseInt(k, 10) >= L()) delete s.off[k]; });
+    s.table = null;
+    rerun();
+  }
+
+  var busy = false, again = false;
+  function rerun() {
+    if (busy) { again = true; return; }
+    var words;
+    try { words = api.words(input.value); } catch (err) { say(err.message + " (the view keeps the last run)."); return; }
+    busy = true;
+    var edits = Object.keys(s.off).map(function (k) {
+      var lh = k.split(".").map(Number); return {layer: lh[0], head: lh[1], mode: s.offMode};
+    });
+    var changedWords = words.join(" ") !== s.words.join(" ");
+    var jobs = [api.run(words, {checkpoint: s.model}), edits.length ? api.run(words, {checkpoint: s.model, edits: edits}) : null];
+    say("Running\u2026");
+    Promise.all(jobs).then(function (out) {
+      var r = out[1] || out[0];
+      s.words = words; s.intactLoss = Array.prototype.slice.call(out[0].loss);
+      s.loss = Array.prototype.slice.call(r.loss); s.attentions = r.attentions;
+      if (changedWords) { s.query = words.length - 1; s.corrupt = null; s.pair = null; s.table = null; drawPairControls(); drawPairReadout(); }
+      s.query = Math.min(s.query, words.length - 1);
+      drawLoss(); drawHead(); drawTables();
+      say("Ran " + words.length + " words at " + (modelNamed(s.model).control ? "the one-layer control" : "step " + modelNamed(s.model).step) +
+          " in " + fmt(out[0].ms, 1) + " ms." + (edits.length ? " Heads off: " + Object.keys(s.off).join(", ") + " (" + s.offMode + ")." : ""));
+      return s.corrupt ? pairMetric() : null;
+    }).catch(function (err) { say(err.message + " (the view keeps the last run)."); })
+      .then(function () { busy = false; if (again) { again = false; rerun(); } });
+  }
+
+  function pairMetric() {
+    var bad = corrupted();
+    return Promise.all([api.run(s.words, {checkpoint: s.model}), api.run(bad, {checkpoint: s.model})]).then(function (out) {
+      var p = parseInt(posSelect.value, 10), V = data.vocabulary.length, T = s.words.length;
+      var good = data.vocabulary.indexOf(s.words[p]), worse = data.vocabulary.indexOf(bad[p]);
+      function metric(r) { return r.logits[(T - 1) * V + good] - r.logits[(T - 1) * V + worse]; }
+      s.corrupt = bad; s.pair = {position: p, clean: metric(out[0]), corrupted: metric(out[1])};
+      drawPairReadout();
+    });
+  }
+
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    if (needModels("run your own words")) return;
+    rerun();
+  });
+  repeatButton.addEventListener("click", function () {
+    var w;
+    try { w = api.words(input.value); } catch (err) { say(err.message); return; }
+    var out = w.concat(w).slice(0, data.max_len);
+    input.value = out.join(" ");
+    say("Repeated: " + out.length + " words" + (w.length * 2 > data.max_len ? " (cut at the model's " + data.max_len + ")" : "") +
+        (s.loaded ? "." : ". Load the models to run it."));
+    if (s.loaded) rerun();
+  });
+  randomButton.addEventListener("click", function () {
+    var rand = seeded(s.seed), pool = data.vocabulary.filter(function (w) { return /^[a-z]/.test(w); }), out = [];
+    while (out.length < 12) { var w = pool[Math.floor(rand() * pool.length)]; if (out.indexOf(w) < 0) out.push(w); }
+    input.value = out.join(" ");
+    say("12 distinct random words (seed " + s.seed + "): press \u201cRepeat it\u201d to give the model something to copy.");
+    s.seed++;
+    if (s.loaded) rerun();
+  });
+  [posSelect, wordSelect].forEach(function (sel) {
+    sel.addEventListener("change", function () {
+      if (needModels("measure a corrupted copy")) return;
+      if (wordSelect.value === s.words[parseInt(posSelect.value, 10)]) { say("That is the same word: pick another to corrupt the sequence."); return; }
+      s.table = null; drawTables();
+      pairMetric().catch(function (err) { say(err.message); });
+    });
+  });
+  tableButton.addEventListener("click", function () {
+    if (needModels("patch")) return;
+    var bad = corrupted();
+    if (bad.join(" ") === s.words.join(" ")) { say("Pick a different word for the corrupted copy first."); return; }
+    say("Patching every head and every position\u2026");
+    api.patch(s.words, bad, {checkpoint: s.model}).then(function (t) {
+      s.table = t; s.corrupt = bad; s.pair = {position: t.position, clean: t.clean, corrupted: t.corrupted};
+      drawPairReadout(); drawTables();
+      say("Patched: " + t.runs + " runs in " + fmt(t.ms, 0) + " ms.");
+    }).catch(function (err) { say(err.message + " (the view keeps the last result)."); });
+  });
+  loadButton.addEventListener("click", function () {
+    if (loadButton.getAttribute("aria-disabled") === "true") return;
+    loadButton.setAttribute("aria-disabled", "true");
+    progress.hidden = false;
+    say("Loading the models\u2026");
+    var t0 = performance.now();
+    api.load(function (loaded, total) { progress.value = total ? loaded / total : 0; }).then(function () {
+      s.loaded = true;
+      loadButton.hidden = true; progress.hidden = true;
+      say("Loaded in " + fmt((performance.now() - t0) / 1000, 1) + " s. Type words, pick a step, switch heads off, patch.");
+      root.setAttribute("data-loaded", "1");
+      rerun();
+    }, function (err) {
+      loadButton.removeAttribute("aria-disabled");
+      progress.hidden = true;
+      say("Could not load the models: " + err.message + ".");
+    });
+  });
+
+  if (why) {
+    loadButton.hidden = true;
+    say("Showing the run PyTorch computed (" + s.model + "). To try other words here: " + why + ".");
+    [runButton, repeatButton, randomButton, tableButton].forEach(function (b) { b.hidden = true; });
+  } else {
+    say("Showing the run PyTorch computed when this page was built. Load the models to run your own words.");
+  }
+  drawCurve(); drawLoss(); drawHead(); drawOffGrid(); drawPairControls(); drawPairReadout();
+}

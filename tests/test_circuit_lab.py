@@ -1,0 +1,109 @@
+"""attnlib.circuit_lab: the checkpoints the page offers, the graph it runs (every edit an input)
+against attnlib.transformer.run, the build's check failing on a wrong export, and the reading of
+a reader's words."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlib import circuit_lab, induction
+from attnlib.transformer import TinyTransformer, run
+
+
+@pytest.fixture(scope="module")
+def history():
+    return induction.trained(2)[1]
+
+
+def test_checkpoints_are_dense_where_the_induction_head_forms(history):
+    steps = circuit_lab.checkpoint_steps(history)
+    assert steps == sorted(set(steps)) and len(steps) == circuit_lab.N_CHECKPOINTS
+    assert steps[0] == 0 and steps[-1] == induction.STEPS
+    score = {int(s): float(x[-1].max()) for s, x in zip(history["probe_step"], history["induction"])}
+    low, high = score[0], max(score.values())
+    rising = [s for s in score if low + 0.1 * (high - low) <= score[s] <= low + 0.9 * (high - low)]
+    inside = [s for s in steps if rising[0] <= s <= rising[-1]]
+    # evenly spaced in time, the rise (a fraction of the run) would get that fraction of the checkpoints
+    share_of_time = (rising[-1] - rising[0]) / induction.STEPS
+    assert len(inside) / len(steps) > 1.5 * share_of_time, (inside, rising[0], rising[-1])
+    with pytest.raises(ValueError, match="between 2"):
+        circuit_lab.checkpoint_steps(history, 1000)
+
+
+def test_a_checkpoint_is_the_model_at_that_step(history):
+    model = induction.trained(2)[0]
+    last = induction.checkpoint(history, induction.STEPS)
+    assert all(torch.equal(a.cpu(), b) for a, b in zip(model.state_dict().values(), last.state_dict().values()))
+    first = induction.checkpoint(history, 0)
+    assert all(torch.equal(a, b) for a, b in zip(induction.build_model(2).cpu().state_dict().values(), first.state_dict().values()))
+    with pytest.raises(ValueError, match="no checkpoint at step 7"):
+        induction.checkpoint(history, 7)
+    with pytest.raises(TypeError, match="history"):
+        induction.checkpoint({"loss": []}, 0)
+
+
+def _edits(model, g, T, source):
+    means = model.head_means(torch.randint(model.vocab_size, (8, model.max_len), generator=g))
+    return circuit_lab._check_edits(model, g, T, source, means)
+
+
+@pytest.mark.parametrize("n_layers", [2, 1])
+def test_the_lab_graph_equals_a_run_with_every_edit(n_layers):
+    """LabGraph, in PyTorch (what is exported), fed the page's translation of each edit, against
+    transformer.run on seeded random sequences."""
+    model = TinyTransformer(40, d_model=16, n_heads=4, n_layers=n_layers, max_len=12, seed=3).eval()
+    graph = circuit_lab.LabGraph(model)
+    g = torch.Generator().manual_seed(5)
+    for _ in range(4):
+        T = int(torch.randint(2, 13, (1,), generator=g))
+        tokens = torch.randint(40, (2, T), generator=g)
+        source = run(model, torch.randint(40, (2, T), generator=g))
+        for edits in _edits(model, g, T, source):
+            feeds = {k: torch.from_numpy(v) for k, v in circuit_lab._graph_inputs(model, tokens, edits).items()}
+            with torch.no_grad():
+                logits, pattern, z, resid = graph(**feeds)
+            want = run(model, tokens, edits=edits)
+            assert torch.allclose(logits, want.logits, atol=1e-5), edits
+            assert torch.allclose(pattern, want.stacked("pattern").transpose(0, 1), atol=1e-6)
+            assert torch.allclose(z, want.stacked("z").transpose(0, 1), atol=1e-6)
+            assert torch.allclose(resid, want.stacked("resid_pre").transpose(0, 1), atol=1e-5)
+
+
+def test_the_build_check_fails_on_an_export_of_another_model(tmp_path):
+    pytest.importorskip("onnxruntime")
+    a = TinyTransformer(30, d_model=16, n_heads=4, n_layers=2, max_len=10, seed=1)
+    b = TinyTransformer(30, d_model=16, n_heads=4, n_layers=2, max_len=10, seed=2)
+    path = circuit_lab.export(a, tmp_path / "a.onnx")
+    figures = circuit_lab.check(path, a, n=3)
+    assert figures["max_logit_diff"] <= circuit_lab.BUILD_TOLERANCE and figures["runs"] == 15
+    with pytest.raises(ValueError, match="differs from PyTorch"):
+        circuit_lab.check(path, b, n=3)
+
+
+@pytest.mark.parametrize("text, error, message", [
+    (None, TypeError, "str of words"),
+    ("", ValueError, "no words"),
+    ("the " * 33, ValueError, "at most 32"),
+    ("we are met on a great battel-field", ValueError, "did you mean 'battle-field'"),
+    ("xylophone", ValueError, "'xylophone' is not in the model's vocabulary"),
+])
+def test_read_words_names_the_problem(text, error, message):
+    with pytest.raises(error, match=message):
+        circuit_lab.read_words(text)
+
+
+def test_read_words_reads_as_the_corpus_does():
+    assert circuit_lab.read_words("We are met on a great battle-field -- of that war.") == \
+        ["we", "are", "met", "on", "a", "great", "battle-field", "--", "of", "that", "war", "."]
+
+
+def test_the_pair_metric_is_the_chapters_logit_difference():
+    clean, corrupt = circuit_lab.default_pair()
+    a, b = induction.encode(clean), induction.encode(corrupt)
+    assert circuit_lab.corrupted_position(a, b) == len(clean) // 2          # the chapter's B, in the first copy
+    model = induction.trained(2)[0]
+    assert circuit_lab.pair_metric(run(model, a[None]).logits, a, b) > circuit_lab.pair_metric(run(model, b[None]).logits, a, b)
+    with pytest.raises(ValueError, match="exactly one position"):
+        circuit_lab.corrupted_position(a, a)
+    with pytest.raises(ValueError, match="same length"):
+        circuit_lab.corrupted_position(a, a[:-1])

@@ -1,0 +1,243 @@
+"""Chapter 6's circuit lab in headless Chromium, with every outside request blocked: the
+exported checkpoints run by onnxruntime-web in a Web Worker give the logits, the attention
+weights and the per-word loss of :func:`attnlib.transformer.run` (PyTorch) within
+``circuit_lab.BUILD_TOLERANCE`` on seeded random sequences, intact and with every kind of edit;
+the page's patching table equals :func:`attnlib.patching.patch_table`; the lab's controls work on
+a reader's own words and refuse bad input with a message, keeping the last result.
+
+The site is assembled here as ``make book`` assembles it (``_ext/tiny_model.py``): the export
+(cached in ``_build/tiny-model/cache``), the worker and the vendored onnxruntime-web, under a
+page that carries the lab.  No book build is needed.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnlib import circuit_lab, induction, patching
+from attnlib import explorables as xp
+from attnlib.transformer import TinyTransformer, run
+
+from test_browser import Visit, browser, serve  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+TOL = circuit_lab.BUILD_TOLERANCE
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("site")
+    tiny = folder / "_static" / "tiny"
+    keep = folder / "weights"
+    info = circuit_lab.write_site_files(tiny, cache=ROOT / "_build" / "tiny-model" / "cache", keep=keep)
+    shutil.copyfile(ROOT / "attnlib" / "static" / "tiny_worker.js", tiny / "worker.js")
+    shutil.copyfile(ROOT / "attnlib" / "static" / "fetch_bytes.js", tiny / "fetch_bytes.js")
+    shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
+    lab = xp.circuit_lab()
+    size = sum(m["bytes"] for m in info["models"])
+    page = (f'<!DOCTYPE html>\n<html lang="en" data-content_root="../"><head><meta charset="utf-8">'
+            f'<meta name="attnlib-tiny-bytes" content="{size}"><title>circuit lab</title></head>'
+            f'<body><main>{lab.html}</main></body></html>\n')
+    (folder / "chapters").mkdir()
+    (folder / "chapters" / "lab.html").write_text(page, encoding="utf-8")
+    (folder / "chapters" / "notebook.html").write_text(page.replace(' data-content_root="../"', ""), encoding="utf-8")
+    return {"folder": folder, "url": serve(str(folder)) + "chapters/", "info": info, "keep": keep}
+
+
+@pytest.fixture(scope="module")
+def lab(browser, site):  # noqa: F811
+    visit = Visit(browser, site["url"] + "lab.html")
+    visit.page.evaluate("() => window.attnlibTiny.load()")
+    yield visit
+    visit.close()
+
+
+@pytest.fixture(scope="module")
+def models():
+    return circuit_lab.lab_models()
+
+
+RUN = """async ([words, options]) => { const r = await window.attnlibTiny.run(words, options);
+  return {tokens: r.tokens, shape: r.shape, logits: Array.from(r.logits), attentions: Array.from(r.attentions),
+          loss: Array.from(r.loss)}; }"""
+
+
+def page_run(page, words, checkpoint, edits=None) -> dict:
+    out = page.evaluate(RUN, [words, {"checkpoint": checkpoint, "edits": edits or []}])
+    L, H, T, _ = out["shape"]
+    out["logits"] = np.array(out["logits"], dtype=np.float32).reshape(T, -1)
+    out["attentions"] = np.array(out["attentions"], dtype=np.float32).reshape(L, H, T, T)
+    out["loss"] = np.array(out["loss"], dtype=np.float32)
+    return out
+
+
+def random_words(generator, T):
+    vocab = induction.vocabulary()
+    return [vocab[i] for i in torch.randint(len(vocab), (T,), generator=generator).tolist()]
+
+
+def test_the_site_files_describe_every_model_and_its_check(site, models):
+    info = site["info"]
+    assert [m["name"] for m in info["models"]] == list(models)
+    assert len(info["models"]) == circuit_lab.N_CHECKPOINTS + 1 and info["models"][-1]["control"]
+    assert all(m["check"]["max_logit_diff"] <= TOL and m["check"]["runs"] >= 40 for m in info["models"])
+    assert sum(m["bytes"] for m in info["models"]) <= 6e6                     # the issue's download budget
+    assert info["vocabulary"] == induction.vocabulary()
+    # the weights kept beside the export load with TinyTransformer.load and are the checkpoints
+    for name, (model, _, _) in list(models.items())[::5]:
+        loaded = TinyTransformer.load(site["keep"] / f"{name}.pt")
+        assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values()))
+
+
+def test_page_runs_equal_pytorch_on_seeded_random_sequences_and_edits(lab, models):
+    """Random sequences of random lengths at random checkpoints (a generator seeded here; no
+    sequence is written by hand), each with a random edit of every kind."""
+    g = torch.Generator().manual_seed(2026)
+    names = list(models)
+    for trial in range(6):
+        name = names[int(torch.randint(len(names), (1,), generator=g))]
+        model = models[name][0]
+        L, H = model.n_layers, model.n_heads
+        T = int(torch.randint(2, 33, (1,), generator=g))
+        words, source = random_words(g, T), random_words(g, T)
+        ids, src = induction.encode(words)[None], induction.encode(source)[None]
+        pick = lambda n: int(torch.randint(n, (1,), generator=g))    # noqa: E731
+        l, h, p = pick(L), pick(H), pick(T)
+        cases = [
+            ([], []),
+            ([{"layer": l, "head": h, "mode": "zero"}], [{"layer": l, "head": h, "mode": "zero"}]),
+            ([{"layer": l, "head": h, "mode": "mean"}],
+             [{"layer": l, "head": h, "mode": "mean", "source": circuit_lab.reference_means(model)}]),
+            ([{"layer": l, "head": h, "mode": "patch", "source": source, "position": p}],
+             [{"layer": l, "head": h, "mode": "patch", "source": run(model, src), "position": p}]),
+            ([{"layer": pick(L + 1), "head": None, "mode": "patch", "source": source, "position": p}], None),
+        ]
+        cases[4] = (cases[4][0], [{**cases[4][0][0], "source": run(model, src)}])
+        for page_edits, torch_edits in cases:
+            got = page_run(lab.page, words, name, page_edits)
+            want = run(model, ids, edits=torch_edits)
+            assert got["tokens"] == words
+            d_logit = float(np.abs(got["logits"] - want.logits[0].numpy()).max())
+            d_weight = float(np.abs(got["attentions"] - want.stacked("pattern")[:, 0].numpy()).max())
+            loss = F.cross_entropy(want.logits[0, :-1], ids[0, 1:], reduction="none").numpy()
+            d_loss = float(np.abs(got["loss"] - loss).max()) if T > 1 else 0.0
+            assert max(d_logit, d_weight, d_loss) <= TOL, (name, T, page_edits, d_logit, d_weight, d_loss)
+    assert lab.errors == [] and lab.external == []
+
+
+PATCH = """async ([a, b, name]) => { const t = await window.attnlibTiny.patch(a, b, {checkpoint: name});
+  return {position: t.position, clean: t.clean, corrupted: t.corrupted, denoise: t.denoise, noise: t.noise,
+          normalised: t.normalised}; }"""
+
+
+def test_the_page_patching_table_equals_patch_table(lab, models):
+    """Denoising and noising, every head and every position, against attnlib.patching.patch_table
+    on the same pair (the chapter's first pair, cut after its query) at the last checkpoint."""
+    clean, corrupt = circuit_lab.default_pair()
+    name = list(models)[-2]
+    model = models[name][0]
+    got = lab.page.evaluate(PATCH, [clean, corrupt, name])
+    a, b = induction.encode(clean)[None], induction.encode(corrupt)[None]
+    p = circuit_lab.corrupted_position(a[0], b[0])
+    assert got["position"] == p
+    pairs = {"query": a.shape[1] - 1, "clean_next": a[:, p], "corrupt_next": b[:, p]}
+    ra, rb = run(model, a), run(model, b)
+    assert abs(got["clean"] - patching.logit_diff(ra.logits, pairs)) <= TOL
+    assert abs(got["corrupted"] - patching.logit_diff(rb.logits, pairs)) <= TOL
+    for key, target, source in (("denoise", b, ra), ("noise", a, rb)):
+        for site in ("z", "resid_pre"):
+            want = patching.patch_table(model, target, source, pairs, site=site).numpy()
+            have = np.array(got[key]["heads" if site == "z" else "resid"])
+            assert have.shape == want.shape and float(np.abs(have - want).max()) <= 10 * TOL, (key, site)
+    den = np.array(got["normalised"]["denoise"]["heads"])
+    ind = int(np.argmax(den[-1]))
+    assert den[-1, ind] > 0.3                                 # the induction head restores the most on its own
+    assert lab.errors == []
+
+
+def _root(page):
+    return "#" + page.get_attribute(".attnlib-xp[data-kind=tiny]", "id")
+
+
+def _status(page, root):
+    return page.inner_text(f"{root} [data-role=status]")
+
+
+def test_the_lab_runs_a_readers_sequence_steps_ablation_and_patching(browser, site, models):  # noqa: F811
+    visit = Visit(browser, site["url"] + "lab.html")
+    page = visit.page
+    root = _root(page)
+    page.click(f"{root} [data-role=load]")
+    page.wait_for_function(f"() => document.querySelector('{root}').getAttribute('data-loaded') === '1'", timeout=60_000)
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Ran')")
+    words = "we are met on a great battle-field of that war"
+    page.fill(f"{root} [data-role=words]", words)
+    page.click(f"{root} [data-role=repeat]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Ran 20 words')")
+    readout = page.inner_text(f"{root} [data-role=loss-readout]")
+    seq = words.split() * 2
+    name = list(models)[-2]
+    model = models[name][0]
+    ids = induction.encode(seq)
+    loss = F.cross_entropy(run(model, ids[None]).logits[0, :-1], ids[1:], reduction="none")
+    kinds = induction.natural_repeats(ids[None])["same_next"][0]
+    assert f"Words copying predicts ({int(kinds.sum())}): mean {float(loss[kinds].mean()):.2f}" in readout
+    # step 0: the untrained model; the readout follows the checkpoint
+    page.evaluate("([sel]) => { const e = document.querySelector(sel); e.value = '0'; e.dispatchEvent(new Event('input', {bubbles: true})); }",
+                  [f"{root} [data-role=step]"])
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.includes('at step 0')")
+    model0 = models["step-0"][0]
+    loss0 = F.cross_entropy(run(model0, ids[None]).logits[0, :-1], ids[1:], reduction="none")
+    assert f"mean {float(loss0[kinds].mean()):.2f}" in page.inner_text(f"{root} [data-role=loss-readout]")
+    # back to the end, switch the induction head off
+    page.evaluate("([sel, v]) => { const e = document.querySelector(sel); e.value = v; e.dispatchEvent(new Event('input', {bubbles: true})); }",
+                  [f"{root} [data-role=step]", str(circuit_lab.N_CHECKPOINTS - 1)])
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.includes('at step {induction.STEPS}')")
+    head = int(np.argmax(models[name][2]["induction"][-1]))
+    page.click(f"{root} [data-role='off-1.{head}']")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.includes('Heads off')")
+    off = F.cross_entropy(run(model, ids[None], edits=[{"layer": 1, "head": head, "mode": "zero"}]).logits[0, :-1], ids[1:], reduction="none")
+    change = float(off[kinds].mean() - loss[kinds].mean())
+    assert change > 0.5 and f"moved by +{change:.2f} nats" in page.inner_text(f"{root} [data-role=loss-readout]")
+    page.click(f"{root} [data-role='off-1.{head}']")
+    # patching: corrupt the word after the last word's earlier occurrence, then the whole table
+    page.click(f"{root} [data-role=patch-run]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Patched')")
+    assert page.query_selector(f"{root} [data-role=table-den-heads] table") is not None
+    assert "Denoising" in page.inner_text(f"{root} [data-role=patch-summary]")
+    assert visit.errors == [] and visit.external == [] and visit.dialogs == []
+    visit.close()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("we are met on a great battel-field", "did you mean \u201cbattle-field\u201d"),
+    ("the " * 40, "at most 32"),
+    ("   ", "no words"),
+    ("<img src=x onerror=alert(1)> nation", "not in the model's vocabulary"),
+])
+def test_bad_input_gets_a_message_and_keeps_the_last_result(lab, text, message):
+    page = lab.page
+    root = _root(page)
+    before = page.inner_text(f"{root} [data-role=loss-readout]")
+    page.fill(f"{root} [data-role=words]", text)
+    page.click(f"{root} [data-role=run]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.includes('keeps the last run')")
+    assert message in _status(page, root)
+    assert page.inner_text(f"{root} [data-role=loss-readout]") == before
+    assert lab.dialogs == [] and page.query_selector(f"{root} img") is None
+
+
+def test_in_a_notebook_the_lab_says_to_edit_the_cell_and_offers_no_dead_buttons(browser, site):  # noqa: F811
+    visit = Visit(browser, site["url"] + "notebook.html")
+    page = visit.page
+    root = _root(page)
+    assert "edit the cell" in _status(page, root)
+    for role in ("load", "run", "repeat", "random", "patch-run"):
+        assert not page.is_visible(f"{root} [data-role={role}]"), role
+    assert visit.errors == []
+    visit.close()
