@@ -11,8 +11,9 @@ from torch import nn
 import attnlib
 from attnlib.exercises import exercise, exercise_names, registry
 from attnlib.exercises.ch06 import (
-    HALVES_OPTIONS, TORCH_MASK_OPTIONS, check_circuit_loss, check_induction_head, check_one_layer_halves,
-    check_torch_mask, halves_answer, torch_mask_answer, torch_mask_data,
+    HALVES_OPTIONS, PATCH_OPTIONS, TABLE_OPTIONS, TORCH_MASK_OPTIONS, check_circuit_loss, check_induction_head,
+    check_one_layer_halves, check_patching_table, check_predict_patch, check_torch_mask, halves_answer, patch_band,
+    table_reading, torch_mask_answer, torch_mask_data,
 )
 
 BAD_INPUTS = [None, "", "abc", math.nan, math.inf, -math.inf, [1, 2, 3], {"a": 1}, b"7",
@@ -37,7 +38,8 @@ def fake_data(monkeypatch):
 
 
 def test_registered():
-    assert exercise_names(6) == ["induction_head", "circuit_loss", "one_layer_halves", "torch_mask"]
+    assert exercise_names(6) == ["induction_head", "circuit_loss", "one_layer_halves", "torch_mask",
+                                 "patching_table", "predict_patch"]
 
 
 # ----------------------------------------------------------------------------- induction_head
@@ -215,3 +217,122 @@ def test_torch_mask_bad_inputs_and_widget(monkeypatch):
     ex.control.value = "attn_mask=~allowed"
     ex.button.click()
     assert ex.last.correct and "Correct" in ex.feedback.value
+
+
+# ----------------------------------------------------------------------------- patching_table, predict_patch
+# The shape of patching_data(); the numbers are made up near the chapter's (no test trains a model).
+PATCH_DATA = {
+    "n": 64, "clean": 4.3, "corrupt": -4.2, "labels": ["L0 H0", "L0 H1", "L1 H0", "L1 H1"],
+    "denoising": [0.05, 0.004, 0.59, 0.21], "noising": [0.98, 1.008, 0.41, 0.79],
+    "prev_head": 1, "ind_head": 2, "intact": 2.57, "without_prev": 5.37,
+    "layer": 1, "position": 3, "query": 6, "resid_den": [0.0, 0.0, 0.001, 1.002, 0.006, 0.0, 0.0],
+    "resid_noise": 0.011,
+}
+
+
+def _with_prev(den, noi, **more):
+    """PATCH_DATA with the previous-token head's two scores replaced."""
+    return dict(PATCH_DATA, denoising=[0.05, den, 0.59, 0.21], noising=[0.98, noi, 0.41, 0.79], **more)
+
+
+def test_table_reading_follows_both_scores():
+    assert table_reading(0.95, 0.05) == TABLE_OPTIONS[0]
+    assert table_reading(0.9, 0.95) == TABLE_OPTIONS[1]
+    assert table_reading(0.1, 0.1) == TABLE_OPTIONS[2]
+    assert table_reading(0.004, 1.008) == TABLE_OPTIONS[3]
+    assert table_reading(0.5, 0.5) == TABLE_OPTIONS[0]          # the thresholds the question states are inclusive
+
+
+def test_patching_table_accepts_the_reading_of_the_two_numbers():
+    fb = check_patching_table(TABLE_OPTIONS[3], PATCH_DATA)
+    assert fb.correct and "L0 H1" in fb.message and "restores 0.00" in fb.message and "keeps 1.01" in fb.message
+    assert "from 2.57 to 5.37 nats" in fb.message and "serves the where" in fb.message    # the ablation disagrees
+    assert "L1 H0: 0.59 in denoising, 0.41 in noising" in fb.message
+    # the contrast with the ablation is said only where the ablation found the head important
+    assert "serves the where" not in check_patching_table(TABLE_OPTIONS[3], dict(PATCH_DATA, without_prev=2.6)).message
+
+
+@pytest.mark.parametrize("option, fragments", [
+    (TABLE_OPTIONS[0], ["it restores 0.00", "still keeps 1.01", "near 1 means that nothing was lost",
+                        "carries the difference by itself"]),
+    (TABLE_OPTIONS[1], ["it restores 0.00", "A component with a backup scores high in denoising"]),
+    (TABLE_OPTIONS[2], ["still keeps 1.01", "near 1 means that nothing was lost", "scores low in both tables"]),
+])
+def test_patching_table_says_why_each_wrong_reading_does_not_follow(option, fragments):
+    fb = check_patching_table(option, PATCH_DATA)
+    assert not fb.correct and fb.hint
+    for fragment in fragments:
+        assert fragment in fb.message, (fragment, fb.message)
+    if option != TABLE_OPTIONS[0]:      # a reading that gets one half right is told only about the other half
+        assert ("it restores" in fb.message) != ("still keeps" in fb.message)
+
+
+def test_patching_table_follows_the_data():
+    for den, noi, option in ((0.9, 0.1, 0), (0.9, 0.95, 1), (0.1, 0.1, 2), (0.1, 0.9, 3)):
+        data = _with_prev(den, noi)
+        verdicts = [check_patching_table(o, data).correct for o in TABLE_OPTIONS]
+        assert verdicts == [i == option for i in range(4)], (den, noi, verdicts)
+    # a head that is sufficient: the reader who says "not sufficient" is told it restores at least half
+    fb = check_patching_table(TABLE_OPTIONS[3], _with_prev(0.9, 0.95))
+    assert not fb.correct and "restores 0.90" in fb.message and "at least half" in fb.message
+    fb = check_patching_table(TABLE_OPTIONS[3], _with_prev(0.1, 0.1))
+    assert not fb.correct and "keeps only 0.10" in fb.message
+
+
+def test_patch_band_edges():
+    assert [patch_band(v) for v in (-0.5, -0.2, 0.0, 0.2, 0.21, 0.79, 0.8, 1.3)] == [
+        PATCH_OPTIONS[0], PATCH_OPTIONS[1], PATCH_OPTIONS[1], PATCH_OPTIONS[1], PATCH_OPTIONS[2], PATCH_OPTIONS[2],
+        PATCH_OPTIONS[3], PATCH_OPTIONS[3]]
+
+
+def test_predict_patch_accepts_the_measured_band():
+    fb = check_predict_patch(PATCH_OPTIONS[1], PATCH_DATA)
+    assert fb.correct and "Measured on the 64 held-out pairs: 0.01" in fb.message
+    assert "1.00 of the difference at B's position (3)" in fb.message and "at most 0.006" in fb.message
+
+
+@pytest.mark.parametrize("option, fragment", [
+    (PATCH_OPTIONS[0], "further toward B' than the corrupted run"),
+    (PATCH_OPTIONS[2], "like the induction head L1 H0 (noising 0.41)"),
+    (PATCH_OPTIONS[3], "Noising reads the other way round from denoising"),
+])
+def test_predict_patch_says_why_each_wrong_prediction_does_not_follow(option, fragment):
+    fb = check_predict_patch(option, PATCH_DATA)
+    assert not fb.correct and fragment in fb.message and fb.hint
+    assert "Measured on the 64 held-out pairs: 0.01" in fb.message
+
+
+def test_predict_patch_follows_the_data():
+    for score, k in ((-0.6, 0), (0.011, 1), (0.5, 2), (0.97, 3)):
+        data = dict(PATCH_DATA, resid_noise=score)
+        assert [check_predict_patch(o, data).correct for o in PATCH_OPTIONS] == [i == k for i in range(4)], score
+    fb = check_predict_patch(PATCH_OPTIONS[1], dict(PATCH_DATA, resid_noise=0.97))
+    assert not fb.correct and "Measured on the 64 held-out pairs: 0.97" in fb.message and "hardly notices" in fb.message
+    assert "the whole difference enters" not in fb.message      # that reason is given only for a score near 0
+
+
+@pytest.mark.parametrize("check", [
+    lambda a: check_patching_table(a, PATCH_DATA), lambda a: check_predict_patch(a, PATCH_DATA),
+])
+def test_patching_bad_inputs_never_raise(check):
+    for bad in BAD_INPUTS + [-1, 99, True, "about 0", 0.0]:
+        fb = check(bad)
+        assert not fb.correct and fb.message, bad
+        if not hasattr(bad, "shape"):   # an array is refused by core.parse_choice's generic message
+            assert "is not one of the options" in fb.message or "choose" in fb.message, (bad, fb.message)
+
+
+def test_patching_widgets(monkeypatch):
+    for name in ("patching_table", "predict_patch"):
+        monkeypatch.setitem(registry._DATA_CACHE, (6, name), PATCH_DATA)
+    ex = exercise(6, "patching_table")
+    assert not ex.check().correct and "choose" in ex.feedback.value
+    ex.control.value = TABLE_OPTIONS[2]
+    assert not ex.check().correct and "nothing was lost" in ex.feedback.value
+    ex.control.value = TABLE_OPTIONS[3]
+    assert ex.check().correct and "Correct." in ex.feedback.value
+    ex = exercise(6, "predict_patch")
+    ex.control.value = PATCH_OPTIONS[3]
+    assert not ex.check().correct and "other way round" in ex.feedback.value
+    ex.control.value = PATCH_OPTIONS[1]
+    assert ex.check().correct and "0.01" in ex.feedback.value

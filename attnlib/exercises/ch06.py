@@ -10,6 +10,11 @@
 * ``torch_mask``: predict, then check on the encoder's first layer, which ``attn_mask`` makes
   ``torch.nn.MultiheadAttention`` apply an attnlib boolean mask (``True`` = may attend); the
   grade follows the measured outputs (:func:`torch_mask_data`).
+* ``patching_table``: read the previous-token head's row of the activation-patching tables
+  (denoising and noising scores): sufficient, necessary, both or neither (:func:`patching_data`).
+* ``predict_patch``: predict, before running it, the noising score of the residual stream
+  entering the last layer at the corrupted token's position (Hase & Bansal 2020: an
+  explanation is understood when it lets its reader predict the model).
 
 The numbers come from the chapter's training runs (:func:`attnlib.induction.trained`, reused
 from the chapter's kernel, so nothing is trained twice), rounded as the page shows them.
@@ -25,6 +30,8 @@ __all__ = [
     "induction_data", "INDUCTION_THRESHOLD", "check_induction_head", "circuit_reading", "check_circuit_loss",
     "HALVES_OPTIONS", "halves_answer", "check_one_layer_halves",
     "TORCH_MASK_OPTIONS", "torch_mask_data", "torch_mask_answer", "check_torch_mask",
+    "patching_data", "HALF", "TABLE_OPTIONS", "table_reading", "check_patching_table",
+    "PATCH_OPTIONS", "patch_band", "check_predict_patch",
 ]
 
 
@@ -345,3 +352,244 @@ define(6, "torch_mask", kind="choice", title="Two conventions for one mask",
                  "<code>attnlib.MultiHeadAttention(...)(x, mask=allowed)</code> on the encoder's first layer? "
                  "Choose, then run the check cell, which compares all four on the real layer."),
        options=TORCH_MASK_OPTIONS, data=torch_mask_data, grade=check_torch_mask)
+
+
+# ----------------------------------------------------------------------------- patching (shared data)
+@functools.lru_cache(maxsize=1)
+def patching_data() -> dict:
+    """The activation-patching numbers the two patching exercises grade against: the chapter's
+    trained two-layer model on the chapter's 64 held-out pairs (``patching.induction_pairs(64,
+    seed=0)``), read as the chapter reads them (normalised scores).
+
+    Returns a dict with ``n`` (pairs), ``clean`` and ``corrupt`` (logit differences, nats),
+    ``labels`` (``"L0 H0"`` ..., one per head), ``denoising`` and ``noising`` (the normalised
+    score of every head's patch, in the order of ``labels``), ``prev_head`` and ``ind_head``
+    (indices into ``labels``, as in :func:`induction_data`), ``intact`` and ``without_prev``
+    (loss on the second copy, nats, intact and with the previous-token head zero-ablated),
+    ``layer`` (the last layer), ``position`` (``B``'s position), ``query``, ``resid_den`` (the
+    denoising score of the residual stream entering ``layer``, at each position) and
+    ``resid_noise`` (the noising score of that stream at ``position``: the answer to
+    ``predict_patch``).
+    """
+    from .. import induction, patching
+    from ..transformer import run
+
+    model, _ = induction.trained(2, 0)
+    heads = induction_data()
+    pairs = patching.induction_pairs(64, seed=0)
+    clean_run, corrupt_run = run(model, pairs["clean"]), run(model, pairs["corrupt"])
+    clean, corrupt = patching.logit_diff(clean_run.logits, pairs), patching.logit_diff(corrupt_run.logits, pairs)
+
+    def score(value):
+        return patching.normalised(value, clean, corrupt)
+
+    denoise = score(patching.patch_table(model, pairs["corrupt"], clean_run, pairs))       # (L, H)
+    noise = score(patching.patch_table(model, pairs["clean"], corrupt_run, pairs))
+    layer, p = model.n_layers - 1, pairs["position"]
+
+    def resid(tokens, source, pos):
+        edit = {"layer": layer, "head": None, "mode": "patch", "source": source, "position": pos}
+        return score(patching.logit_diff(run(model, tokens, edits=[edit]).logits, pairs))
+
+    prev = heads["prev_head"]
+    return {
+        "n": int(pairs["clean"].shape[0]), "clean": _r(clean), "corrupt": _r(corrupt), "labels": heads["labels"],
+        "denoising": [_r(v) for v in denoise.flatten().tolist()],
+        "noising": [_r(v) for v in noise.flatten().tolist()],
+        "prev_head": prev, "ind_head": heads["ind_head"], "intact": heads["intact"],
+        "without_prev": _r(induction.repeated_loss(model, ablate=[(0, prev)])),
+        "layer": layer, "position": p, "query": pairs["query"],
+        "resid_den": [_r(resid(pairs["corrupt"], clean_run, t)) for t in range(pairs["clean"].shape[1])],
+        "resid_noise": _r(resid(pairs["clean"], corrupt_run, p)),
+    }
+
+
+# ----------------------------------------------------------------------------- patching_table
+#: A denoising score at least this large reads "sufficient"; a noising score at most this large
+#: reads "necessary" (the clean logit difference restored, or kept, at least half / at most half).
+HALF = 0.5
+
+TABLE_OPTIONS = (
+    "Sufficient and necessary",
+    "Sufficient but not necessary: another path backs it up",
+    "Necessary but not sufficient: it works only together with other components",
+    "Neither sufficient nor necessary on its own",
+)
+
+#: What each reading looks like in the two tables (said to a reader who chose it wrongly).
+_TABLE_PATTERN = {
+    TABLE_OPTIONS[0]: "A component that carries the difference by itself scores near 1 in denoising and near 0 "
+                      "in noising.",
+    TABLE_OPTIONS[1]: "A component with a backup scores high in denoising (alone, it restores the behaviour) and "
+                      "near 1 in noising (without it, the backup does the job).",
+    TABLE_OPTIONS[2]: "A component that is needed but not enough scores low in both tables: take it away and the "
+                      "behaviour goes, give it back alone and the behaviour still needs the others.",
+    TABLE_OPTIONS[3]: "A component that is neither scores low in denoising and high in noising.",
+}
+
+
+def table_reading(den: float, noi: float) -> str:
+    """The option of :data:`TABLE_OPTIONS` that a denoising and a noising score support
+    (thresholds :data:`HALF`)."""
+    sufficient, necessary = den >= HALF, noi <= HALF
+    return TABLE_OPTIONS[(0 if necessary else 1) if sufficient else (2 if necessary else 3)]
+
+
+def _claims(option: str) -> tuple[bool, bool]:
+    """(sufficient, necessary) as ``option`` claims them."""
+    i = TABLE_OPTIONS.index(option)
+    return i in (0, 1), i in (0, 2)
+
+
+@checker
+def check_patching_table(answer, data: dict | None = None):
+    """``answer``: one of :data:`TABLE_OPTIONS`, graded against the previous-token head's two
+    scores in the chapter's patching tables (:func:`patching_data`)."""
+    data = data or patching_data()
+    i = data["prev_head"]
+    label, den, noi = data["labels"][i], data["denoising"][i], data["noising"][i]
+    correct = table_reading(den, noi)
+    sufficient, necessary = _claims(correct)
+    says = (f"{label}: its clean output alone, patched into the corrupted run, restores {den:.2f} of the clean "
+            f"logit difference (denoising; {'sufficient: 0.5 or more' if sufficient else 'not sufficient: under 0.5'}), "
+            f"and with its corrupted output the clean run keeps {noi:.2f} of it "
+            f"(noising; {'necessary: 0.5 or less' if necessary else 'not necessary: over 0.5'}).")
+    right_message = says
+    rise = data["without_prev"] - data["intact"]
+    if not sufficient and not necessary and rise > 0.5:
+        right_message += (f" Yet removing it raised the loss on the second copy from {data['intact']:.2f} to "
+                          f"{data['without_prev']:.2f} nats (the ablation above). Both hold: a patch sees only the "
+                          "components that carry its difference. Replacing B changes what the induction head "
+                          "copies, not where it looks, and this head serves the where.")
+    j = data["ind_head"]
+    right_message += (f" Compare the induction head {data['labels'][j]}: {data['denoising'][j]:.2f} in denoising, "
+                      f"{data['noising'][j]:.2f} in noising.")
+    feedback = {}
+    for option in TABLE_OPTIONS:
+        if option == correct:
+            continue
+        claim_suff, claim_nec = _claims(option)
+        parts = []
+        if claim_suff and not sufficient:
+            parts.append(f"Sufficient would need its clean output alone to restore at least half of the clean logit "
+                         f"difference in the corrupted run (a denoising score of 0.5 or more); it restores {den:.2f}.")
+        if not claim_suff and sufficient:
+            parts.append(f"Its clean output alone restores {den:.2f} of the clean logit difference in the corrupted "
+                         "run (denoising): at least half, which is what sufficient means here.")
+        if claim_nec and not necessary:
+            parts.append(f"Necessary would need the noising score to fall to 0.5 or less; with its corrupted output "
+                         f"the clean run still keeps {noi:.2f} of the clean logit difference. In noising, a score "
+                         "near 1 means that nothing was lost.")
+        if not claim_nec and necessary:
+            parts.append(f"With its corrupted output the clean run keeps only {noi:.2f} of the clean logit "
+                         "difference (noising): losing the head loses at least half, which is what necessary "
+                         "means here.")
+        feedback[option] = " ".join(parts + [_TABLE_PATTERN[option]])
+    return grade_choice(answer, TABLE_OPTIONS, correct, right_message, feedback,
+                        hint="Denoising asks whether the head is enough (near 1: yes); noising asks whether it "
+                             "is needed (near 0: yes).")
+
+
+def _table_question(data: dict) -> str:
+    i = data["prev_head"]
+    return (f"The previous-token head {data['labels'][i]} of the chapter's model: removing it raised the loss on "
+            f"the second copy from {data['intact']:.2f} to {data['without_prev']:.2f} nats. In the patching tables "
+            f"(B replaced by B', {data['n']} held-out pairs) it scores <b>{data['denoising'][i]:.2f}</b> in "
+            f"denoising (its clean output patched into the corrupted run) and <b>{data['noising'][i]:.2f}</b> in "
+            "noising (its corrupted output patched into the clean run). Call a head <i>sufficient</i> when its "
+            "denoising score is 0.5 or more, <i>necessary</i> when its noising score is 0.5 or less. Which "
+            "reading do the two numbers support?")
+
+
+define(6, "patching_table", kind="choice", title="Read one row of the patching tables",
+       question=_table_question, options=TABLE_OPTIONS, data=patching_data, grade=check_patching_table)
+
+
+# ----------------------------------------------------------------------------- predict_patch
+PATCH_OPTIONS = (
+    "Negative (below -0.2)",
+    "About 0 (-0.2 to 0.2)",
+    "Between 0.2 and 0.8",
+    "About 1 (0.8 or more)",
+)
+_EDGES = (-0.2, 0.2, 0.8)
+
+#: What a noising score in each band would mean (said to a reader who predicted it wrongly) ...
+_PATCH_MEANING = (
+    "In noising, a score below -0.2 would mean that the patch pushes the clean run further toward B' than the "
+    "corrupted run itself goes.",
+    "In noising, a score near 0 means that this one patch turns the clean run into the corrupted one.",
+    "In noising, a score between 0.2 and 0.8 means that the site carries part of the difference and other paths "
+    "carry the rest.",
+    "In noising, a score near 1 means that the clean run hardly notices the patch.",
+)
+#: ... and what the measured score, in each band, says about the site.
+_PATCH_SAYS = (
+    "The patch pushes the clean run past the corrupted one, toward B'.",
+    "This one patch turns the clean run into the corrupted one: the site carries the whole difference, so it is "
+    "necessary.",
+    "The site carries part of the difference; other paths carry the rest.",
+    "The clean run hardly notices the patch: the difference reaches the query without this site.",
+)
+
+
+def patch_band(score: float) -> str:
+    """The option of :data:`PATCH_OPTIONS` whose band holds ``score`` (edges: -0.2, 0.2, 0.8;
+    an edge belongs to the band nearer 0 or 1, as the options say)."""
+    if score < _EDGES[0]:
+        return PATCH_OPTIONS[0]
+    if score <= _EDGES[1]:
+        return PATCH_OPTIONS[1]
+    if score < _EDGES[2]:
+        return PATCH_OPTIONS[2]
+    return PATCH_OPTIONS[3]
+
+
+@checker
+def check_predict_patch(answer, data: dict | None = None):
+    """``answer``: one of :data:`PATCH_OPTIONS`, the predicted noising score of the residual
+    stream entering the last layer at ``B``'s position; graded against the measured value
+    (:func:`patching_data`)."""
+    data = data or patching_data()
+    score, layer, p = data["resid_noise"], data["layer"], data["position"]
+    correct = patch_band(score)
+    k = PATCH_OPTIONS.index(correct)
+    den = data["resid_den"]
+    others = max(abs(v) for t, v in enumerate(den) if t != p)
+    measured = f"Measured on the {data['n']} held-out pairs: {score:.2f}. {_PATCH_SAYS[k]}"
+    why = ""
+    if k == 1 and den[p] > 0.8:
+        why = (f" The denoising table put {den[p]:.2f} of the difference at B's position ({p}) entering layer "
+               f"{layer}, and at most {others:.3f} at any other position: the whole difference enters layer {layer} "
+               "there. Give that position the corrupted stream and the induction heads find B' after the earlier "
+               "A, and copy it.")
+    tips = {
+        PATCH_OPTIONS[0]: (" The patch gives the clean run the corrupted run's own stream at one position; to go "
+                           "below 0, the clean positions would have to push toward B' as well, and the denoising "
+                           "table shows that they carry none of the difference."),
+        PATCH_OPTIONS[1]: "",
+        PATCH_OPTIONS[2]: (" A score in between belongs to a site that shares the difference with others, like the "
+                           f"induction head {data['labels'][data['ind_head']]} (noising "
+                           f"{data['noising'][data['ind_head']]:.2f})."),
+        PATCH_OPTIONS[3]: (" Noising reads the other way round from denoising: near 1 means that nothing was lost. "
+                           "A site that restores the whole difference when patched in can take all of it away when "
+                           "patched out."),
+    }
+    feedback = {o: _PATCH_MEANING[i] + tips[o] + " " + measured + why
+                for i, o in enumerate(PATCH_OPTIONS) if o != correct}
+    return grade_choice(answer, PATCH_OPTIONS, correct, measured + why, feedback,
+                        hint="Entering the last layer, where does the difference between the clean and the "
+                             "corrupted prompts sit? Read the residual-stream table above.")
+
+
+def _patch_question(data: dict) -> str:
+    return ("Predict, before you run it: in the <b>clean</b> run, replace the residual stream entering layer "
+            f"{data['layer']} at B's position ({data['position']}) with the one from the <b>corrupted</b> run "
+            "(noising, one position), "
+            f"<code>run(model, pairs[\"clean\"], edits=[{{\"layer\": {data['layer']}, \"head\": None, "
+            f"\"mode\": \"patch\", \"source\": corrupt_run, \"position\": {data['position']}}}])</code>. "
+            "What will the normalised score (patched - corrupted) / (clean - corrupted) be?")
+
+
+define(6, "predict_patch", kind="choice", title="Predict a patch before you run it",
+       question=_patch_question, options=PATCH_OPTIONS, data=patching_data, grade=check_predict_patch)
