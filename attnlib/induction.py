@@ -532,6 +532,7 @@ def checkpoint(history: dict, step: int) -> TinyTransformer:
     return model.eval()
 
 
+@torch.no_grad()
 def head_patterns(model, tokens, ablate=()) -> list:
     """The model's attention weights on ``tokens`` (one ``(B, H, T, T)`` tensor per layer, on
     the CPU), with the heads in ``ablate`` zero-ablated."""

@@ -454,3 +454,12 @@ def test_heads_sweep_results_match_the_module_and_a_rerun():
         assert history["config"].n_heads == h
         assert history["loss"] == pytest.approx(rows[(h, 0)]["early_loss"], abs=2e-3)
         assert rows[(h, 0)]["d_head"] == induction.D_MODEL // h
+
+
+def test_scores_and_patterns_carry_no_autograd_graph():
+    """The readings are measurements: a chapter calls .numpy() on them.  (head_patterns once lost
+    its no_grad decorator to a function inserted above it, and chapter 6 failed at its cell.)"""
+    model = induction.build_model(2)
+    assert not induction.induction_scores(model).requires_grad
+    assert not any(w.requires_grad for w in induction.head_patterns(model, induction.repeated_sequences(2)))
+    induction.previous_token_scores(model).numpy()
