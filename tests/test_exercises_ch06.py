@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import attnlib
-from attnlib.exercises import exercise, exercise_names, registry
+from attnlib.exercises import ch06, check, exercise, exercise_names, registry
 from attnlib.exercises.ch06 import (
     HALVES_OPTIONS, PATCH_OPTIONS, TABLE_OPTIONS, TORCH_MASK_OPTIONS, check_circuit_loss, check_induction_head,
     check_one_layer_halves, check_patching_table, check_predict_patch, check_torch_mask, halves_answer, patch_band,
@@ -39,7 +39,7 @@ def fake_data(monkeypatch):
 
 def test_registered():
     assert exercise_names(6) == ["induction_head", "circuit_loss", "one_layer_halves", "torch_mask",
-                                 "patching_table", "predict_patch"]
+                                 "patching_table", "predict_patch", "copy_wrong", "feeder_matters"]
 
 
 # ----------------------------------------------------------------------------- induction_head
@@ -336,3 +336,82 @@ def test_patching_widgets(monkeypatch):
     assert not ex.check().correct and "other way round" in ex.feedback.value
     ex.control.value = PATCH_OPTIONS[1]
     assert ex.check().correct and "0.01" in ex.feedback.value
+
+
+# ---------------------------------------------------- the circuit lab's exercises (own sequences)
+LAB = {"checkpoint": "step-1200", "induction_head": [1, 0], "previous_head": [0, 1], "induction_score": 0.7,
+       "previous_score": 0.76,
+       "variants": [{"name": "intact", "edits": []},
+                    {"name": "induction_off", "edits": [{"layer": 1, "head": 0, "mode": "zero"}]},
+                    {"name": "previous_off", "edits": [{"layer": 0, "head": 1, "mode": "zero"}]}]}
+
+
+def _lab_answer(words, intact, ind_off, prev_off=None):
+    return {"texts": [" ".join(words)], "runs": [{"words": words, "loss": {
+        "intact": intact, "induction_off": ind_off, "previous_off": prev_off if prev_off is not None else intact}}]}
+
+
+def test_copy_wrong_right_when_the_head_hurt_where_copying_is_wrong():
+    words = ["a", "b", "c", "a", "d"]                 # position 3 ('a' again) is followed by 'd', not 'b'
+    assert ch06.copy_kinds(words) == ["first", "first", "first", "other"]
+    fb = check(6, "copy_wrong", _lab_answer(words, [3, 3, 3, 4.0], [3, 3, 3, 2.5]), LAB)
+    assert fb.correct and "lowers the loss by 1.50 nats" in fb.message and "'d' after 'a'" in fb.message
+    fb = check(6, "copy_wrong", _lab_answer(words, [3, 3, 3, 2.0], [3, 3, 3, 2.5]), LAB)
+    assert not fb.correct and "+0.50 nats" in fb.message and fb.hint
+
+
+def test_copy_wrong_names_what_the_sequence_lacks():
+    no_repeat = check(6, "copy_wrong", _lab_answer(["a", "b", "c"], [1, 1], [1, 1]), LAB)
+    assert not no_repeat.correct and "nothing to copy" in no_repeat.message
+    only_right = check(6, "copy_wrong", _lab_answer(["a", "b", "a", "b"], [3, 3, 1.0], [3, 3, 2.0]), LAB)
+    assert not only_right.correct and "copying is right" in only_right.message and "+1.00" in only_right.message
+
+
+def test_feeder_matters_compares_the_two_links_on_copyable_words():
+    words = ["a", "b", "c", "d", "a", "b", "c", "d"]  # positions 4, 5, 6 predict b, c, d by copying
+    same = [k == "same" for k in ch06.copy_kinds(words)]
+    assert sum(same) == 3
+    intact = [3.0] * 7
+    ind = [3.0] * 4 + [2.0] * 3
+    right_ = check(6, "feeder_matters", _lab_answer(words, [3.0] * 4 + [1.0] * 3, ind, [3.0] * 4 + [2.5] * 3), LAB)
+    assert right_.correct and "+1.50" in right_.message and "+1.00" in right_.message
+    wrong_ = check(6, "feeder_matters", _lab_answer(words, [3.0] * 4 + [1.0] * 3, [3.0] * 4 + [2.5] * 3, ind), LAB)
+    assert not wrong_.correct and "the induction head matters more" in wrong_.message
+    few = check(6, "feeder_matters", _lab_answer(["a", "b", "a", "b"], [1, 1, 1], [1, 1, 1]), LAB)
+    assert not few.correct and "at least 3" in few.message
+
+
+
+@pytest.mark.parametrize("name", ["copy_wrong", "feeder_matters"])
+@pytest.mark.parametrize("forged", [float("nan"), True, -1.0, "2.0", float("inf")])
+def test_lab_answers_with_forged_losses_are_refused(name, forged):
+    words = ["a", "b", "c", "a", "d", "b", "c", "d"]
+    answer = _lab_answer(words, [1.0] * 7, [forged] + [1.0] * 6)
+    fb = check(6, name, answer, LAB)
+    assert not fb.correct and "could not be read" in fb.message
+
+
+@pytest.mark.parametrize("answer, message", [
+    ("we are met", "press Check"),
+    ({"texts": ["  "]}, "empty"),
+    ({"texts": ["xylophone"], "error": "'xylophone' is not in the model's vocabulary"}, "could not read your words"),
+    ({"texts": ["a b"], "runs": []}, "missing"),
+    (None, "could not be read"),
+])
+@pytest.mark.parametrize("name", ["copy_wrong", "feeder_matters"])
+def test_lab_exercises_give_feedback_not_tracebacks(name, answer, message):
+    fb = check(6, name, answer, LAB)
+    assert not fb.correct and message in fb.message
+
+
+def test_lab_exercises_in_the_kernel_read_the_models_words():
+    """The kernel's answer (circuit_lab.read with the exercise's variants) on the solution's
+    example: the induction head switched off lowers the loss of 'nation'."""
+    from attnlib import circuit_lab
+    data = ch06.lab_data()
+    text = "we are met on a great battle-field of that war . we are met on a great battle-field of that nation"
+    answer = circuit_lab.read([text], data["checkpoint"], data["variants"])
+    assert check(6, "copy_wrong", answer, data).correct
+    refused = circuit_lab.read(["we are met on a great battel-field"], data["checkpoint"], data["variants"])
+    assert "did you mean 'battle-field'" in refused["error"]
+    assert not check(6, "copy_wrong", refused, data).correct

@@ -21,12 +21,24 @@ import torch.nn.functional as F
 
 from attnlib import circuit_lab, induction, patching
 from attnlib import explorables as xp
+from attnlib.exercises import ch06, check
+from attnlib.exercises.page import render_html
 from attnlib.transformer import TinyTransformer, run
 
 from test_browser import Visit, browser, serve  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = circuit_lab.BUILD_TOLERANCE
+LAB_EXERCISES = ("copy_wrong", "feeder_matters")
+
+
+def _exercise_ext():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("exercise_pages", ROOT / "_ext" / "exercise_pages.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +52,15 @@ def site(tmp_path_factory):
     shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     lab = xp.circuit_lab()
     size = sum(m["bytes"] for m in info["models"])
+    # the lab's two exercises, graded in the page as the book serves them (Pyodide + graders)
+    ext = _exercise_ext()
+    ext.write_assets(folder / "_static")
+    (folder / "_static" / "vendor" / "pyodide").symlink_to(ROOT / "_static" / "vendor" / "pyodide", target_is_directory=True)
+    exercises = "".join(render_html(6, name) for name in LAB_EXERCISES)
     page = (f'<!DOCTYPE html>\n<html lang="en" data-content_root="../"><head><meta charset="utf-8">'
-            f'<meta name="attnlib-tiny-bytes" content="{size}"><title>circuit lab</title></head>'
-            f'<body><main>{lab.html}</main></body></html>\n')
+            f'<meta name="attnlib-tiny-bytes" content="{size}"><title>circuit lab</title>'
+            f'<script defer src="../_static/exercises/exercises.js"></script></head>'
+            f'<body><main>{lab.html}{exercises}</main></body></html>\n')
     (folder / "chapters").mkdir()
     (folder / "chapters" / "lab.html").write_text(page, encoding="utf-8")
     (folder / "chapters" / "notebook.html").write_text(page.replace(' data-content_root="../"', ""), encoding="utf-8")
@@ -241,3 +259,29 @@ def test_in_a_notebook_the_lab_says_to_edit_the_cell_and_offers_no_dead_buttons(
         assert not page.is_visible(f"{root} [data-role={role}]"), role
     assert visit.errors == []
     visit.close()
+
+
+@pytest.mark.parametrize("name, text", [
+    ("copy_wrong", "we are met on a great battle-field of that war . we are met on a great battle-field of that nation"),
+    ("copy_wrong", "we are met on a great battle-field we are met on a great battle-field"),
+    ("feeder_matters", "we are met on a great battle-field we are met on a great battle-field"),
+    ("feeder_matters", "we are met on a great battel-field"),
+])
+def test_lab_exercises_give_the_kernels_verdict_on_the_pages_model(lab, name, text):
+    """The reader types words into the exercise and presses Check; the page's models read them
+    and the course's checker (Pyodide) grades: the same verdict and message as the kernel's
+    PyTorch reading (circuit_lab.read) graded in Python."""
+    page = lab.page
+    root = f'[data-exercise="6:{name}"]'
+    page.fill(f"{root} textarea", text)
+    page.click(f"{root} button.attn-ex-check")
+    page.wait_for_selector(f"{root} .attn-ex-correct, {root} .attn-ex-wrong", timeout=180_000)
+    shown = page.inner_text(f"{root} .attn-ex-feedback")
+    data = ch06.lab_data()
+    expected = check(6, name, circuit_lab.read([text], data["checkpoint"], data["variants"]), data)
+    if "error" in circuit_lab.read([text], data["checkpoint"], data["variants"]):
+        # the two readers word a refusal alike but quote differently; both name the word and the fix
+        assert shown.startswith("Not yet. The model could not read your words") and "battle-field" in shown, shown
+        return
+    assert shown == expected.text, (shown, expected.text)
+    assert lab.errors == [] and lab.external == []

@@ -15,6 +15,9 @@
 * ``predict_patch``: predict, before running it, the noising score of the residual stream
   entering the last layer at the corrupted token's position (Hase & Bansal 2020: an
   explanation is understood when it lets its reader predict the model).
+* ``copy_wrong`` and ``feeder_matters``: graded on the reader's own word sequence, read by the
+  model of the circuit lab (:func:`lab_data`): a repeat on which the induction head hurts, and
+  one on which the previous-token head matters more than the induction head.
 
 The numbers come from the chapter's training runs (:func:`attnlib.induction.trained`, reused
 from the chapter's kernel, so nothing is trained twice), rounded as the page shows them.
@@ -32,6 +35,7 @@ __all__ = [
     "TORCH_MASK_OPTIONS", "torch_mask_data", "torch_mask_answer", "check_torch_mask",
     "patching_data", "HALF", "TABLE_OPTIONS", "table_reading", "check_patching_table",
     "PATCH_OPTIONS", "patch_band", "check_predict_patch",
+    "MIN_COPYABLE", "lab_data", "copy_kinds", "check_copy_wrong", "check_feeder_matters",
 ]
 
 
@@ -593,3 +597,165 @@ def _patch_question(data: dict) -> str:
 
 define(6, "predict_patch", kind="choice", title="Predict a patch before you run it",
        question=_patch_question, options=PATCH_OPTIONS, data=patching_data, grade=check_predict_patch)
+
+
+# ------------------------------------------------------------------ the circuit lab's exercises
+# Graded on the reader's own word sequences, read by chapter 6's model: attnlib.circuit_lab.read in
+# the kernel, window.attnlibTiny (the circuit lab) on the page; both give, for each variant of the
+# data (a name and attnlib.edits's edits), the loss on every word.
+
+#: Fewest words that copying predicts for the feeder exercise to compare two heads on them.
+MIN_COPYABLE = 3
+
+
+@functools.lru_cache(maxsize=1)
+def lab_data() -> dict:
+    """The circuit lab exercises' data: the checkpoint they read (the end of training), its
+    induction head (the best induction score of layer 1) and its previous-token head (the best
+    previous-token score of layer 0), as the run read them, and the variants the answer is
+    computed for: ``intact``, ``induction_off`` and ``previous_off`` (zero ablation)."""
+    from .. import circuit_lab
+
+    models = circuit_lab.lab_models()
+    name = [n for n in models if n != circuit_lab.CONTROL][-1]
+    scores = models[name][2]
+    ind = max(range(len(scores["induction"][-1])), key=lambda h: scores["induction"][-1][h])
+    prev = max(range(len(scores["previous"][0])), key=lambda h: scores["previous"][0][h])
+    return {"checkpoint": name, "induction_head": [1, ind], "previous_head": [0, prev],
+            "induction_score": _r(scores["induction"][-1][ind]), "previous_score": _r(scores["previous"][0][prev]),
+            "variants": [{"name": "intact", "edits": []},
+                         {"name": "induction_off", "edits": [{"layer": 1, "head": ind, "mode": "zero"}]},
+                         {"name": "previous_off", "edits": [{"layer": 0, "head": prev, "mode": "zero"}]}]}
+
+
+def copy_kinds(words: list) -> list:
+    """What position ``i`` (predicting word ``i + 1``) can copy, as
+    :func:`attnlib.induction.natural_repeats` classifies it: ``"same"`` (an earlier occurrence of
+    word ``i`` was followed by word ``i + 1``), ``"other"`` (word ``i`` occurred earlier, never
+    followed by word ``i + 1``) or ``"first"``."""
+    out = []
+    for i in range(len(words) - 1):
+        seen = [j for j in range(i) if words[j] == words[i]]
+        out.append("same" if any(words[j + 1] == words[i + 1] for j in seen) else "other" if seen else "first")
+    return out
+
+
+def _lab_run(answer, variants):
+    """``(words, losses, None)`` from a circuit-lab answer, or ``(None, None, Feedback)``: one
+    text, read by the model, with a finite, non-negative loss per word for every variant."""
+    if isinstance(answer, str):
+        return None, None, wrong("This exercise is graded on what the model does with your words: type them in "
+                                 "the box and press Check, so the model reads them first.")
+    if not isinstance(answer, dict) or not isinstance(answer.get("texts"), list) or len(answer["texts"]) != 1 \
+            or not isinstance(answer["texts"][0], str):
+        return None, None, wrong("Your answer could not be read: expected your words and the model's reading of them.")
+    if not answer["texts"][0].strip():
+        return None, None, wrong("Please type some words: the box is empty.")
+    if answer.get("error"):
+        return None, None, wrong(f"The model could not read your words: {str(answer['error'])[:200]}")
+    runs = answer.get("runs")
+    if not isinstance(runs, list) or len(runs) != 1 or not isinstance(runs[0], dict):
+        return None, None, wrong("The model's reading of your words is missing; press Check again.")
+    words, loss = runs[0].get("words"), runs[0].get("loss")
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words) or not isinstance(loss, dict):
+        return None, None, wrong("The model's reading of your words could not be read.")
+    for v in variants:
+        values = loss.get(v["name"])
+        if not isinstance(values, list) or len(values) != len(words) - 1 or any(
+                isinstance(x, bool) or not isinstance(x, (int, float)) or not x >= 0 or x == float("inf") for x in values):
+            return None, None, wrong("The model's losses for your words could not be read.")
+    return words, loss, None
+
+
+def _mean(values, where) -> float:
+    picked = [v for v, w in zip(values, where) if w]
+    return sum(picked) / len(picked)
+
+
+@checker
+def check_copy_wrong(answer, data: dict | None = None):
+    """Right when the reader's sequence has words that copying predicts wrongly (a word that
+    occurred earlier, followed now by a different word) and switching the induction head off
+    lowers their mean loss: the head copied, and the copy was wrong."""
+    data = lab_data() if data is None else data
+    words, loss, problem = _lab_run(answer, data["variants"])
+    if problem:
+        return problem
+    kinds = copy_kinds(words)
+    head = "{}.{}".format(*data["induction_head"])
+    other = [k == "other" for k in kinds]
+    same = [k == "same" for k in kinds]
+    if not any(other):
+        if any(same):
+            delta = _mean(loss["induction_off"], same) - _mean(loss["intact"], same)
+            return wrong(f"Every repeated word here is followed by what followed it before, so copying is right, and "
+                         f"switching head {head} off raises those words' loss by {delta:+.2f} nats: the head helps.",
+                         hint="Repeat a word, but follow it with a different word the second time.")
+        return wrong(f"No word of your {len(words)} occurs twice before the end, so head {head} has nothing to copy.",
+                     hint="Repeat a stretch of words, then change the word after the repeat.")
+    delta = _mean(loss["induction_off"], other) - _mean(loss["intact"], other)
+    n = sum(other)
+    first = kinds.index("other")
+    if delta < 0:
+        return right(f"On the {n} word{'s' if n > 1 else ''} where copying is wrong (the first: {words[first + 1]!r} "
+                     f"after {words[first]!r}), switching head {head} off lowers the loss by {-delta:.2f} nats: the head "
+                     f"copied what followed {words[first]!r} before, and that was wrong here. An induction head copies; "
+                     f"whether that helps depends on the text. The chapter found the same on real text: the head hurts "
+                     f"where copying is wrong.")
+    return wrong(f"On the {n} word{'s' if n > 1 else ''} where copying is wrong, switching head {head} off changes "
+                 f"the loss by {delta:+.2f} nats: here the head did not push the model toward the wrong copy.",
+                 hint="Make the earlier continuation a long, exact repeat: the longer the repeated stretch before "
+                      "the change, the more the head trusts its copy.")
+
+
+@checker
+def check_feeder_matters(answer, data: dict | None = None):
+    """Right when, on the words copying predicts (at least :data:`MIN_COPYABLE`), switching off
+    the previous-token head raises the mean loss more than switching off the induction head."""
+    data = lab_data() if data is None else data
+    words, loss, problem = _lab_run(answer, data["variants"])
+    if problem:
+        return problem
+    same = [k == "same" for k in copy_kinds(words)]
+    n = sum(same)
+    ind, prev = "{}.{}".format(*data["induction_head"]), "{}.{}".format(*data["previous_head"])
+    if n < MIN_COPYABLE:
+        return wrong(f"Your words give copying {n} word{'' if n == 1 else 's'} to predict; the comparison needs at "
+                     f"least {MIN_COPYABLE}.", hint="Repeat a stretch of words (the lab's 'Repeat it' does it).")
+    base = _mean(loss["intact"], same)
+    d_ind = _mean(loss["induction_off"], same) - base
+    d_prev = _mean(loss["previous_off"], same) - base
+    if d_prev > d_ind:
+        return right(f"On the {n} words copying predicts, switching off previous-token head {prev} raises the loss by "
+                     f"{d_prev:+.2f} nats, more than switching off induction head {ind} ({d_ind:+.2f}). The induction "
+                     f"head finds what to copy through the previous-token head's output (K-composition), so breaking "
+                     f"the feeder breaks copying too; which link costs more depends on the sequence, so 'the most "
+                     f"important head' is a claim about inputs, not about the model alone.")
+    return wrong(f"On the {n} words copying predicts, switching off induction head {ind} raises the loss by "
+                 f"{d_ind:+.2f} nats and previous-token head {prev} by {d_prev:+.2f}: here the induction head matters more.",
+                 hint="Try other lengths of the repeated stretch, or other words: on some repeats the feeder matters more.")
+
+
+def _lab_question(text: str):
+    def question(data: dict) -> str:
+        return text.format(ind="{}.{}".format(*data["induction_head"]), prev="{}.{}".format(*data["previous_head"]),
+                           ind_score=data["induction_score"], prev_score=data["previous_score"])
+    return question
+
+
+define(6, "copy_wrong", kind="sentence", model="tiny", n_texts=1, data=lab_data,
+       title="A repeat on which the induction head hurts",
+       question=_lab_question(
+           "At the end of training, head {ind} is the induction head (induction score {ind_score:.2f}). Write up to 32 "
+           "words of the Gettysburg Address in which a word repeats but is followed by a <em>different</em> word the "
+           "second time, such that switching head {ind} off lowers the loss on that different word. Try it in the "
+           "circuit lab first."),
+       grade=check_copy_wrong)
+define(6, "feeder_matters", kind="sentence", model="tiny", n_texts=1, data=lab_data,
+       title="When the feeder matters more than the induction head",
+       question=_lab_question(
+           "Head {prev} of layer 0 is the previous-token head (score {prev_score:.2f}) and head {ind} of layer 1 the "
+           "induction head. Write a sequence (up to 32 words of the Gettysburg Address) with at least 3 words that "
+           "copying predicts, on which switching off head {prev} raises their mean loss <em>more</em> than switching "
+           "off head {ind}."),
+       grade=check_feeder_matters)

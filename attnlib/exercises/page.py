@@ -82,6 +82,16 @@ def _matrix_control(d, uid: str) -> str:
 
 
 def _sentence_control(d, uid: str) -> str:
+    if d.model == "tiny":
+        labels = ["Your words"] if d.n_texts == 1 else ["Words A", "Words B"]
+        boxes = "".join(
+            f'<div class="attn-ex-text"><label class="attn-ex-label" for="{uid}-text-{k}">{label}</label> '
+            f'<textarea class="attn-ex-input attn-ex-sentence" id="{uid}-text-{k}" rows="2" maxlength="2000" '
+            f'autocomplete="off" spellcheck="false"></textarea></div>'
+            for k, label in enumerate(labels))
+        return (f'<div class="attn-ex-sentences" data-model="tiny">{boxes}'
+                '<p class="attn-ex-help">Graded on chapter 6\'s model reading your words: the first Check loads '
+                'the models into this page (once), as the circuit lab above does.</p></div>')
     labels = ["Your text"] if d.n_texts == 1 else ["Sentence A", "Sentence B"]
     boxes = "".join(
         f'<div class="attn-ex-text"><label class="attn-ex-label" for="{uid}-text-{k}">{label}</label> '

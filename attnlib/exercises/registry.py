@@ -26,7 +26,12 @@ __all__ = [
 #: sentence: the reader's sentence(s) *and the model's reading of them*,
 #: ``{"texts": [...], "runs": [{"tokens": [...], "heads": {"L:H": T x T weights}}, ...]}``
 #: (or ``{"texts": [...], "error": "..."}`` when the model refused a text), computed by the
-#: pretrained encoder: PyTorch in the kernel, the in-page model on the page.
+#: pretrained encoder: PyTorch in the kernel, the in-page model on the page.  A sentence exercise
+#: with ``model="tiny"`` reads word sequences with chapter 6's language model instead
+#: (:mod:`attnlib.circuit_lab`): ``{"texts": [...], "runs": [{"words": [...], "loss": {variant:
+#: [T - 1 nats]}}]}`` for the checkpoint ``data["checkpoint"]`` and the edits of each of
+#: ``data["variants"]`` (``[{"name", "edits"}]``), computed by :func:`attnlib.circuit_lab.read`
+#: in the kernel and by ``window.attnlibTiny`` (the circuit lab) on the page.
 KINDS = ("number", "choice", "token", "matrix", "sentence")
 
 
@@ -48,6 +53,9 @@ class Definition:
         label, placeholder: the label and the placeholder of a number's text box.
         reads: the ``(layer, head)`` pairs a sentence exercise's checker reads.
         n_texts: how many sentences a sentence exercise asks for (1, or 2 for a minimal pair).
+        model: which model reads a sentence exercise's texts: ``"encoder"`` (the pretrained
+            encoder, the heads in ``reads``) or ``"tiny"`` (chapter 6's language model, the
+            checkpoint and variants in the exercise's data).
         precision: for a number, the precision the answer is graded to, shown under the question
             (e.g. "Give it to 2 decimal places."); every number exercise states one.
     """
@@ -68,6 +76,7 @@ class Definition:
     reads: tuple = ()
     n_texts: int = 1
     precision: str = ""
+    model: str = "encoder"
 
     @property
     def key(self) -> str:
@@ -89,7 +98,7 @@ REGISTRY: dict[int, dict[str, Definition]] = {}
 def define(chapter: int, name: str, *, kind: str, title: str, question, grade: Callable,
            data: Callable | None = None, options=(), tokens=(), rows=(), cols=(),
            label: str = "Answer", placeholder: str = "", reads=(), n_texts: int = 1,
-           precision: str = "") -> Definition:
+           precision: str = "", model: str = "encoder") -> Definition:
     """Declare exercise ``name`` of ``chapter`` (see :class:`Definition`).
 
     ``grade`` is called as ``grade(answer)`` when ``data`` is ``None``, else as
@@ -107,8 +116,12 @@ def define(chapter: int, name: str, *, kind: str, title: str, question, grade: C
         raise ValueError("a matrix exercise needs row and column labels")
     if kind == "number" and not precision:
         raise ValueError(f"number exercise {name!r} must state the precision it is graded to (precision=...)")
-    if kind == "sentence" and (not reads or n_texts not in (1, 2)):
+    if model not in ("encoder", "tiny"):
+        raise ValueError(f"model must be 'encoder' or 'tiny', got {model!r}")
+    if kind == "sentence" and model == "encoder" and (not reads or n_texts not in (1, 2)):
         raise ValueError("a sentence exercise needs reads=[(layer, head), ...] and n_texts of 1 or 2")
+    if kind == "sentence" and model == "tiny" and (data is None or n_texts not in (1, 2)):
+        raise ValueError("a sentence exercise on the tiny model needs data() giving its checkpoint and variants")
     chapter_defs = REGISTRY.setdefault(chapter, {})
     if name in chapter_defs:
         raise ValueError(f"exercise {name!r} is registered twice in chapter {chapter}")
@@ -117,7 +130,7 @@ def define(chapter: int, name: str, *, kind: str, title: str, question, grade: C
         chapter, name, kind, title, question,
         grade if two_args else (lambda answer, _data, _g=grade: _g(answer)),
         data, tuple(options), tokens if callable(tokens) else tuple(tokens), tuple(rows), tuple(cols),
-        label, placeholder, tuple(tuple(pair) for pair in reads), n_texts, precision,
+        label, placeholder, tuple(tuple(pair) for pair in reads), n_texts, precision, model,
     )
     chapter_defs[name] = definition_
     return definition_

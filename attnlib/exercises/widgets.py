@@ -243,9 +243,11 @@ class SentenceExercise(Exercise):
     """One or two sentences typed by the learner; the checker receives them with the model's
     reading of them (:func:`model_answer`)."""
 
-    def __init__(self, question: str, n_texts: int, reads, check_fn, *, title: str = ""):
-        self.reads = tuple(reads)
-        labels = ["Your text"] if n_texts == 1 else ["Sentence A", "Sentence B"]
+    def __init__(self, question: str, n_texts: int, reads, check_fn, *, title: str = "", model: str = "encoder",
+                 data=None):
+        self.reads, self.model, self.data = tuple(reads), model, data
+        labels = (["Your words"] if n_texts == 1 else ["Words A", "Words B"]) if model == "tiny" else \
+            (["Your text"] if n_texts == 1 else ["Sentence A", "Sentence B"])
         self.boxes = [widgets.Textarea(description=label, layout={"width": "100%"}) for label in labels]
         super().__init__(question, widgets.VBox(self.boxes), check_fn, title=title)
 
@@ -257,6 +259,9 @@ class SentenceExercise(Exercise):
         texts = [b.value for b in self.boxes]
         if any(not t.strip() for t in texts):
             return {"texts": texts}
+        if self.model == "tiny":
+            from ..circuit_lab import read
+            return read(texts, self.data["checkpoint"], self.data["variants"])
         return model_answer(texts, self.reads)
 
     def set_answer(self, *texts) -> None:
@@ -287,5 +292,5 @@ def build(chapter: int, name: str) -> Exercise:
     if d.kind == "token":
         return TokenExercise(question, d.token_list(data), grade, title=d.title)
     if d.kind == "sentence":
-        return SentenceExercise(question, d.n_texts, d.reads, grade, title=d.title)
+        return SentenceExercise(question, d.n_texts, d.reads, grade, title=d.title, model=d.model, data=data)
     return MatrixToggleExercise(question, d.rows, d.cols, grade, title=d.title)

@@ -312,8 +312,38 @@
    * model (window.attnlibModel, defined by the model lab on the page) runs each text, and the
    * checker receives {texts, runs: [{tokens, heads: {"L:H": T rows of T weights}}]}, the same
    * dict attnlib.exercises.widgets.model_answer builds with PyTorch in the kernel. */
+  /* On chapter 6's model (the circuit lab's window.attnlibTiny): for each text its words and,
+   * for each of the exercise data's variants, the loss on every word with the variant's edits:
+   * the dict attnlib.circuit_lab.read builds with PyTorch in the kernel. */
+  function tinyAnswer(root, texts) {
+    var api = window.attnlibTiny;
+    if (!api) return Promise.reject(new Error("this page has no circuit lab to read your words"));
+    var why = api.available();
+    if (why) return Promise.reject(new Error(why));
+    var dataEl = root.querySelector("script.attn-ex-data"), data = JSON.parse(dataEl.textContent);
+    var runs = [];
+    return api.load().then(function () {
+      for (var k = 0; k < texts.length; k++) {
+        try { api.words(texts[k]); } catch (err) { return {texts: texts, error: err.message}; }
+      }
+      return texts.reduce(function (p, text) {
+        return p.then(function () {
+          var words = api.words(text), loss = {};
+          return data.variants.reduce(function (q, variant) {
+            return q.then(function () {
+              return api.run(words, {checkpoint: data.checkpoint, edits: variant.edits}).then(function (r) {
+                loss[variant.name] = Array.prototype.map.call(r.loss, function (x) { return Math.round(x * 1e6) / 1e6; });
+              });
+            });
+          }, Promise.resolve()).then(function () { runs.push({words: words, loss: loss}); });
+        });
+      }, Promise.resolve()).then(function () { return {texts: texts, runs: runs}; });
+    });
+  }
+
   function modelAnswer(root, texts) {
     if (texts.some(function (t) { return !String(t).trim(); })) return Promise.resolve({texts: texts});
+    if (root.querySelector("[data-model=tiny]")) return tinyAnswer(root, texts);
     var api = window.attnlibModel;
     if (!api) return Promise.reject(new Error("this page has no in-page model (the model lab) to read your text"));
     var why = api.available();
