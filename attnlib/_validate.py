@@ -216,8 +216,9 @@ def text_list(value, name: str = "texts") -> list:
 
 def head_pairs(value, n_layers: int, n_heads: int, name: str = "ablate") -> list:
     """``value`` as a list of ``(layer, head)`` int pairs inside the model (``None``: none);
-    negative indices count from the end.  The check of "which heads" of the tiny model's
-    ``forward(ablate=...)`` shorthand (edits themselves are checked by :func:`attnlib.edits.as_edits`).
+    negative indices count from the end.  The check of "which heads" where a function names
+    heads rather than edits them (:mod:`attnlib.circuits`; edits are checked by
+    :func:`attnlib.edits.as_edits`).
 
     Raises:
         TypeError: not a list of pairs (the message shows the form, e.g. ``[(1, 3)]``).

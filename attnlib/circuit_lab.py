@@ -17,7 +17,7 @@ module is the lab's one definition, used in two places:
 
 The edits are :mod:`attnlib.edits`'s spec: ``{"layer", "head", "mode": "zero" | "mean" | "patch",
 "source"?, "position"?}``.  Mean ablation replaces a head's output by its mean over the
-chapter's held-out repeated sequences (:func:`reference_means`), stored per checkpoint so that
+chapter's held-out repeated sequences (:func:`attnlib.induction.head_means`), stored per checkpoint so that
 the page uses the same numbers.
 
 Shapes legend: ``B`` batch, ``L`` layers, ``H`` heads, ``T`` tokens, ``V`` vocabulary,
@@ -38,7 +38,7 @@ from torch import nn
 from . import _validate, induction
 from .transformer import TinyTransformer, run
 
-__all__ = ["N_CHECKPOINTS", "BUILD_TOLERANCE", "LabGraph", "checkpoint_steps", "lab_models", "reference_means",
+__all__ = ["N_CHECKPOINTS", "BUILD_TOLERANCE", "LabGraph", "checkpoint_steps", "lab_models",
            "head_scores", "pair_metric", "corrupted_position", "default_pair", "lab_data",
            "export", "check", "write_site_files", "read_words", "read", "CONTROL"]
 
@@ -83,17 +83,6 @@ def checkpoint_steps(history: dict, n: int = N_CHECKPOINTS) -> list:
     while len(chosen) < n:                                              # fill the widest gaps in time
         chosen.add(max((s for s in steps if s not in chosen), key=lambda s: min(abs(s - c) for c in chosen)))
     return sorted(chosen)
-
-
-def reference_means(model: TinyTransformer) -> torch.Tensor:
-    """Each head's mean output over the chapter's held-out repeated sequences
-    (:func:`attnlib.induction.repeated_sequences`, seed 0): what the lab's mean ablation puts in
-    place of a head, the same as ``induction.repeated_loss(..., mode="mean")`` uses.
-
-    Shapes:
-        returns ``(L, H, d_head)``, float32, on the CPU.
-    """
-    return model.head_means(induction.repeated_sequences().to(next(model.parameters()).device)).float().cpu()
 
 
 def head_scores(history: dict, step: int) -> dict:
@@ -300,13 +289,13 @@ def export(model: TinyTransformer, path) -> Path:
 
 def _check_edits(model: TinyTransformer, generator: torch.Generator, T: int, source, means=None) -> list:
     """A few edits of each kind for :func:`check`, drawn with ``generator`` (mean ablation with
-    ``means``, default :func:`reference_means`)."""
+    ``means``, default :func:`attnlib.induction.head_means`)."""
     L, H = model.n_layers, model.n_heads
     pick = lambda n: int(torch.randint(n, (1,), generator=generator))    # noqa: E731
     return [
         [],
         [{"layer": pick(L), "head": pick(H), "mode": "zero"}],
-        [{"layer": pick(L), "head": pick(H), "mode": "mean", "source": reference_means(model) if means is None else means}],
+        [{"layer": pick(L), "head": pick(H), "mode": "mean", "source": induction.head_means(model) if means is None else means}],
         [{"layer": pick(L), "head": pick(H), "mode": "patch", "source": source, "position": pick(T)}],
         [{"layer": pick(L + 1), "head": None, "mode": "patch", "source": source, "position": pick(T)}],
     ]
@@ -392,7 +381,7 @@ def write_site_files(folder, *, cache=None, keep=None) -> dict:
     """Write what the page's circuit lab fetches into ``folder``: one ``<name>.onnx`` per model
     of :func:`lab_models` and ``tiny.json`` (the vocabulary, the sizes, and per model its step,
     file size and SHA-256, its heads' induction and previous-token scores on the chapter's probe
-    sequences, its :func:`reference_means`, and :func:`check`'s figures).  With ``keep`` (a
+    sequences, its :func:`attnlib.induction.head_means`, and :func:`check`'s figures).  With ``keep`` (a
     folder), each model's weights are also saved there as ``<name>.pt``
     (:meth:`TinyTransformer.save`).  With ``cache`` (a folder), the export and its checks are
     reused while the trained runs and this module are unchanged.
@@ -424,7 +413,7 @@ def write_site_files(folder, *, cache=None, keep=None) -> dict:
                 "bytes": (source / f"{name}.onnx").stat().st_size,
                 "sha256": hashlib.sha256((source / f"{name}.onnx").read_bytes()).hexdigest(),
                 **scores,
-                "means": [round(float(x), 7) for x in reference_means(model).flatten()],
+                "means": [round(float(x), 7) for x in induction.head_means(model).flatten()],
                 "check": figures})
         some = models[0]
         probe = induction.repeated_sequences(1, seed=0)[0]
@@ -492,7 +481,7 @@ def read(texts, model_name: str, variants) -> dict:
     if model_name not in models:
         raise ValueError(f"model_name must be one of {list(models)}, got {model_name!r}")
     model = models[model_name][0]
-    means = reference_means(model)
+    means = induction.head_means(model)
     out = {"texts": list(texts), "runs": []}
     for text in texts:
         try:

@@ -28,7 +28,7 @@ What emerges is read on held-out sequences, never used in training:
   score is the mean weight on the immediately preceding token
   (:func:`attnlib.measures.offset_share` at offset -1).
 * :func:`repeated_loss`: the next-token loss, in nats, on the second (or first) half of the
-  repeated sequences, with named heads ablated.
+  repeated sequences, with heads edited (:mod:`attnlib.edits`: switched off, zero or mean).
 
 Sources: Elhage et al. (2021), "A Mathematical Framework for Transformer Circuits";
 Olsson et al. (2022), "In-context Learning and Induction Heads"; Wang et al. (2023),
@@ -62,7 +62,7 @@ __all__ = [
     "vocabulary", "encode", "decode", "training_batch", "repeated_sequences", "text_sequences",
     "build_model", "TrainConfig", "train", "induction_scores", "previous_token_scores", "duplicate_token_scores",
     "repeated_loss", "natural_repeats", "natural_repeat_loss",
-    "uniform_induction_score", "uniform_previous_score", "offset_baseline", "head_patterns", "trained",
+    "uniform_induction_score", "uniform_previous_score", "offset_baseline", "head_patterns", "head_means", "trained",
     "TRAINING_SOURCES", "checkpoint",
 ]
 
@@ -533,21 +533,35 @@ def checkpoint(history: dict, step: int) -> TinyTransformer:
 
 
 @torch.no_grad()
-def head_patterns(model, tokens, ablate=()) -> list:
+def head_patterns(model, tokens, edits=()) -> list:
     """The model's attention weights on ``tokens`` (one ``(B, H, T, T)`` tensor per layer, on
-    the CPU), with the heads in ``ablate`` zero-ablated."""
+    the CPU), with ``edits`` (:mod:`attnlib.edits`'s spec, heads only) applied."""
     model = _model(model)
     model.eval()
-    return [w.cpu() for w in model(tokens.to(_device(model)), ablate=ablate)[1]]
+    return [w.cpu() for w in model(tokens.to(_device(model)), edits=edits)[1]]
 
 
-def induction_scores(model, seed: int = 0, *, ablate=()) -> torch.Tensor:
+@torch.no_grad()
+def head_means(model, seed: int = 0) -> torch.Tensor:
+    """Each head's mean output over the held-out :func:`repeated_sequences` (``seed``): the
+    ``source`` of a mean-ablation edit in this chapter's measures (``{"layer", "head", "mode":
+    "mean", "source": head_means(model)}``), in the kernel and in the circuit lab alike.
+
+    Shapes:
+        returns ``(n_layers, H, d_head)`` float32 on the CPU.
+    """
+    model = _model(model)
+    model.eval()
+    return model.head_means(repeated_sequences(N_HELD_OUT, seed).to(_device(model))).float().cpu()
+
+
+def induction_scores(model, seed: int = 0, *, edits=()) -> torch.Tensor:
     """Induction score of every head: on :func:`repeated_sequences` (held out, ``seed``), the
     mean weight from each token of the second copy to the token that followed its earlier
     occurrence, ``mean A[i, i - T/2 + 1]`` over ``i = T/2 .. T-1`` and the sequences
-    (Olsson et al. 2022, section 2).  1 for a perfect induction head.  With ``ablate``, the
-    scores of the model with those ``(layer, head)`` pairs zero-ablated (a head's score can
-    depend on an earlier head that prepares its keys).
+    (Olsson et al. 2022, section 2).  1 for a perfect induction head.  With ``edits``
+    (:mod:`attnlib.edits`'s spec), the scores of the edited model (a head's score can depend
+    on an earlier head that prepares its keys).
 
     Shapes:
         returns ``(n_layers, H)`` float32, weights in [0, 1].
@@ -557,7 +571,7 @@ def induction_scores(model, seed: int = 0, *, ablate=()) -> torch.Tensor:
         ValueError: ``seed`` negative; the model is shorter than ``SEQ_LEN``.
     """
     model = _model(model)
-    return _induction_from_weights(head_patterns(model, repeated_sequences(N_HELD_OUT, seed), ablate))
+    return _induction_from_weights(head_patterns(model, repeated_sequences(N_HELD_OUT, seed), edits))
 
 
 def duplicate_token_scores(model, seed: int = 0) -> torch.Tensor:
@@ -671,10 +685,10 @@ def natural_repeats(tokens) -> dict:
 
 
 @torch.no_grad()
-def natural_repeat_loss(model, ablate=(), seed: int = 0) -> dict:
+def natural_repeat_loss(model, edits=(), seed: int = 0) -> dict:
     """Next-token loss, in nats, on windows of the training speech (:func:`text_sequences`,
-    ``seed``), split by :func:`natural_repeats`, with the ``(layer, head)`` pairs in
-    ``ablate`` zero-ablated: repeats that happen in real text, never planted.
+    ``seed``), split by :func:`natural_repeats`, with ``edits`` (:mod:`attnlib.edits`'s spec,
+    heads only) applied: repeats that happen in real text, never planted.
 
     Returns:
         dict with, for each of ``"same_next"``, ``"other_next"`` and ``"first"``, the mean
@@ -687,7 +701,7 @@ def natural_repeat_loss(model, ablate=(), seed: int = 0) -> dict:
     tokens = text_sequences(N_HELD_OUT, seed)
     kinds = natural_repeats(tokens)
     model.eval()
-    logits, _ = model(tokens.to(_device(model)), ablate=ablate)
+    logits, _ = model(tokens.to(_device(model)), edits=edits)
     loss = _next_token_loss(logits, tokens.to(_device(model))).cpu()              # (B, T-1)
     out = {k: loss[m].mean().item() for k, m in kinds.items()}
     out["counts"] = {k: int(m.sum()) for k, m in kinds.items()}
@@ -698,29 +712,27 @@ _HALVES = ("second", "first")
 
 
 @torch.no_grad()
-def repeated_loss(model, ablate=(), seed: int = 0, *, half: str = "second", mode: str = "zero") -> float:
+def repeated_loss(model, edits=(), seed: int = 0, *, half: str = "second") -> float:
     """Mean next-token loss, in nats, on one half of the held-out :func:`repeated_sequences`
-    (``seed``), with the ``(layer, head)`` pairs in ``ablate`` removed.
+    (``seed``), with ``edits`` (:mod:`attnlib.edits`'s spec, heads only) applied: for example
+    ``[{"layer": 1, "head": 0, "mode": "zero"}]`` (zero ablation) or ``[{"layer": 1, "head": 0,
+    "mode": "mean", "source": head_means(model)}]`` (mean ablation).
 
     ``half="second"`` scores the predictions of the tokens of the second copy that copying
     can predict (positions ``T/2 + 1 .. T-1``: the token before each of them occurred earlier,
     followed by it); ``half="first"`` those of the first copy (positions ``1 .. T/2 - 1``,
     random words nothing in the sequence predicts).  Both halves count ``T/2 - 1`` tokens.
-    ``mode="zero"`` replaces each ablated head's output by zeros; ``mode="mean"`` by its mean
-    output over the same sequences (:meth:`attnlib.transformer.TinyTransformer.head_means`).
 
     Raises:
-        TypeError: as :func:`induction_scores`; ``ablate`` not a list of pairs.
-        ValueError: ``half`` or ``mode`` not one of the options.
-        IndexError: an ablated layer or head outside the model.
+        TypeError: as :func:`induction_scores`; an edit malformed (:func:`attnlib.edits.as_edits`).
+        ValueError: ``half`` not one of the options; an edit as :func:`attnlib.edits.as_edits` says.
+        IndexError: an edited layer or head outside the model.
     """
     model = _model(model)
     half = _validate.choice(half, _HALVES, "half")
-    mode = _validate.choice(mode, ("zero", "mean"), "mode")
     tokens = repeated_sequences(N_HELD_OUT, seed).to(_device(model))
     model.eval()
-    means = model.head_means(tokens) if mode == "mean" else None
-    logits, _ = model(tokens, ablate=ablate, means=means)
+    logits, _ = model(tokens, edits=edits)
     loss = _next_token_loss(logits, tokens)                       # (B, T-1): entry i predicts token i + 1
     n = tokens.shape[1] // 2
     part = loss[:, n:] if half == "second" else loss[:, :n - 1]

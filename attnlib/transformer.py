@@ -14,10 +14,10 @@ and in chapter 6), ``"rope"`` (no table; every layer rotates each head's queries
 :func:`attnlib.apply_rope`, Su et al. 2021) or ``"alibi"`` (no table; every layer adds the
 bias ``-m_h (i - j)`` to head ``h``'s causal scores, :func:`alibi_bias`, Press et al. 2022).
 
-Ablation (``forward(tokens, ablate=...)``) removes named heads: each head's output is a
-block of ``d_head`` columns of the concatenation that enters ``W_O``
-(:func:`attnlib.merge_heads`), and ablating it replaces that block by zeros, or by a given
-vector (mean ablation), before ``W_O`` mixes the heads.
+Edits (``forward(tokens, edits=...)`` and :func:`run`, in :mod:`attnlib.edits`'s spec) switch
+heads off or patch them: each head's output is a block of ``d_head`` columns of the
+concatenation that enters ``W_O`` (:func:`attnlib.merge_heads`), and an edit replaces that block
+(by zeros, by the head's mean, or by another run's) before ``W_O`` mixes the heads.
 
 Shapes legend: ``B`` batch, ``H`` heads, ``T`` sequence length (``T_q = T_k = T``),
 ``d_model`` model width, ``d_head = d_model / H``, ``V`` vocabulary size.
@@ -169,18 +169,19 @@ class TinyTransformer(nn.Module):
         ``(B, T, V)`` (position ``i`` predicts token ``i + 1``) and ``weights``, a list of
         ``n_layers`` tensors ``(B, H, T, T)``.
 
-    ``forward(tokens, ablate=[(layer, head), ...], means=None)`` removes those heads: their
-    output block is set to zeros (zero ablation), or, when ``means`` is given (a tensor
-    ``(n_layers, H, d_head)`` such as :meth:`head_means` returns), to the head's mean output
-    (mean ablation).  The rest of the computation is unchanged.
+    ``forward(tokens, edits=[...])`` applies head edits in :mod:`attnlib.edits`'s spec, e.g.
+    ``[{"layer": 1, "head": 0, "mode": "zero"}]`` (zero ablation) or ``{..., "mode": "mean",
+    "source": model.head_means(tokens)}`` (mean ablation); the rest of the computation is
+    unchanged.  Residual-stream edits and the activations of every layer: :func:`run`.
 
     Raises:
         TypeError: a size or ``seed`` is not an int (at construction); tokens not an
-            integer tensor; ``ablate`` not a list of pairs; ``means`` not a tensor.
+            integer tensor; an edit malformed (:func:`attnlib.edits.as_edits`).
         ValueError: a size below 1, ``d_model`` not divisible by ``n_heads``, ``positions`` not
             one of :data:`POSITIONS` (anything else, a non-str included); tokens not
-            2-D, longer than ``max_len`` or outside ``0..V-1``; ``means`` of the wrong shape.
-        IndexError: an ablated layer or head outside the model.
+            2-D, longer than ``max_len`` or outside ``0..V-1``; an edit of the residual stream
+            (``forward`` edits heads; :func:`run` edits both).
+        IndexError: an edited layer or head outside the model.
 
     Source: Elhage et al. (2021), attention-only transformers; Vaswani et al. (2017); Su et
     al. (2021), RoFormer (RoPE); Press et al. (2022), "Train Short, Test Long" (ALiBi).
@@ -217,7 +218,7 @@ class TinyTransformer(nn.Module):
         """One empty :class:`attnlib.KVCache` per layer, for ``forward(..., cache=...)``."""
         return [KVCache() for _ in self.blocks]
 
-    def forward(self, tokens, ablate=(), means=None, cache=None):
+    def forward(self, tokens, edits=(), cache=None):
         tokens = self._tokens(tokens)
         start = 0
         if cache is not None:
@@ -228,17 +229,9 @@ class TinyTransformer(nn.Module):
             start = cache[0].length
             if start + tokens.shape[1] > self.max_len:
                 raise ValueError(f"positions up to {start + tokens.shape[1] - 1} exceed max_len = {self.max_len}")
-        pairs = _validate.head_pairs(ablate, self.n_layers, self.n_heads)
-        if means is not None:
-            if not isinstance(means, torch.Tensor):
-                raise TypeError(f"means must be a tensor (n_layers, H, d_head), got {type(means).__name__}")
-            expected = (self.n_layers, self.n_heads, self.d_head)
-            if tuple(means.shape) != expected:
-                raise ValueError(f"means must have shape {expected} (n_layers, H, d_head), got {tuple(means.shape)}")
-        # the shorthand ablate= / means= in the one edit vocabulary (attnlib.edits), one mechanism
-        head_edits, _ = edits_by_layer(as_edits(
-            [{"layer": l, "head": h, "mode": "zero"} if means is None else
-             {"layer": l, "head": h, "mode": "mean", "source": means} for l, h in pairs], self.n_layers, self.n_heads))
+        head_edits, resid_edits = edits_by_layer(as_edits(edits, self.n_layers, self.n_heads))
+        if resid_edits:
+            raise ValueError("forward edits heads only; edit the residual stream with attnlib.transformer.run")
         B, T = tokens.shape
         positions = torch.arange(start, start + T, device=tokens.device)   # after what the cache holds
         x = self.tok_emb(tokens)                               # (B, T, d_model)

@@ -90,8 +90,8 @@ class Quiet(http.server.SimpleHTTPRequestHandler):
 LONG_TASKS = """() => { window.__long = []; new PerformanceObserver(l => l.getEntries().forEach(
   e => window.__long.push(e.duration))).observe({type: 'longtask'}); }"""
 TIME_LOAD = "async () => { const t = performance.now(); await window.attnlibModel.load(); return performance.now() - t; }"
-TIME_RUN = """async ([text, masks, keep]) => { const t = performance.now();
-  const r = await window.attnlibModel.run(text, null, masks ? {headMasks: masks} : undefined);
+TIME_RUN = """async ([text, batch, keep]) => { const t = performance.now();
+  const r = await window.attnlibModel.run(text, null, batch ? {batch: batch} : undefined);
   const total = performance.now() - t;
   return {total: total, worker: r.ms, T: r.tokens.length, attentions: keep ? Array.from(r.attentions) : null}; }"""
 # A reader's path through the lab, by taps dispatched in the page: Load, Run a sentence, switch the
@@ -148,9 +148,7 @@ def main() -> None:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         url = f"http://127.0.0.1:{server.server_address[1]}/chapters/lab.html"
         chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-        masks = [[1] * 72 for _ in range(73)]
-        for k in range(72):
-            masks[k + 1][k] = 0
+        masks = [[]] + [[{"layer": k // 12, "head": k % 12, "mode": "zero"}] for k in range(72)]   # intact, then each head off
         worst = 0.0
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, args=FLAGS, headless=True)

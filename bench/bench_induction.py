@@ -45,7 +45,7 @@ def measure(seed: int) -> dict:
     last = model.n_layers - 1
     ih, ph = int(ind[last].argmax()), int(prev[0].argmax())
     intact2, intact1 = induction.repeated_loss(model), induction.repeated_loss(model, half="first")
-    feeder = [induction.induction_scores(model, ablate=[(0, h)])[last, ih].item() for h in range(model.n_heads)]
+    feeder = [induction.induction_scores(model, edits=[{"layer": 0, "head": h, "mode": "zero"}])[last, ih].item() for h in range(model.n_heads)]
     dup = induction.duplicate_token_scores(model)
     fh = min(range(model.n_heads), key=feeder.__getitem__)
     ind1 = induction.induction_scores(control)
@@ -56,9 +56,10 @@ def measure(seed: int) -> dict:
         "induction_best": ind[last, ih].item(), "induction_head": ih,
         "previous_best": prev[0, ph].item(), "previous_head": ph,
         "loss_second": intact2, "loss_first": intact1,
-        "ablation_rise_second": induction.repeated_loss(model, ablate=[(last, ih)]) - intact2,
-        "ablation_rise_first": induction.repeated_loss(model, ablate=[(last, ih)], half="first") - intact1,
-        "mean_ablation_rise_second": induction.repeated_loss(model, ablate=[(last, ih)], mode="mean") - intact2,
+        "ablation_rise_second": induction.repeated_loss(model, [{"layer": last, "head": ih, "mode": "zero"}]) - intact2,
+        "ablation_rise_first": induction.repeated_loss(model, [{"layer": last, "head": ih, "mode": "zero"}], half="first") - intact1,
+        "mean_ablation_rise_second": induction.repeated_loss(
+            model, [{"layer": last, "head": ih, "mode": "mean", "source": induction.head_means(model)}]) - intact2,
         "induction_without_layer0_head": feeder, "feeder_head": fh,
         "feeder_duplicate_score": dup[0, fh].item(), "feeder_previous_score": prev[0, fh].item(),
         "control_induction_best": ind1.max().item(), "control_loss_second": loss1,

@@ -82,7 +82,7 @@ class Patterned(TinyTransformer):
         super().__init__(V, d_model=8, n_heads=len(patterns[0]), n_layers=len(patterns), max_len=T)
         self.patterns = patterns
 
-    def forward(self, tokens, ablate=(), means=None):
+    def forward(self, tokens, edits=()):
         B, n = tokens.shape
         weights = [torch.stack([torch.stack([make(row.tolist()) for row in tokens]) for make in layer], dim=1)
                    for layer in self.patterns]                               # each (B, H, n, n)
@@ -169,13 +169,13 @@ def reference_forward(model, tokens, ablate=()):
     return model.unembed(model.ln_out(x))
 
 
-@pytest.mark.parametrize("ablate", [(), [(0, 0)], [(0, 1)], [(1, 0)], [(1, 1)], [(0, 1), (1, 0)], [(-1, -1)]])
+@pytest.mark.parametrize("ablate", [(), [(0, 0)], [(0, 1)], [(1, 0)], [(1, 1)], [(0, 1), (1, 0)]])
 def test_ablation_removes_exactly_the_named_heads(ablate):
     model = small_model(seed=2).eval()
     tokens = induction.repeated_sequences(4, seed=0)
     with torch.no_grad():
-        logits, _ = model(tokens, ablate=ablate)
-        expected = reference_forward(model, tokens, [(l % 2, h % 2) for l, h in ablate])
+        logits, _ = model(tokens, edits=[{"layer": l, "head": h, "mode": "zero"} for l, h in ablate])
+        expected = reference_forward(model, tokens, ablate)
     torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-5)
 
 
@@ -184,8 +184,8 @@ def test_ablation_leaves_other_heads_and_earlier_layers_alone():
     tokens = induction.repeated_sequences(3, seed=1)
     with torch.no_grad():
         _, intact = model(tokens)
-        _, late = model(tokens, ablate=[(1, 0)])
-        _, early = model(tokens, ablate=[(0, 1)])
+        _, late = model(tokens, edits=[{"layer": 1, "head": 0, "mode": "zero"}])
+        _, early = model(tokens, edits=[{"layer": 0, "head": 1, "mode": "zero"}])
     assert all(torch.equal(a, b) for a, b in zip(intact, late))         # layer 1's outputs feed nothing's weights
     assert torch.equal(intact[0], early[0]) and not torch.allclose(intact[1], early[1])
 
@@ -196,13 +196,14 @@ def test_mean_ablation_uses_the_given_means():
     means = model.head_means(tokens)
     assert means.shape == (2, 2, 8)
     with torch.no_grad():
-        zero = model(tokens, ablate=[(1, 1)])[0]
-        by_zero_means = model(tokens, ablate=[(1, 1)], means=torch.zeros_like(means))[0]
-        by_means = model(tokens, ablate=[(1, 1)], means=means)[0]
+        mean = lambda source: [{"layer": 1, "head": 1, "mode": "mean", "source": source}]    # noqa: E731
+        zero = model(tokens, edits=[{"layer": 1, "head": 1, "mode": "zero"}])[0]
+        by_zero_means = model(tokens, edits=mean(torch.zeros_like(means)))[0]
+        by_means = model(tokens, edits=mean(means))[0]
     torch.testing.assert_close(zero, by_zero_means)
     assert not torch.allclose(zero, by_means)
-    loss_zero = induction.repeated_loss(model, ablate=[(1, 1)])
-    loss_mean = induction.repeated_loss(model, ablate=[(1, 1)], mode="mean")
+    loss_zero = induction.repeated_loss(model, [{"layer": 1, "head": 1, "mode": "zero"}])
+    loss_mean = induction.repeated_loss(model, mean(induction.head_means(model)))
     assert math.isfinite(loss_zero) and math.isfinite(loss_mean) and loss_zero != loss_mean
 
 
@@ -214,8 +215,8 @@ def test_repeated_loss_matches_cross_entropy_on_each_half():
     n = T // 2
     second = F.cross_entropy(logits[:, n:-1].reshape(-1, V), tokens[:, n + 1:].reshape(-1)).item()
     first = F.cross_entropy(logits[:, :n - 1].reshape(-1, V), tokens[:, 1:n].reshape(-1)).item()
-    assert induction.repeated_loss(model, ablate=[(1, 0)]) == pytest.approx(second, rel=1e-5)
-    assert induction.repeated_loss(model, ablate=[(1, 0)], half="first") == pytest.approx(first, rel=1e-5)
+    assert induction.repeated_loss(model, [{"layer": 1, "head": 0, "mode": "zero"}]) == pytest.approx(second, rel=1e-5)
+    assert induction.repeated_loss(model, [{"layer": 1, "head": 0, "mode": "zero"}], half="first") == pytest.approx(first, rel=1e-5)
 
 
 # ------------------------------------------------------------------ training
@@ -257,12 +258,13 @@ def test_static_book_prints_one_line(monkeypatch, capsys):
     (lambda m: induction.induction_scores(m, seed=-1), ValueError, "non-negative"),
     (lambda m: induction.induction_scores(m, seed=1.5), TypeError, "seed"),
     (lambda m: induction.previous_token_scores(None), TypeError, "TinyTransformer"),
-    (lambda m: induction.repeated_loss(m, ablate=[(2, 0)]), IndexError, "layer must be in 0..1"),
-    (lambda m: induction.repeated_loss(m, ablate=[(0, 5)]), IndexError, "head must be in 0..1"),
-    (lambda m: induction.repeated_loss(m, ablate=[1]), TypeError, "pairs"),
-    (lambda m: induction.repeated_loss(m, ablate="0,1"), TypeError, "pairs"),
+    (lambda m: induction.repeated_loss(m, [{"layer": 2, "head": 0, "mode": "zero"}]), IndexError, "layer"),
+    (lambda m: induction.repeated_loss(m, [{"layer": 0, "head": 5, "mode": "zero"}]), IndexError, "head"),
+    (lambda m: induction.repeated_loss(m, [1]), TypeError, "must be a dict"),
+    (lambda m: induction.repeated_loss(m, "0,1"), TypeError, "list of dicts"),
+    (lambda m: induction.repeated_loss(m, [{"layer": 0, "head": 0, "mode": "mean"}]), ValueError, "needs a source"),
+    (lambda m: induction.repeated_loss(m, [{"layer": 0, "head": None, "mode": "patch", "source": None}]), ValueError, "source"),
     (lambda m: induction.repeated_loss(m, half="third"), ValueError, "half"),
-    (lambda m: induction.repeated_loss(m, mode="random"), ValueError, "mode"),
     (lambda m: induction.train(n_layers=0), ValueError, "n_layers"),
     (lambda m: induction.train(steps=1.5), TypeError, "steps"),
     (lambda m: induction.train(progress="yes"), TypeError, "progress"),
@@ -270,7 +272,9 @@ def test_static_book_prints_one_line(monkeypatch, capsys):
     (lambda m: m(torch.zeros(1, 4)), TypeError, "int64"),
     (lambda m: m(torch.zeros(1, T + 1, dtype=torch.long)), ValueError, "1 <= T"),
     (lambda m: m(torch.full((1, 4), V)), ValueError, "token ids"),
-    (lambda m: m(torch.zeros(1, 4, dtype=torch.long), means=torch.zeros(2, 2, 3)), ValueError, "means"),
+    (lambda m: m(torch.zeros(1, 4, dtype=torch.long), edits=[{"layer": 0, "head": 0, "mode": "mean",
+                                                               "source": torch.zeros(2, 2, 3, dtype=torch.long)}]),
+     ValueError, "floating point"),
     (lambda m: TinyTransformer(V, d_model=10, n_heads=3), ValueError, "divisible"),
     (lambda m: induction.induction_scores(TinyTransformer(V, max_len=8)), ValueError, "max_len"),
 ])
@@ -430,7 +434,7 @@ def test_natural_repeat_loss_splits_the_mean_loss():
     assert sum(n.values()) == tokens.shape[0] * (T - 1)
     pooled = sum(out[k] * n[k] for k in n) / sum(n.values())
     assert pooled == pytest.approx(loss.item(), rel=1e-5)
-    assert induction.natural_repeat_loss(model, ablate=[(1, 0)])["first"] != out["first"]
+    assert induction.natural_repeat_loss(model, [{"layer": 1, "head": 0, "mode": "zero"}])["first"] != out["first"]
 
 
 def test_heads_sweep_results_match_the_module_and_a_rerun():

@@ -84,13 +84,13 @@ def lab(browser, site):  # noqa: F811
     visit.close()
 
 
-RUN = """async ([a, b, masks]) => { const r = await window.attnlibModel.run(a, b, masks ? {headMasks: masks} : undefined);
+RUN = """async ([a, b, batch]) => { const r = await window.attnlibModel.run(a, b, batch ? {batch: batch} : undefined);
   return {tokens: r.tokens, typeIds: r.typeIds, shape: r.shape, batch: r.batch, dModel: r.dModel,
           all: Array.from(r.all), hidden: Array.from(r.hidden)}; }"""
 
 
-def page_run(page, a, b=None, masks=None) -> dict:
-    out = page.evaluate(RUN, [a, b, masks])
+def page_run(page, a, b=None, batch=None) -> dict:
+    out = page.evaluate(RUN, [a, b, batch])
     L, H, T, _ = out["shape"]
     out["all"] = np.array(out["all"], dtype=np.float32).reshape(out["batch"], L, H, T, T)
     out["hidden"] = np.array(out["hidden"], dtype=np.float32).reshape(out["batch"], L + 1, T, out["dModel"])
@@ -126,12 +126,9 @@ def test_browser_sentence_pair_has_segments_and_equal_weights(lab, pair):
     assert float(np.abs(got["all"][0] - want.stacked("pattern").numpy()).max()) <= TOLERANCE
 
 
-def test_head_mask_is_zero_ablation_as_in_pytorch(lab):
+def test_zero_edits_on_the_page_are_zero_ablation_as_in_pytorch(lab):
     text, off = corpus.RUNNING, (2, 7)
-    L, H = 6, 12
-    masks = [[1] * (L * H), [1] * (L * H)]
-    masks[1][off[0] * H + off[1]] = 0
-    got = page_run(lab.page, text, None, masks)
+    got = page_run(lab.page, text, None, [[], [{"layer": off[0], "head": off[1], "mode": "zero"}]])
     intact = encoder.run(text)
     ablated = encoder.run(text, edits=[{"layer": off[0], "head": off[1], "mode": "zero"}])
     assert float(np.abs(got["all"][0] - intact.stacked("pattern").numpy()).max()) <= TOLERANCE
@@ -558,3 +555,14 @@ def test_lab_speaks_through_one_polite_status_and_its_heatmap_names_head_and_str
       return [p.labels.length ? p.labels[0].textContent : '', document.querySelector(sel + ' fieldset legend').textContent]; }""", root)
     assert "Downloading the model" in labelled[0] and labelled[1] == "What to run", labelled
     assert lab.errors == [] and lab.external == []
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"layer": 0, "head": 1, "mode": "mean"}, "mean ablation and patching run in the kernel"),
+    ({"layer": 6, "head": 1, "mode": "zero"}, "layer must be 0..5"),
+    ({"layer": 0, "head": 1, "mode": "zero", "position": 3}, "at every position"),
+])
+def test_the_page_encoder_names_the_edits_it_cannot_make(lab, edit, message):
+    err = lab.page.evaluate("""async (edit) => { try { await window.attnlibModel.run('The cat sat.', null, {edits: [edit]});
+      return null; } catch (e) { return e.message; } }""", edit)
+    assert err is not None and message in err

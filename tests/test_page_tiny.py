@@ -130,7 +130,7 @@ def test_page_runs_equal_pytorch_on_seeded_random_sequences_and_edits(lab, model
             ([], []),
             ([{"layer": l, "head": h, "mode": "zero"}], [{"layer": l, "head": h, "mode": "zero"}]),
             ([{"layer": l, "head": h, "mode": "mean"}],
-             [{"layer": l, "head": h, "mode": "mean", "source": circuit_lab.reference_means(model)}]),
+             [{"layer": l, "head": h, "mode": "mean", "source": induction.head_means(model)}]),
             ([{"layer": l, "head": h, "mode": "patch", "source": source, "position": p}],
              [{"layer": l, "head": h, "mode": "patch", "source": run(model, src), "position": p}]),
             ([{"layer": pick(L + 1), "head": None, "mode": "patch", "source": source, "position": p}], None),

@@ -175,7 +175,7 @@ def test_ablation_still_works(positions):
     model = _model(positions, n_layers=2)
     tokens = _tokens()
     intact = model(tokens)[0]
-    ablated = model(tokens, ablate=[(1, 0)])[0]
+    ablated = model(tokens, edits=[{"layer": 1, "head": 0, "mode": "zero"}])[0]
     assert (ablated - intact).abs().max() > 1e-4
     means = model.head_means(tokens)
     assert means.shape == (2, 3, 8)

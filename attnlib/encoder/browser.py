@@ -214,7 +214,7 @@ def check(path, sentences=CHECK_SENTENCES, *, tolerance: float = BUILD_TOLERANCE
             allowed = tolerance if len(ref.tokens) <= SHORT else max(tolerance, LONG_TOLERANCE)
             if diff > allowed:
                 raise ValueError(f"the exported encoder's attention weights differ from PyTorch's by {diff:.2e} "
-                                 f"(> {allowed:g}, {len(ref.tokens)} tokens) on {pair!r} with ablate={list(ablate)}")
+                                 f"(> {allowed:g}, {len(ref.tokens)} tokens) on {pair!r} with heads switched off: {list(ablate)}")
     return {"max_weight_diff": worst_w, "max_hidden_diff": worst_h, "n_weights": n_weights,
             "strongest_key_changes": flips}
 

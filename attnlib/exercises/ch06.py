@@ -68,7 +68,7 @@ def induction_data() -> dict:
     prev_head = int(prev[0].argmax())
     dup = induction.duplicate_token_scores(model)
     dup_head = int(dup[0].argmax())
-    without = [induction.induction_scores(model, ablate=[(0, h)])[ind_layer, ind_head].item() for h in range(H)]
+    without = [induction.induction_scores(model, edits=[{"layer": 0, "head": h, "mode": "zero"}])[ind_layer, ind_head].item() for h in range(H)]
     feeder = min(range(H), key=without.__getitem__)
     loss = induction.repeated_loss
     return {
@@ -79,9 +79,9 @@ def induction_data() -> dict:
         "ind_head": ind_layer * H + ind_head, "prev_head": prev_head, "dup_head": dup_head, "feeder": feeder,
         "uniform": _r(induction.uniform_induction_score()),
         "intact": _r(loss(model)), "first": _r(loss(model, half="first")),
-        "without_ind": _r(loss(model, ablate=[(ind_layer, ind_head)])),
-        "without_feeder": _r(loss(model, ablate=[(0, feeder)])),
-        "without_both": _r(loss(model, ablate=[(0, feeder), (ind_layer, ind_head)])),
+        "without_ind": _r(loss(model, edits=[{"layer": ind_layer, "head": ind_head, "mode": "zero"}])),
+        "without_feeder": _r(loss(model, edits=[{"layer": 0, "head": feeder, "mode": "zero"}])),
+        "without_both": _r(loss(model, edits=[{"layer": 0, "head": feeder, "mode": "zero"}, {"layer": ind_layer, "head": ind_head, "mode": "zero"}])),
         "one_first": _r(loss(control, half="first")), "one_second": _r(loss(control)),
     }
 
@@ -170,6 +170,11 @@ def circuit_reading(data: dict) -> str:
             f"({rise_ind + rise_feeder:.2f}): each head covers for part of the other's loss.")
 
 
+#: The call that measures the exercise's answer (zero ablation of both heads, attnlib.edits's spec).
+CIRCUIT_CODE = ('induction.repeated_loss(model, edits=[{"layer": 0, "head": feeder, "mode": "zero"}, '
+                '{"layer": 1, "head": ind_head, "mode": "zero"}])')
+
+
 @checker
 def check_circuit_loss(answer, data: dict | None = None):
     """``answer``: the loss (nats) on the second copy with both circuit heads removed."""
@@ -186,19 +191,18 @@ def check_circuit_loss(answer, data: dict | None = None):
         what="a loss in nats, e.g. 3.5", abs_tol=_TOLERANCE,
         mistakes=[(data[key], lambda v, what=what: f"{v:g} is {what}, which the chapter shows. Removing both "
                                                   "heads is a new measurement: predict it, then run it.",
-                   "induction.repeated_loss(model, ablate=[(0, feeder), (1, ind_head)])")
+                   CIRCUIT_CODE)
                   for key, what in named.items()],
         impossible=[(lambda v: v < 0, "A cross-entropy loss is never negative: it is minus the log of a probability.")],
         otherwise=lambda v: f"{v:g} nats is {'lower' if v < target else 'higher'} than what the model gives.",
-        hint="Run induction.repeated_loss(model, ablate=[(0, feeder), (1, ind_head)]) and "
-             "type its value with two decimals.")
+        hint="Run " + CIRCUIT_CODE + " and type its value with two decimals.")
 
 
 define(6, "circuit_loss", kind="number", precision='Give it to 1 decimal place (graded within 0.1 nats).', title="Remove the whole circuit",
        question=("Predict, then check: remove <b>both</b> heads of the circuit at once, the layer-0 head that "
                  "feeds the induction head (<code>feeder</code>, found by ablation in the chapter) and the "
                  "induction head of layer 1 "
-                 "(<code>induction.repeated_loss(model, ablate=[(0, feeder), (1, ind_head)])</code>). "
+                 "(<code>" + CIRCUIT_CODE + "</code>). "
                  "What is the loss on the second copy, in nats? Compare it with the two single ablations "
                  "of the chapter before you run it."),
        data=induction_data, grade=check_circuit_loss, label="Loss (nats)", placeholder="e.g. 3.5")
@@ -401,7 +405,7 @@ def patching_data() -> dict:
         "denoising": [_r(v) for v in denoise.flatten().tolist()],
         "noising": [_r(v) for v in noise.flatten().tolist()],
         "prev_head": prev, "ind_head": heads["ind_head"], "intact": heads["intact"],
-        "without_prev": _r(induction.repeated_loss(model, ablate=[(0, prev)])),
+        "without_prev": _r(induction.repeated_loss(model, edits=[{"layer": 0, "head": prev, "mode": "zero"}])),
         "layer": layer, "position": p, "query": pairs["query"],
         "resid_den": [_r(resid(pairs["corrupt"], clean_run, t)) for t in range(pairs["clean"].shape[1])],
         "resid_noise": _r(resid(pairs["clean"], corrupt_run, p)),

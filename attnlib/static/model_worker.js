@@ -7,8 +7,9 @@
  * host.  Single-threaded WebAssembly (no SharedArrayBuffer, no cross-origin isolation needed).
  *
  * Messages in:  {id, cmd: "load"}
- *               {id, cmd: "run", textA, textB (or null), headMasks (optional: B arrays of
- *                L*H numbers, 1 keeps a head and 0 switches it off; default one all-ones mask)}
+ *               {id, cmd: "run", textA, textB (or null), batch (optional: B lists of edits in
+ *                attnlib.edits's spec, one run each; the exported encoder takes zero ablation of
+ *                whole heads, {layer, head, mode: "zero"}; default one intact run)}
  * Messages out: {id, progress: {loaded, total}}            while the model downloads
  *               {id, ok: true, info}                        after "load" (model.json)
  *               {id, ok: true, result}                      after "run" (below)
@@ -61,16 +62,19 @@ function run(msg) {
   var info = state.info, L = info.n_layers, H = info.n_heads;
   var enc = state.tokenizer.encode(msg.textA, msg.textB === undefined ? null : msg.textB);
   var T = enc.ids.length;
-  var masks = msg.headMasks && msg.headMasks.length ? msg.headMasks : [null];
-  var B = masks.length;
-  var ids = new BigInt64Array(B * T), types = new BigInt64Array(B * T), headMask = new Float32Array(B * L * H);
+  var batch = msg.batch && msg.batch.length ? msg.batch : [[]];
+  var B = batch.length;
+  var ids = new BigInt64Array(B * T), types = new BigInt64Array(B * T), headMask = new Float32Array(B * L * H).fill(1);
   for (var b = 0; b < B; b++) {
     for (var t = 0; t < T; t++) { ids[b * T + t] = BigInt(enc.ids[t]); types[b * T + t] = BigInt(enc.typeIds[t]); }
-    for (var k = 0; k < L * H; k++) {
-      var m = masks[b] ? Number(masks[b][k]) : 1;
-      if (!(m >= 0 && m <= 1)) throw new Error("head masks hold numbers from 0 (head off) to 1 (head on)");
-      headMask[b * L * H + k] = m;
-    }
+    if (!Array.isArray(batch[b])) throw new Error("each run's edits must be a list such as [{layer: 0, head: 2, mode: \"zero\"}]");
+    batch[b].forEach(function (e, i) {     /* attnlib.edits's spec; the graph's head_mask is how zero ablation runs */
+      if (!e || e.mode !== "zero") throw new Error("edit " + i + ": the in-page encoder switches whole heads off (mode \"zero\"); mean ablation and patching run in the kernel");
+      if (e.position !== undefined && e.position !== null) throw new Error("edit " + i + ": the in-page encoder switches a head off at every position");
+      if (!(Number.isInteger(e.layer) && e.layer >= 0 && e.layer < L)) throw new Error("edit " + i + ": layer must be 0.." + (L - 1));
+      if (!(Number.isInteger(e.head) && e.head >= 0 && e.head < H)) throw new Error("edit " + i + ": head must be 0.." + (H - 1));
+      headMask[b * L * H + e.layer * H + e.head] = 0;
+    });
   }
   var feeds = {
     input_ids: new ort.Tensor("int64", ids, [B, T]),

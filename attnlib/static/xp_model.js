@@ -16,7 +16,9 @@
 /* ---- window.attnlibModel: one worker per page, shared by every lab on it ----------------
  *   attnlibModel.available()          -> "" when the model can run here, else why not
  *   await attnlibModel.load(onProgress) -> model.json's description ({n_layers, n_heads, files, check...})
- *   await attnlibModel.run(textA, textB?, {headMasks}?) ->
+ *   await attnlibModel.run(textA, textB?, {edits} or {batch}?) ->
+ *       edits: attnlib.edits's spec for one run ([{layer, head, mode: "zero"}], whole heads);
+ *       batch: several runs of the same text in one call, a list of such lists
  *       {tokens, typeIds, sentenceBStart, shape: [L, H, T, T], attentions: Float32Array
  *        (row-major: layer, head, query, key; the first input of the batch), batch,
  *        all: Float32Array (every input of the batch), hidden: Float32Array (B, L+1, T, d_model),
@@ -81,9 +83,9 @@ function modelApi() {
     if (textB !== undefined && textB !== null && typeof textB !== "string") {
       return Promise.reject(new Error("run(textA, textB?): textB must be a string or null"));
     }
-    var masks = options && options.headMasks ? options.headMasks : null;
+    var batch = options && options.batch ? options.batch : options && options.edits ? [options.edits] : null;
     return load().then(function () {
-      return send({cmd: "run", textA: textA, textB: textB === undefined ? null : textB, headMasks: masks});
+      return send({cmd: "run", textA: textA, textB: textB === undefined ? null : textB, batch: batch});
     }).then(function (msg) {
       var r = msg.result, per = r.shape[0] * r.shape[1] * r.shape[2] * r.shape[3];
       r.all = r.attentions;
@@ -527,17 +529,13 @@ function view(root, data, uid) {
     var key = s.runs[0].textKey;
     ready.then(function () {
       setBusy(true, "Switching off each of the " + L * H + " heads in turn (the reference scale)\u2026");
-      var masks = [], chunks = [], size = 12;
-      for (var k = 0; k <= L * H; k++) {
-        var m = new Array(L * H).fill(1);
-        if (k > 0) m[k - 1] = 0;
-        masks.push(m);
-      }
-      for (var c = 0; c < masks.length; c += size) chunks.push(masks.slice(c, c + size));
+      var runs = [], chunks = [], size = 12;       /* the intact run, then each head switched off */
+      for (var k = 0; k <= L * H; k++) runs.push(k ? [{layer: Math.floor((k - 1) / H), head: (k - 1) % H, mode: "zero"}] : []);
+      for (var c = 0; c < runs.length; c += size) chunks.push(runs.slice(c, c + size));
       var vectors = [], T = null, d = null;
       return chunks.reduce(function (p, chunk) {
         return p.then(function () {
-          return api.run(a[0], a[1], {headMasks: chunk}).then(function (r) {
+          return api.run(a[0], a[1], {batch: chunk}).then(function (r) {
             T = r.tokens.length; d = r.dModel;
             for (var b = 0; b < r.batch; b++) vectors.push(sentenceVector(r.hidden, b, L, T, d));
           });
