@@ -285,3 +285,47 @@ def test_lab_exercises_give_the_kernels_verdict_on_the_pages_model(lab, name, te
         return
     assert shown == expected.text, (shown, expected.text)
     assert lab.errors == [] and lab.external == []
+
+
+# ------------------------------------------------------------------ the lab as a reader meets it
+def _themed_page(site, theme):
+    from test_page_explorables import theme_css
+    folder = site["folder"]
+    shutil.copy(theme_css(), folder / "_static" / "theme.css")
+    shutil.copy(ROOT / "_static" / "course-layout.css", folder / "_static" / "course-layout.css")   # the book's own layout
+    html = (folder / "chapters" / "lab.html").read_text(encoding="utf-8")
+    html = html.replace("<title>", '<meta name="viewport" content="width=device-width, initial-scale=1">'
+                        '<link rel="stylesheet" href="../_static/theme.css">'
+                        '<link rel="stylesheet" href="../_static/course-layout.css"><title>')
+    html = html.replace('<html lang="en"', f'<html lang="en" data-theme="{theme}"').replace(
+        "<main>", '<main class="bd-article" style="max-width: 740px; margin: 0 auto; padding: 0 1.5rem">')
+    (folder / "chapters" / f"{theme}-column.html").write_text(html, encoding="utf-8")
+    return site["url"] + f"{theme}-column.html"
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_on_a_phone_the_heatmap_keeps_square_cells_scrolls_and_a_tap_picks_its_row(browser, site, theme):  # noqa: F811
+    """At 390 px in the theme's column: the heatmap is drawn at its own size (never squeezed by
+    the theme's max-width), its region scrolls sideways, the page does not, and a tap on a row
+    selects that row's word."""
+    visit = Visit(browser, _themed_page(site, theme))
+    page = visit.page
+    page.set_viewport_size({"width": 390, "height": 844})
+    root = _root(page)
+    canvas = f"{root} [data-role=map] canvas"
+    drawn, shown = page.evaluate(f"() => {{ const c = document.querySelector('{canvas}');"
+                                 "return [parseFloat(c.style.width), c.getBoundingClientRect().width]; }")
+    assert abs(drawn - shown) < 0.5, (drawn, shown)
+    region = page.evaluate(f"() => {{ const r = document.querySelector('{root} [data-role=map]');"
+                           "return [r.scrollWidth, r.clientWidth]; }")
+    assert region[0] > region[1]                                           # 31 words: the region scrolls
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    # tap the middle of row 17 (the geometry the view drew: label room, then square cells)
+    g = page.evaluate(f"() => document.querySelector('{canvas}')._geom")
+    page.evaluate(f"() => window.scrollTo(0, document.querySelector('{canvas}').getBoundingClientRect().top + window.scrollY - 40)")
+    box = page.query_selector(canvas).bounding_box()
+    page.mouse.click(box["x"] + g["room"] + 2, box["y"] + g["room"] + 17.5 * g["cell"])
+    words = circuit_lab.default_pair()[0]
+    assert f"From \u201c{words[17]}\u201d (word 17)" in page.inner_text(f"{root} [data-role=head-readout]")
+    assert visit.errors == []
+    visit.close()

@@ -543,8 +543,10 @@ function view(root, data, uid) {
     var pos = s.words.map(function (w, i) { return i + " " + w; });
     table("Heads, denoising (normalised)", t.normalised.denoise.heads, function (l) { return "layer " + l; }, heads, "table-den-heads");
     table("Heads, noising (normalised)", t.normalised.noise.heads, function (l) { return "layer " + l; }, heads, "table-noi-heads");
+    function stream(l) { return l < Lm ? "into layer " + l : "after layer " + (Lm - 1); }
     table("Residual stream entering each layer, one position at a time, denoising (normalised)", t.normalised.denoise.resid,
-          function (l) { return l < Lm ? "into layer " + l : "after layer " + (Lm - 1); }, pos, "table-den-resid");
+          stream, pos, "table-den-resid");
+    table("Residual stream, one position at a time, noising (normalised)", t.normalised.noise.resid, stream, pos, "table-noi-resid");
   }
 
   function modelChanged() {
