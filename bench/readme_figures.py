@@ -8,6 +8,8 @@ cannot drift from what was measured:
 * ``attention_cpu.json``: ``bench/bench_attention.py`` (interleaved rounds, median ratios);
 * ``explorables.json``: ``bench/bench_explorables.py`` (headless Chromium);
 * ``binder.json``: ``bench/bench_binder.py`` (the Binder environment built and its notebooks run);
+* ``browser_model.json``, ``circuit_lab.json``: ``bench/bench_browser_model.py`` and
+  ``bench/bench_circuit_lab.py`` (chapter 8's and chapter 6's in-page models, headless Chromium);
 * ``attention_cuda.json``, ``triton_cuda.json``: ``make gpu-check`` on a CUDA machine.
 
     python bench/readme_figures.py           # rewrite the section between the markers in README.md
@@ -293,6 +295,32 @@ def browser_model_section(m: dict) -> list[str]:
             f"at most {m['max_weight_diff_vs_pytorch']:.1e} on those sentences."]
 
 
+def circuit_lab_section(c: dict) -> list[str]:
+    """Chapter 6's circuit lab in the page (bench/bench_circuit_lab.py): bytes, load, run, table, longest task."""
+    desk, slow = c["settings"]["desktop 1280 px"], c["settings"]["phone 390 px, CPU 4x slower"]
+    run, table = desk["run_32"], desk["table_pair"]
+    goals = c["goals"]
+    met = lambda value, goal: "within" if value <= goal else "OVER"   # noqa: E731
+    return [f"Chapter 6's circuit lab in headless Chromium (`bench/bench_circuit_lab.py`, {c['machine']['date']}, "
+            f"{c['machine']['cores']} cores, load average (1 min) {c['load_average_before'][0]:.1f} before and "
+            f"{c['load_average_after'][0]:.1f} after; "
+            f"`bench/results/circuit_lab.md`): on the reader's first Load it fetches "
+            f"{c['lab_total_bytes'] / 1e6:.2f} MB of its own, of which its {c['n_models']} models ({c['n_models'] - 1} "
+            f"training checkpoints and the one-layer control) are {c['checkpoint_bytes'] / 1e6:.2f} MB ({met(c['checkpoint_bytes'], goals['checkpoint_bytes'])} "
+            f"the {goals['checkpoint_bytes'] / 1e6:.0f} MB goal), plus {c['runtime_total_bytes'] / 1e6:.1f} MB of "
+            f"onnxruntime-web, the same files as chapter 8's lab; loading from a local server takes "
+            f"{desk['load_ms'] / 1e3:.1f} s.  A 32-word run takes {run['median_ms']:.1f} ms (median, round trip; "
+            f"{run['worker_median_ms']:.1f} ms in the worker; {slow['run_32']['median_ms']:.1f} ms at 390 px with the CPU "
+            f"throttled 4x; goal {goals['run_ms']:.0f} ms), and the full noising and denoising table of the lab's first "
+            f"pair ({table['T']} words, {table['runs']} runs) {table['median_ms']:.0f} ms ({slow['table_pair']['median_ms']:.0f} ms "
+            f"throttled; goal under {goals['table_ms'] / 1e3:.0f} s).  Over {c['path_repeats']} readers' paths by taps (Load, "
+            f"Repeat it, the step slider, a head off, the whole patching table) the longest main-thread task is "
+            f"{_longest(desk['longest_main_thread_task_ms'])} at 1280 px and "
+            f"{_longest(slow['longest_main_thread_task_ms'])} at 390 px with the CPU throttled 4x."
+            + ("  The bench's machine was shared (load above its core count), so the times include other processes' "
+               "work." if max(c["load_average_before"][0], c["load_average_after"][0]) > c["machine"]["cores"] else "")]
+
+
 def _longest(ms: float) -> str:
     """A longest main-thread task: the Long Tasks API reports only tasks of 50 ms or more."""
     return "under 50 ms (no long task)" if ms == 0 else f"{ms:.0f} ms"
@@ -359,7 +387,8 @@ def render() -> str:
     parts = []
     for name, section in (("ci.json", ci_section), ("model_cache.json", model_cache_section), ("book.json", book_section), ("attention_cpu.json", attention_section),
                           ("explorables.json", explorables_section), ("binder.json", binder_section),
-                          ("browser_model.json", browser_model_section), ("exercises.json", exercises_section),
+                          ("browser_model.json", browser_model_section), ("circuit_lab.json", circuit_lab_section),
+                          ("exercises.json", exercises_section),
                           ("figures.json", figures_section)):
         data = _load(name)
         if data is not None and section(data):

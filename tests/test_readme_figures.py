@@ -26,7 +26,9 @@ def test_every_results_file_the_readme_quotes_exists_and_states_its_settings():
                        ("attention_cpu.json", ("meta", "config", "rows")),
                        ("explorables.json", ("date", "chromium", "runs", "repeats", "views")),
                        ("ci.json", ("meta", "phases", "total_seconds", "all_passed")),
-                       ("model_cache.json", ("meta", "rows"))):
+                       ("model_cache.json", ("meta", "rows")),
+                       ("circuit_lab.json", ("machine", "settings", "repeats", "table_repeats", "path_repeats", "load_average_before",
+                                             "load_average_after", "lab_bytes", "runtime_bytes", "goals"))):
         data = json.loads((ROOT / "bench" / "results" / name).read_text())
         for key in keys:
             assert key in data, f"bench/results/{name} has no {key!r}"
