@@ -380,7 +380,8 @@ def _site_key() -> str:
 def write_site_files(folder, *, cache=None, keep=None) -> dict:
     """Write what the page's circuit lab fetches into ``folder``: one ``<name>.onnx`` per model
     of :func:`lab_models` and ``tiny.json`` (the vocabulary, the sizes, and per model its step,
-    file size and SHA-256, its heads' induction and previous-token scores on the chapter's probe
+    file size and SHA-256 (and ``digest``, one SHA-256 over them all: the name of the reader's
+    browser cache), its heads' induction and previous-token scores on the chapter's probe
     sequences, its :func:`attnlib.induction.head_means`, and :func:`check`'s figures).  With ``keep`` (a
     folder), each model's weights are also saved there as ``<name>.pt``
     (:meth:`TinyTransformer.save`).  With ``cache`` (a folder), the export and its checks are
@@ -421,6 +422,7 @@ def write_site_files(folder, *, cache=None, keep=None) -> dict:
             "graph_version": _GRAPH_VERSION, "vocabulary": induction.vocabulary(), "max_len": induction.SEQ_LEN,
             "n_heads": induction.N_HEADS, "d_model": induction.D_MODEL, "d_head": induction.D_MODEL // induction.N_HEADS,
             "steps": int(history2["probe_step"][-1]), "models": models, "tolerance": BUILD_TOLERANCE,
+            "digest": hashlib.sha256("".join(m["sha256"] for m in models).encode()).hexdigest(),
             "example": induction.decode(probe),
             "uniform_induction": induction.uniform_induction_score(), "uniform_previous": induction.uniform_previous_score(),
         }

@@ -329,3 +329,41 @@ def test_on_a_phone_the_heatmap_keeps_square_cells_scrolls_and_a_tap_picks_its_r
     assert f"From \u201c{words[17]}\u201d (word 17)" in page.inner_text(f"{root} [data-role=head-readout]")
     assert visit.errors == []
     visit.close()
+
+
+def test_a_damaged_model_file_is_refused_and_old_caches_are_deleted(browser, site, tmp_path):  # noqa: F811
+    """The worker checks every file against the SHA-256 in tiny.json (a stale or damaged copy is
+    refused with a message naming it), and a load deletes the caches of earlier builds."""
+    folder = tmp_path / "damaged"
+    shutil.copytree(site["folder"], folder, symlinks=True)
+    victim = folder / "_static" / "tiny" / "step-1200.onnx"
+    data = bytearray(victim.read_bytes())
+    data[-100] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    visit = Visit(browser, serve(str(folder)) + "chapters/lab.html")
+    page = visit.page
+    error = page.evaluate("""async () => { await caches.open('attnlib-tiny-from-an-old-build');
+      try { await window.attnlibTiny.load(); return null; } catch (e) { return e.message; } }""")
+    assert error is not None and "step-1200.onnx arrived damaged or out of date" in error
+    assert "attnlib-tiny-from-an-old-build" not in page.evaluate("() => caches.keys()")
+    visit.close()
+    # the intact site loads, and its cache is named by the digest of every model's SHA-256
+    visit = Visit(browser, site["url"] + "lab.html")
+    visit.page.evaluate("() => window.attnlibTiny.load()")
+    names = visit.page.evaluate("() => caches.keys()")
+    assert f"attnlib-tiny-{site['info']['digest'][:16]}" in names
+    visit.close()
+
+
+def test_a_patch_source_given_as_text_or_a_result_works_and_a_bad_one_is_named(lab):
+    words = "we are met on a great battle-field".split()
+    other = "we are met on a great battle-field".replace("great", "brave")
+    got = lab.page.evaluate("""async ([w, o]) => {
+      const a = await window.attnlibTiny.run(w, {edits: [{layer: 0, head: 1, mode: "patch", source: o}]});
+      const src = await window.attnlibTiny.run(o);
+      const b = await window.attnlibTiny.run(w, {edits: [{layer: 0, head: 1, mode: "patch", source: src}]});
+      let err = null;
+      try { await window.attnlibTiny.run(w, {edits: [{layer: 0, head: 1, mode: "patch", source: {}}]}); } catch (e) { err = e.message; }
+      return [Array.from(a.logits).slice(0, 5), Array.from(b.logits).slice(0, 5), err]; }""", [words, other])
+    assert got[0] == got[1]
+    assert got[2] is not None and "the run to patch from" in got[2]

@@ -3,8 +3,35 @@
  * Served next to each worker as fetch_bytes.js; imported with importScripts. */
 "use strict";
 /* Fetch a file whole, reporting progress; kept in the Cache Storage API (when the page is
- * served over http(s)) so that later pages and visits do not download it again. */
-function fetchBytes(url, name, report) {
+ * served over http(s)) so that later pages and visits do not download it again.  With sha256
+ * (hex), the bytes are checked where the browser can hash (crypto.subtle: https and localhost):
+ * a copy that differs, from the cache or the network, is dropped and an error names the file. */
+function fetchBytes(url, name, report, sha256) {
+  return fetchOnce(url, name, report).then(function (buffer) {
+    if (!sha256 || !(self.crypto && self.crypto.subtle)) return buffer;
+    return self.crypto.subtle.digest("SHA-256", buffer).then(function (digest) {
+      var hex = Array.prototype.map.call(new Uint8Array(digest), function (x) { return (x < 16 ? "0" : "") + x.toString(16); }).join("");
+      if (hex === sha256) return buffer;
+      var drop = (self.caches && name) ? self.caches.open(name).then(function (c) { return c.delete(url); }).catch(function () {})
+                                       : Promise.resolve();
+      return drop.then(function () {
+        throw new Error(url.split("/").pop() + " arrived damaged or out of date (its SHA-256 differs from the book's); reload the page to download it again");
+      });
+    });
+  });
+}
+
+/* Delete this page's earlier caches of a model (names starting with prefix), keeping `keep`:
+ * a rebuilt book leaves nothing behind in the reader's browser. */
+function forgetOldCaches(prefix, keep) {
+  if (!self.caches || !self.caches.keys) return Promise.resolve();
+  return self.caches.keys().then(function (names) {
+    return Promise.all(names.filter(function (n) { return n.indexOf(prefix) === 0 && n !== keep; })
+                            .map(function (n) { return self.caches.delete(n); }));
+  }).catch(function () {});
+}
+
+function fetchOnce(url, name, report) {
   var cachePromise = (self.caches && name) ? self.caches.open(name).catch(function () { return null; })
                                            : Promise.resolve(null);
   return cachePromise.then(function (cache) {

@@ -38,11 +38,12 @@ function load(id) {
     return r.json();
   }).then(function (info) {
     state.info = info;
+    forgetOldCaches("attnlib-model-", cacheName(info));
     return Promise.all([
-      fetchBytes(new URL("vocab.txt", HERE).href, cacheName(info), function () {}),
+      fetchBytes(new URL("vocab.txt", HERE).href, cacheName(info), function () {}, info.files["vocab.txt"].sha256),
       fetchBytes(new URL("encoder.onnx", HERE).href, cacheName(info), function (loaded, total) {
         self.postMessage({id: id, progress: {loaded: loaded, total: total || info.files["encoder.onnx"].bytes}});
-      })
+      }, info.files["encoder.onnx"].sha256)
     ]);
   }).then(function (files) {
     state.tokenizer = AttnlibWordPiece.fromVocab(new TextDecoder("utf-8").decode(files[0]), state.info.tokenizer);

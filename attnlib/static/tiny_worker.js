@@ -7,7 +7,8 @@
  * Nothing is fetched from another host.  Float32 throughout, as in PyTorch.
  *
  * Messages in:  {id, cmd: "load"}
- *               {id, cmd: "run", model: <name>, items: [{tokens: [ids], edits: [edit, ...]}]}
+ *               {id, cmd: "run", model: <name>, items: [{tokens: [ids], edits: [edit, ...]}],
+ *                last (optional: true returns only the last position's logits, no pattern or loss)}
  *                 every item has the same length T; an edit is attnlib.edits's spec
  *                 {layer, head (null: the residual stream entering that layer), mode, position?}
  *                 with mode "zero", "mean" (the head's mean output over the chapter's held-out
@@ -39,14 +40,15 @@ function load(id) {
   }).then(function (info) {
     state.info = info;
     var total = info.models.reduce(function (s, m) { return s + m.bytes; }, 0), done = {};
-    var name = "attnlib-tiny-" + info.models.map(function (m) { return m.sha256.slice(0, 4); }).join("").slice(0, 32);
+    var name = "attnlib-tiny-" + info.digest.slice(0, 16);        /* every model's SHA-256 in one (tiny.json) */
+    forgetOldCaches("attnlib-tiny-", name);
     return Promise.all(info.models.map(function (m) {
       return fetchBytes(new URL(m.name + ".onnx", HERE).href, name, function (loaded) {
         done[m.name] = loaded;
         var sum = 0;
         Object.keys(done).forEach(function (k) { sum += done[k]; });
         self.postMessage({id: id, progress: {loaded: sum, total: total}});
-      }).then(function (bytes) {
+      }, m.sha256).then(function (bytes) {
         return ort.InferenceSession.create(new Uint8Array(bytes), {executionProviders: ["wasm"],
                                                                    graphOptimizationLevel: "all"});
       }).then(function (session) { state.sessions[m.name] = session; });
@@ -181,7 +183,14 @@ function run(msg) {
     });
     return runBatch(session, items, L, H, T, dh, d);
   }).then(function (out) {
-    var B = items.length, logits = out.logits.data, loss = new Float32Array(B * Math.max(T - 1, 0));
+    var B = items.length, logits = out.logits.data;
+    if (msg.last) {                          /* a patching table reads one position: send only that */
+      var last = new Float32Array(B * V);
+      for (var i = 0; i < B; i++) last.set(logits.subarray(((i + 1) * T - 1) * V, (i + 1) * T * V), i * V);
+      return {B: B, T: T, V: V, L: L, H: H, logits: last, pattern: new Float32Array(0), loss: new Float32Array(0),
+              last: true, ms: performance.now() - started};
+    }
+    var loss = new Float32Array(B * Math.max(T - 1, 0));
     for (var b = 0; b < B; b++) {
       for (var t = 0; t + 1 < T; t++) {       /* cross-entropy of token t + 1 from the logits at t */
         var base = (b * T + t) * V, mx = -Infinity, sum = 0, v;

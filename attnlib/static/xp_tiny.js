@@ -131,17 +131,18 @@ function tinyApi(known) {
     return (editsIn || []).map(function (e) {
       var out = {};
       Object.keys(e).forEach(function (k) { out[k] = e[k]; });
-      if (e && e.source !== undefined && e.source !== null) {
-        var src = Array.isArray(e.source) ? e.source : e.source.tokens;
+      if (e && e.source !== undefined && e.source !== null) {    /* words, text, or a run's result */
+        var src = Array.isArray(e.source) || typeof e.source === "string" ? e.source : e.source.tokens;
+        if (src === undefined) throw new Error("a patch's source is the run to patch from: its words (a list or text) or a result of run()");
         out.source = {tokens: ids(words(src))};
       }
       return out;
     });
   }
-  function batch(name, items) {
+  function batch(name, items, last) {
     return load().then(function () {
       modelOf(name);
-      return send({cmd: "run", model: name, items: items});
+      return send({cmd: "run", model: name, items: items, last: !!last});
     }).then(function (msg) { return msg.result; });
   }
   function run(list, options) {
@@ -173,9 +174,9 @@ function tinyApi(known) {
       for (l = 0; l <= L; l++) for (t = 0; t < T; t++) items.push({tokens: pair[0], edits: [{layer: l, head: null, mode: "patch", source: {tokens: pair[1]}, position: t}]});
     });
     var started = performance.now();
-    return batch(name, items).then(function (r) {
+    return batch(name, items, true).then(function (r) {       /* only the last position's logits come back */
       var V = r.V, good = ia[p], bad = ib[p];
-      function metric(k) { var base = (k * T + T - 1) * V; return r.logits[base + good] - r.logits[base + bad]; }
+      function metric(k) { var base = k * V; return r.logits[base + good] - r.logits[base + bad]; }
       var clean0 = metric(0), corrupt0 = metric(1), k = 2;
       function table(rows, cols) {
         var out = [];
@@ -584,7 +585,7 @@ function view(root, data, uid) {
       s.query = Math.min(s.query, words.length - 1);
       drawLoss(); drawHead(); drawTables();
       say("Ran " + words.length + " words at " + (modelNamed(s.model).control ? "the one-layer control" : "step " + modelNamed(s.model).step) +
-          " in " + fmt(out[0].ms, 1) + " ms." + (edits.length ? " Heads off: " + Object.keys(s.off).join(", ") + " (" + s.offMode + ")." : ""));
+          " in " + fmt(r.ms, 1) + " ms." + (edits.length ? " Heads off: " + Object.keys(s.off).join(", ") + " (" + s.offMode + ")." : ""));
       return s.corrupt ? pairMetric() : null;
     }).catch(function (err) { say(err.message + " (the view keeps the last run)."); })
       .then(function () { busy = false; if (again) { again = false; rerun(); } });
