@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "attnlib" / "static"
 SCRIPTS = {"worker.js": STATIC / "model_worker.js", "wordpiece.js": STATIC / "wordpiece.js",
-           "fetch_bytes.js": STATIC / "fetch_bytes.js"}
+           "worker_common.js": STATIC / "worker_common.js"}
 
 
 def _export(app) -> None:

@@ -11,7 +11,7 @@ and the one-layer control, exported to ONNX at build time and shipped with the s
 2. ``html-page-context``: every page gets ``<meta name="attnlib-tiny-bytes">`` (the download
    size the lab's button states).
 3. ``build-finished``: copies the ``.onnx`` files, ``tiny.json``, the worker
-   (``attnlib/static/tiny_worker.js`` as ``worker.js``) and ``fetch_bytes.js`` into
+   (``attnlib/static/tiny_worker.js`` as ``worker.js``) and ``worker_common.js`` into
    ``_static/tiny/``.
 
 Nothing here is loaded by a page until the reader presses the lab's Load button.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "attnlib" / "static"
-SCRIPTS = {"worker.js": STATIC / "tiny_worker.js", "fetch_bytes.js": STATIC / "fetch_bytes.js"}
+SCRIPTS = {"worker.js": STATIC / "tiny_worker.js", "worker_common.js": STATIC / "worker_common.js"}
 
 
 def _export(app) -> None:

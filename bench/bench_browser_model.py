@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import functools
-import http.server
 import json
 import os
 import platform
@@ -38,21 +36,17 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from _browser_bench import FLAGS, LONG_TASKS, SETTINGS, open_page, serve  # noqa: E402
 from attnlib import corpus, encoder  # noqa: E402
 from attnlib.encoder import browser as browser_model  # noqa: E402
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage"]
-SETTINGS = {"desktop 1280 px": ((1280, 900), 1), "phone 390 px": ((390, 844), 1),
-            "phone 390 px, CPU 4x slower": ((390, 844), 4)}
 
 
 def sentences() -> dict:
@@ -71,7 +65,7 @@ def build_site(folder: Path) -> dict:
     info = browser_model.write_site_files(model_dir, cache=ROOT / "_build" / "browser-model" / "cache")
     shutil.copyfile(ROOT / "attnlib" / "static" / "model_worker.js", model_dir / "worker.js")
     shutil.copyfile(ROOT / "attnlib" / "static" / "wordpiece.js", model_dir / "wordpiece.js")
-    shutil.copyfile(ROOT / "attnlib" / "static" / "fetch_bytes.js", model_dir / "fetch_bytes.js")
+    shutil.copyfile(ROOT / "attnlib" / "static" / "worker_common.js", model_dir / "worker_common.js")
     shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     from attnlib.explorables import model_lab
     lab = model_lab(corpus.RUNNING, layer=0, head=2, ablation=False)
@@ -82,13 +76,7 @@ def build_site(folder: Path) -> dict:
     return info
 
 
-class Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
 
-
-LONG_TASKS = """() => { window.__long = []; new PerformanceObserver(l => l.getEntries().forEach(
-  e => window.__long.push(e.duration))).observe({type: 'longtask'}); }"""
 TIME_LOAD = "async () => { const t = performance.now(); await window.attnlibModel.load(); return performance.now() - t; }"
 TIME_RUN = """async ([text, batch, keep]) => { const t = performance.now();
   const r = await window.attnlibModel.run(text, null, batch ? {batch: batch} : undefined);
@@ -112,26 +100,6 @@ READER_PATH = """async (text) => {
   return Math.max(0, ...window.__long); }"""
 
 
-def settle(page) -> None:
-    """Wait until the page's own start (MathJax typesetting) is over: it is not the model's work."""
-    page.wait_for_load_state("networkidle")
-    page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise ? "
-                  "MathJax.startup.promise.then(() => true) : true")
-
-
-def open_page(browser, url: str, viewport: tuple, rate: float):
-    """A fresh browser context (empty cache, every other host blocked) at ``viewport`` with the
-    CPU throttled ``rate`` times, on ``url``, its own start over: (context, page)."""
-    context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
-    context.route("**/*", lambda route: route.continue_() if "127.0.0.1" in route.request.url else route.abort())
-    page = context.new_page()
-    page.goto(url, wait_until="load")
-    if rate != 1:
-        context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": rate})
-    settle(page)
-    return context, page
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
@@ -144,16 +112,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         info = build_site(folder)
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        url = f"http://127.0.0.1:{server.server_address[1]}/chapters/lab.html"
+        url = serve(folder) + "chapters/lab.html"
         chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
         masks = [[]] + [[{"layer": k // 12, "head": k % 12, "mode": "zero"}] for k in range(72)]   # intact, then each head off
         worst = 0.0
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, args=FLAGS, headless=True)
             for name, (viewport, rate) in SETTINGS.items():
-                context, page = open_page(browser, url, viewport, rate)
+                context, page, _ = open_page(browser, url, viewport, rate)
                 row = {"load_ms": page.evaluate(TIME_LOAD)}
                 for T, text in texts.items():
                     first = page.evaluate(TIME_RUN, [text, None, True])
@@ -169,13 +135,12 @@ def main() -> None:
                 row["ablation_scale_ms"] = page.evaluate("() => performance.now()") - t0
                 context.close()
                 # the reader's path, in a fresh context (empty cache), the longest main-thread task
-                context, page = open_page(browser, url, viewport, rate)
+                context, page, _ = open_page(browser, url, viewport, rate)
                 page.evaluate(LONG_TASKS)
                 row["longest_main_thread_task_ms"] = page.evaluate(READER_PATH, texts[max(texts)])
                 results["settings"][name] = row
                 context.close()
             browser.close()
-        server.shutdown()
     results.update({
         "download_bytes": {name: f["bytes"] for name, f in info["files"].items()},
         "runtime_bytes": {p.name: p.stat().st_size for p in (ROOT / "_static" / "vendor" / "onnxruntime-web").iterdir()

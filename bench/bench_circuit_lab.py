@@ -3,13 +3,13 @@ time for a full patching table, and the longest main-thread task over a reader's
 
 Assembles the site as ``tests/test_page_tiny.py``'s ``site`` fixture does (as ``make book``
 does, ``_ext/tiny_model.py``): ``attnlib.circuit_lab.write_site_files`` (the export cached in
-``_build/tiny-model/cache``), the worker, ``fetch_bytes.js`` and the vendored onnxruntime-web
+``_build/tiny-model/cache``), the worker, ``worker_common.js`` and the vendored onnxruntime-web
 under a page that carries the lab; serves it on 127.0.0.1 with every other host blocked, and
 measures with ``performance.now()`` in the page:
 
 * ``bytes``: every response the page and its worker receive from ``attnlibTiny.load()`` on, in a
   fresh browser context (empty HTTP cache and Cache Storage), split into the lab's own files
-  (``_static/tiny/``: the ``.onnx`` files, ``tiny.json``, ``worker.js``, ``fetch_bytes.js``) and
+  (``_static/tiny/``: the ``.onnx`` files, ``tiny.json``, ``worker.js``, ``worker_common.js``) and
   the onnxruntime-web runtime (``_static/vendor/onnxruntime-web/``, shared with chapter 8's
   lab); beside them, the same files' sizes on disk;
 * ``load``: from ``attnlibTiny.load()`` to every model's session being ready (download from the
@@ -41,8 +41,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import functools
-import http.server
 import io
 import json
 import os
@@ -51,21 +49,17 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from _browser_bench import FLAGS, LONG_TASKS, SETTINGS, open_page, serve  # noqa: E402
 from attnlib import circuit_lab, induction  # noqa: E402
 from attnlib import explorables as xp  # noqa: E402
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage"]
-SETTINGS = {"desktop 1280 px": ((1280, 900), 1), "phone 390 px": ((390, 844), 1),
-            "phone 390 px, CPU 4x slower": ((390, 844), 4)}
 GOALS = {"checkpoint_bytes": 6e6, "run_ms": 10.0, "table_ms": 1000.0}
 RUNTIME = "_static/vendor/onnxruntime-web/"
 LAB = "_static/tiny/"
@@ -76,7 +70,7 @@ def build_site(folder: Path) -> dict:
     tiny = folder / "_static" / "tiny"
     info = circuit_lab.write_site_files(tiny, cache=ROOT / "_build" / "tiny-model" / "cache", keep=folder / "weights")
     shutil.copyfile(ROOT / "attnlib" / "static" / "tiny_worker.js", tiny / "worker.js")
-    shutil.copyfile(ROOT / "attnlib" / "static" / "fetch_bytes.js", tiny / "fetch_bytes.js")
+    shutil.copyfile(ROOT / "attnlib" / "static" / "worker_common.js", tiny / "worker_common.js")
     shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     lab = xp.circuit_lab()
     size = sum(m["bytes"] for m in info["models"])
@@ -103,13 +97,7 @@ def sequences(info: dict) -> dict:
     return {"run": words, "pair": [clean, bad], "pair32": [words, corrupt]}
 
 
-class Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
 
-
-LONG_TASKS = """() => { window.__long = []; new PerformanceObserver(l => l.getEntries().forEach(
-  e => window.__long.push([e.startTime, e.duration]))).observe({type: 'longtask'}); }"""
 TIME_LOAD = "async () => { const t = performance.now(); await window.attnlibTiny.load(); return performance.now() - t; }"
 TIME_RUN = """async ([words, name]) => { const t = performance.now();
   const r = await window.attnlibTiny.run(words, {checkpoint: name});
@@ -153,37 +141,6 @@ READER_PATH = """async ([head]) => {
           path_ms: path_ms, steps: steps, longest_by_step: during, words: n, status: status()}; }"""
 
 
-def settle(page) -> None:
-    """Wait until the page's own start is over: it is not the lab's work."""
-    page.wait_for_load_state("networkidle")
-    page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise ? "
-                  "MathJax.startup.promise.then(() => true) : true")
-
-
-def _route(route):
-    url = urlparse(route.request.url)
-    if url.scheme in ("data", "blob", "about") or url.hostname == "127.0.0.1":
-        route.continue_()
-    else:
-        route.abort()
-
-
-def open_page(browser, url: str, viewport: tuple, rate: float):
-    """A fresh browser context (empty cache, every other host blocked) at ``viewport`` with the
-    CPU throttled ``rate`` times, on ``url``, its own start over: (context, page, errors)."""
-    context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
-    context.route("**/*", _route)
-    page = context.new_page()
-    errors = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
-    page.goto(url, wait_until="load")
-    if rate != 1:
-        context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": rate})
-    settle(page)
-    return context, page, errors
-
-
 def measured_bytes(requests: list) -> dict:
     """Bytes of the response bodies received for ``requests`` (finished), by the file's path
     under the site: {path: bytes}."""
@@ -225,9 +182,7 @@ def main() -> None:
         head = max(range(info["n_heads"]), key=lambda h: last["induction"][-1][h])
         files = {str(p.relative_to(folder)): p.stat().st_size for p in sorted((folder / "_static").rglob("*"))
                  if p.is_file()}
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        url = f"http://127.0.0.1:{server.server_address[1]}/chapters/lab.html"
+        url = serve(folder) + "chapters/lab.html"
         chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, args=FLAGS, headless=True)
@@ -277,7 +232,6 @@ def main() -> None:
                             "reader_path_words": worst["words"], "reader_path_status": worst["status"]})
                 results["settings"][name] = row
             browser.close()
-        server.shutdown()
 
     desk = results["settings"]["desktop 1280 px"]["bytes"]
     lab = {k: v for k, v in desk.items() if k.startswith(LAB)}

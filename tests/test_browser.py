@@ -128,6 +128,16 @@ class Visit:
         self.context.close()
 
 
+def exercise_ext():
+    """_ext/exercise_pages.py as a module (its write_assets puts the page's checker in a site)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("exercise_pages", ROOT / "_ext" / "exercise_pages.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 # JavaScript helpers evaluated in the page.
 SET_RANGE = """([sel, v]) => { const e = document.querySelector(sel); e.value = String(v);
   e.dispatchEvent(new Event('input', {bubbles: true})); return e.value; }"""

@@ -25,7 +25,7 @@ from attnlib.exercises import check, ch08
 from attnlib.exercises.page import render_html
 from attnlib.exercises.widgets import model_answer
 
-from test_browser import Visit, browser, serve  # noqa: F401  (fixture)
+from test_browser import Visit, browser, exercise_ext, serve  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = 2e-3            # the bound for held-out sentences (float16 weights)
@@ -40,13 +40,6 @@ HELD_OUT = [
 PAIRS = [corpus.PAIR, ("Where is the station?", "It is two streets away, near the old bank.")]
 
 
-def _exercise_ext():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("exercise_pages", ROOT / "_ext" / "exercise_pages.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +49,12 @@ def site(tmp_path_factory):
     info = browser_model.write_site_files(model_dir, cache=ROOT / "_build" / "browser-model" / "cache")
     shutil.copyfile(ROOT / "attnlib" / "static" / "model_worker.js", model_dir / "worker.js")
     shutil.copyfile(ROOT / "attnlib" / "static" / "wordpiece.js", model_dir / "wordpiece.js")
-    shutil.copyfile(ROOT / "attnlib" / "static" / "fetch_bytes.js", model_dir / "fetch_bytes.js")
+    shutil.copyfile(ROOT / "attnlib" / "static" / "worker_common.js", model_dir / "worker_common.js")
     shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     lab = xp.model_lab(*corpus.PAIR, mode="minimal", layer=0, head=2)
     size = info["files"]["encoder.onnx"]["bytes"] + info["files"]["vocab.txt"]["bytes"]
     # the sentence exercises graded in the page, as the book serves them (Pyodide + graders)
-    ext = _exercise_ext()
+    ext = exercise_ext()
     ext.write_assets(folder / "_static")
     (folder / "_static" / "vendor" / "pyodide").symlink_to(ROOT / "_static" / "vendor" / "pyodide", target_is_directory=True)
     exercises = "".join(render_html(8, name) for name in ("break_previous", "flip_pair"))

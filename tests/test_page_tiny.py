@@ -25,20 +25,13 @@ from attnlib.exercises import ch06, check
 from attnlib.exercises.page import render_html
 from attnlib.transformer import TinyTransformer, run
 
-from test_browser import Visit, browser, serve  # noqa: F401  (fixture)
+from test_browser import Visit, browser, exercise_ext, serve  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = circuit_lab.BUILD_TOLERANCE
 LAB_EXERCISES = ("copy_wrong", "feeder_matters")
 
 
-def _exercise_ext():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("exercise_pages", ROOT / "_ext" / "exercise_pages.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
@@ -48,12 +41,12 @@ def site(tmp_path_factory):
     keep = folder / "weights"
     info = circuit_lab.write_site_files(tiny, cache=ROOT / "_build" / "tiny-model" / "cache", keep=keep)
     shutil.copyfile(ROOT / "attnlib" / "static" / "tiny_worker.js", tiny / "worker.js")
-    shutil.copyfile(ROOT / "attnlib" / "static" / "fetch_bytes.js", tiny / "fetch_bytes.js")
+    shutil.copyfile(ROOT / "attnlib" / "static" / "worker_common.js", tiny / "worker_common.js")
     shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     lab = xp.circuit_lab()
     size = sum(m["bytes"] for m in info["models"])
     # the lab's two exercises, graded in the page as the book serves them (Pyodide + graders)
-    ext = _exercise_ext()
+    ext = exercise_ext()
     ext.write_assets(folder / "_static")
     (folder / "_static" / "vendor" / "pyodide").symlink_to(ROOT / "_static" / "vendor" / "pyodide", target_is_directory=True)
     exercises = "".join(render_html(6, name) for name in LAB_EXERCISES)

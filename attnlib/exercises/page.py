@@ -81,23 +81,21 @@ def _matrix_control(d, uid: str) -> str:
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
+def _text_boxes(uid: str, labels, maxlength: int) -> str:
+    return "".join(
+        f'<div class="attn-ex-text"><label class="attn-ex-label" for="{uid}-text-{k}">{label}</label> '
+        f'<textarea class="attn-ex-input attn-ex-sentence" id="{uid}-text-{k}" rows="2" maxlength="{maxlength}" '
+        f'autocomplete="off" spellcheck="false"></textarea></div>'
+        for k, label in enumerate(labels))
+
+
 def _sentence_control(d, uid: str) -> str:
-    if d.model == "tiny":
-        labels = ["Your words"] if d.n_texts == 1 else ["Words A", "Words B"]
-        boxes = "".join(
-            f'<div class="attn-ex-text"><label class="attn-ex-label" for="{uid}-text-{k}">{label}</label> '
-            f'<textarea class="attn-ex-input attn-ex-sentence" id="{uid}-text-{k}" rows="2" maxlength="2000" '
-            f'autocomplete="off" spellcheck="false"></textarea></div>'
-            for k, label in enumerate(labels))
+    if d.model == "tiny":                       # chapter 6's language model reads words of the speech
+        boxes = _text_boxes(uid, ["Your words"] if d.n_texts == 1 else ["Words A", "Words B"], 2000)
         return (f'<div class="attn-ex-sentences" data-model="tiny">{boxes}'
                 '<p class="attn-ex-help">Graded on chapter 6\'s model reading your words: the first Check loads '
                 'the models into this page (once), as the circuit lab above does.</p></div>')
-    labels = ["Your text"] if d.n_texts == 1 else ["Sentence A", "Sentence B"]
-    boxes = "".join(
-        f'<div class="attn-ex-text"><label class="attn-ex-label" for="{uid}-text-{k}">{label}</label> '
-        f'<textarea class="attn-ex-input attn-ex-sentence" id="{uid}-text-{k}" rows="2" maxlength="20000" '
-        f'autocomplete="off" spellcheck="false"></textarea></div>'
-        for k, label in enumerate(labels))
+    boxes = _text_boxes(uid, ["Your text"] if d.n_texts == 1 else ["Sentence A", "Sentence B"], 20000)
     reads = " ".join(f"{layer}:{head}" for layer, head in d.reads)
     return (f'<div class="attn-ex-sentences" data-reads="{reads}">{boxes}'
             '<p class="attn-ex-help">Graded on the model\'s reading of your text: the first Check loads the '

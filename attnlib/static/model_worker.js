@@ -22,7 +22,7 @@
 var HERE = new URL("./", self.location.href);
 var VENDOR = new URL("../vendor/onnxruntime-web/", HERE);
 importScripts(new URL("ort.wasm.min.js", VENDOR).href, new URL("wordpiece.js", HERE).href,
-              new URL("fetch_bytes.js", HERE).href);
+              new URL("worker_common.js", HERE).href);
 
 var state = {session: null, tokenizer: null, info: null, loading: null};
 
@@ -30,13 +30,7 @@ function cacheName(info) { return "attnlib-model-" + info.files["encoder.onnx"].
 
 function load(id) {
   if (state.loading) return state.loading;
-  ort.env.wasm.numThreads = 1;
-  ort.env.wasm.proxy = false;
-  ort.env.wasm.wasmPaths = VENDOR.href;
-  state.loading = fetch(new URL("model.json", HERE).href, {cache: "no-cache"}).then(function (r) {
-    if (!r.ok) throw new Error("the model's description (model.json) is missing from this copy of the book");
-    return r.json();
-  }).then(function (info) {
+  state.loading = startModel(VENDOR, "model.json", "the model").then(function (info) {
     state.info = info;
     forgetOldCaches("attnlib-model-", cacheName(info));
     return Promise.all([
@@ -91,21 +85,4 @@ function run(msg) {
   });
 }
 
-/* Runs are answered one at a time, in order (a second run waits for the first). */
-var queue = Promise.resolve();
-self.onmessage = function (event) {
-  var msg = event.data || {}, id = msg.id;
-  queue = queue.then(function () {
-    if (msg.cmd === "load") return load(id).then(function (info) { self.postMessage({id: id, ok: true, info: info}); });
-    if (msg.cmd === "run") {
-      return load(id).then(function () { return run(msg); }).then(function (result) {
-        self.postMessage({id: id, ok: true, result: result}, [result.attentions.buffer, result.hidden.buffer]);
-      });
-    }
-    throw new Error("unknown command " + JSON.stringify(msg.cmd) + "; expected \"load\" or \"run\"");
-  }).catch(function (err) {
-    var text = err && err.message ? err.message : String(err);
-    if (/memory|allocation|RangeError/i.test(text)) text = "the browser ran out of memory for the model (" + text + ")";
-    self.postMessage({id: id, ok: false, error: text});
-  });
-};
+answerMessages(load, run, function (result) { return [result.attentions.buffer, result.hidden.buffer]; });

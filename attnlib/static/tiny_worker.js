@@ -3,7 +3,7 @@
  *
  * Served from _static/tiny/worker.js next to tiny.json and one <name>.onnx per model (written
  * at build by attnlib.circuit_lab.write_site_files, each checked against PyTorch there), and
- * fetch_bytes.js.  onnxruntime-web is the vendored copy in _static/vendor/onnxruntime-web/.
+ * worker_common.js.  onnxruntime-web is the vendored copy in _static/vendor/onnxruntime-web/.
  * Nothing is fetched from another host.  Float32 throughout, as in PyTorch.
  *
  * Messages in:  {id, cmd: "load"}
@@ -25,19 +25,13 @@
 "use strict";
 var HERE = new URL("./", self.location.href);
 var VENDOR = new URL("../vendor/onnxruntime-web/", HERE);
-importScripts(new URL("ort.wasm.min.js", VENDOR).href, new URL("fetch_bytes.js", HERE).href);
+importScripts(new URL("ort.wasm.min.js", VENDOR).href, new URL("worker_common.js", HERE).href);
 
 var state = {info: null, sessions: {}, loading: null};
 
 function load(id) {
   if (state.loading) return state.loading;
-  ort.env.wasm.numThreads = 1;
-  ort.env.wasm.proxy = false;
-  ort.env.wasm.wasmPaths = VENDOR.href;
-  state.loading = fetch(new URL("tiny.json", HERE).href, {cache: "no-cache"}).then(function (r) {
-    if (!r.ok) throw new Error("the circuit lab's description (tiny.json) is missing from this copy of the book");
-    return r.json();
-  }).then(function (info) {
+  state.loading = startModel(VENDOR, "tiny.json", "the circuit lab").then(function (info) {
     state.info = info;
     var total = info.models.reduce(function (s, m) { return s + m.bytes; }, 0), done = {};
     var name = "attnlib-tiny-" + info.digest.slice(0, 16);        /* every model's SHA-256 in one (tiny.json) */
@@ -204,21 +198,4 @@ function run(msg) {
   });
 }
 
-/* Runs are answered one at a time, in order. */
-var queue = Promise.resolve();
-self.onmessage = function (event) {
-  var msg = event.data || {}, id = msg.id;
-  queue = queue.then(function () {
-    if (msg.cmd === "load") return load(id).then(function (info) { self.postMessage({id: id, ok: true, info: info}); });
-    if (msg.cmd === "run") {
-      return load(id).then(function () { return run(msg); }).then(function (result) {
-        self.postMessage({id: id, ok: true, result: result}, [result.logits.buffer, result.pattern.buffer, result.loss.buffer]);
-      });
-    }
-    throw new Error("unknown command " + JSON.stringify(msg.cmd) + "; expected \"load\" or \"run\"");
-  }).catch(function (err) {
-    var text = err && err.message ? err.message : String(err);
-    if (/memory|allocation|RangeError/i.test(text)) text = "the browser ran out of memory for the model (" + text + ")";
-    self.postMessage({id: id, ok: false, error: text});
-  });
-};
+answerMessages(load, run, function (result) { return [result.logits.buffer, result.pattern.buffer, result.loss.buffer]; });

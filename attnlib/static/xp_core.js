@@ -215,3 +215,78 @@ function stepper(uid, count, onStep) {
   next.addEventListener("click", function () { set(step + 1); });
   return {wrap: wrap, set: set, get: function () { return step; }};
 }
+
+/* One in-page model in a Web Worker (chapter 8's encoder, chapter 6's circuit lab), shared by
+ * every figure of the page: file is the worker under _static/ ("model/worker.js"), what names
+ * the model in messages, notebook says what to do where no worker can run (a notebook).
+ * Returns {available(), send(message, onProgress) -> Promise of the worker's reply,
+ * load(onProgress) -> Promise of its description, info()}. */
+function workerClient(file, what, notebook) {
+  var worker = null, next = 1, pending = {}, info = null, loading = null;
+  function staticRoot() {
+    var root = document.documentElement.getAttribute("data-content_root");
+    return root === null ? null : root + "_static/";
+  }
+  function available() {
+    if (staticRoot() === null) return notebook;
+    if (location.protocol === "file:") {
+      return "this page was opened from a file, and browsers do not let a page start a worker from a file: " +
+             "serve the book (python -m http.server, in _build/html) and open it at http://localhost:8000";
+    }
+    if (typeof Worker !== "function") return "this browser cannot run Web Workers";
+    if (typeof WebAssembly !== "object") return "this browser has no WebAssembly";
+    if (typeof BigInt64Array !== "function") return "this browser is too old (no 64-bit integer arrays)";
+    return "";
+  }
+  function start() {
+    if (worker) return worker;
+    worker = new Worker(staticRoot() + file);
+    worker.onmessage = function (event) {
+      var msg = event.data, job = pending[msg.id];
+      if (!job) return;
+      if (msg.progress) { if (job.progress) job.progress(msg.progress.loaded, msg.progress.total); return; }
+      delete pending[msg.id];
+      if (msg.ok) job.resolve(msg); else job.reject(new Error(msg.error));
+    };
+    worker.onerror = function (event) {
+      var why = new Error(what + "'s worker failed to start (" + (event.message || "no details") + ")");
+      Object.keys(pending).forEach(function (id) { pending[id].reject(why); delete pending[id]; });
+      worker = null;
+      loading = null;
+    };
+    return worker;
+  }
+  function send(message, progress) {
+    var why = available();
+    if (why) return Promise.reject(new Error(why));
+    return new Promise(function (resolve, reject) {
+      var id = next++;
+      pending[id] = {resolve: resolve, reject: reject, progress: progress};
+      message.id = id;
+      start().postMessage(message);
+    });
+  }
+  function load(onProgress) {
+    if (info) return Promise.resolve(info);
+    if (!loading) {
+      loading = send({cmd: "load"}, onProgress).then(function (msg) { info = msg.info; return info; },
+                                                     function (err) { loading = null; throw err; });
+    }
+    return loading;
+  }
+  return {available: available, send: send, load: load, info: function () { return info; }};
+}
+
+/* A labelled <select> of 0..n-1 (a layer or a head) appended to parent; onChange receives the
+ * number.  Returns the <select>. */
+function indexPicker(parent, uid, name, label, n, value, onChange) {
+  var wrap = el("div", {"class": "xp-control"}), id = uid + "-" + name;
+  wrap.appendChild(el("label", {"for": id}, label));
+  var select = el("select", {id: id, "data-role": name});
+  for (var i = 0; i < n; i++) select.appendChild(el("option", {value: String(i)}, String(i)));
+  select.value = String(value);
+  select.addEventListener("change", function () { onChange(parseInt(select.value, 10)); });
+  wrap.appendChild(select);
+  parent.appendChild(wrap);
+  return select;
+}

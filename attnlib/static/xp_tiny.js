@@ -47,59 +47,10 @@ function editDistance(a, b) {
 
 function tinyApi(known) {
   if (window.attnlibTiny) return window.attnlibTiny;
-  var worker = null, next = 1, pending = {}, info = null, loading = null;
-  function staticRoot() {
-    var root = document.documentElement.getAttribute("data-content_root");
-    return root === null ? null : root + "_static/";
-  }
-  function available() {
-    if (staticRoot() === null) return "the lab's models run in the published book; in a notebook, edit the cell's words and run it again";
-    if (location.protocol === "file:") {
-      return "this page was opened from a file, and browsers do not let a page start a worker from a file: " +
-             "serve the book (python -m http.server, in _build/html) and open it at http://localhost:8000";
-    }
-    if (typeof Worker !== "function") return "this browser cannot run Web Workers";
-    if (typeof WebAssembly !== "object") return "this browser has no WebAssembly";
-    if (typeof BigInt64Array !== "function") return "this browser is too old (no 64-bit integer arrays)";
-    return "";
-  }
-  function start() {
-    if (worker) return worker;
-    worker = new Worker(staticRoot() + "tiny/worker.js");
-    worker.onmessage = function (event) {
-      var msg = event.data, job = pending[msg.id];
-      if (!job) return;
-      if (msg.progress) { if (job.progress) job.progress(msg.progress.loaded, msg.progress.total); return; }
-      delete pending[msg.id];
-      if (msg.ok) job.resolve(msg); else job.reject(new Error(msg.error));
-    };
-    worker.onerror = function (event) {
-      var why = new Error("the lab's worker failed to start (" + (event.message || "no details") + ")");
-      Object.keys(pending).forEach(function (id) { pending[id].reject(why); delete pending[id]; });
-      worker = null;
-      loading = null;
-    };
-    return worker;
-  }
-  function send(message, progress) {
-    var why = available();
-    if (why) return Promise.reject(new Error(why));
-    return new Promise(function (resolve, reject) {
-      var id = next++;
-      pending[id] = {resolve: resolve, reject: reject, progress: progress};
-      message.id = id;
-      start().postMessage(message);
-    });
-  }
-  function load(onProgress) {
-    if (info) return Promise.resolve(info);
-    if (!loading) {
-      loading = send({cmd: "load"}, onProgress).then(function (msg) { info = msg.info; return info; },
-                                                     function (err) { loading = null; throw err; });
-    }
-    return loading;
-  }
-  function described() { return info || known; }
+  var client = workerClient("tiny/worker.js", "the lab",
+                            "the lab's models run in the published book; in a notebook, edit the cell's words and run it again");
+  var available = client.available, send = client.send, load = client.load;
+  function described() { return client.info() || known; }
   function vocabulary() { return described().vocabulary.slice(); }
   function checkpoints() { return described().models.map(function (m) { return {name: m.name, step: m.step}; }); }
   function modelOf(name) {
@@ -192,7 +143,7 @@ function tinyApi(known) {
               normalised: {denoise: norm(den), noise: norm(noi)}, runs: items.length, ms: performance.now() - started};
     });
   }
-  window.attnlibTiny = {available: available, load: load, info: function () { return info; }, checkpoints: checkpoints,
+  window.attnlibTiny = {available: available, load: load, info: client.info, checkpoints: checkpoints,
                         vocabulary: vocabulary, words: words, run: run, patch: patch};
   return window.attnlibTiny;
 }
@@ -288,17 +239,7 @@ function view(root, data, uid) {
 
   /* a head's pattern */
   var pickers = el("div", {"class": "xp-controls"});
-  function picker(name, label, n, value, onChange) {
-    var wrap = el("div", {"class": "xp-control"}), id = uid + "-" + name;
-    wrap.appendChild(el("label", {"for": id}, label));
-    var select = el("select", {id: id, "data-role": name});
-    for (var i = 0; i < n; i++) select.appendChild(el("option", {value: String(i)}, String(i)));
-    select.value = String(value);
-    select.addEventListener("change", function () { onChange(parseInt(select.value, 10)); });
-    wrap.appendChild(select);
-    pickers.appendChild(wrap);
-    return select;
-  }
+  function picker(name, label, n, value, onChange) { return indexPicker(pickers, uid, name, label, n, value, onChange); }
   var layerSelect = picker("layer", "layer ", 2, s.layer, function (v) { s.layer = v; drawHead(); });
   picker("head", "head ", H, s.head, function (v) { s.head = v; drawHead(); });
   root.appendChild(pickers);

@@ -1,7 +1,21 @@
-/* attnlib's in-page models: one way for a Web Worker to download a model's file (used by
- * _static/model/worker.js, the encoder, and _static/tiny/worker.js, the circuit lab).
- * Served next to each worker as fetch_bytes.js; imported with importScripts. */
+/* attnlib's in-page models: what their Web Workers share (_static/model/worker.js, the encoder,
+ * and _static/tiny/worker.js, the circuit lab): starting onnxruntime-web, downloading a model's
+ * files (checked, cached), and answering the page.  Served next to each worker as
+ * worker_common.js; imported with importScripts. */
 "use strict";
+/* Set onnxruntime-web up as every in-page model runs it (one thread, in this worker, its files
+ * from the vendored copy at vendor) and fetch the model's description (a JSON file next to the
+ * worker, never from the HTTP cache): a Promise of the parsed description. */
+function startModel(vendor, description, what) {
+  ort.env.wasm.numThreads = 1;
+  ort.env.wasm.proxy = false;
+  ort.env.wasm.wasmPaths = vendor.href;
+  return fetch(new URL(description, self.location.href).href, {cache: "no-cache"}).then(function (r) {
+    if (!r.ok) throw new Error(what + "'s description (" + description + ") is missing from this copy of the book");
+    return r.json();
+  });
+}
+
 /* Fetch a file whole, reporting progress; kept in the Cache Storage API (when the page is
  * served over http(s)) so that later pages and visits do not download it again.  With sha256
  * (hex), the bytes are checked where the browser can hash (crypto.subtle: https and localhost):
@@ -63,3 +77,27 @@ function fetchOnce(url, name, report) {
   });
 }
 
+
+/* Answer the page's messages ({id, cmd: "load"} and {id, cmd: "run", ...}) one at a time, in
+ * order (a second run waits for the first): load(id) gives the description, run(msg) the result,
+ * whose typed arrays transfer(result) lists (moved to the page, not copied).  An error becomes
+ * {id, ok: false, error} with a message for the reader. */
+function answerMessages(load, run, transfer) {
+  var queue = Promise.resolve();
+  self.onmessage = function (event) {
+    var msg = event.data || {}, id = msg.id;
+    queue = queue.then(function () {
+      if (msg.cmd === "load") return load(id).then(function (info) { self.postMessage({id: id, ok: true, info: info}); });
+      if (msg.cmd === "run") {
+        return load(id).then(function () { return run(msg); }).then(function (result) {
+          self.postMessage({id: id, ok: true, result: result}, transfer(result));
+        });
+      }
+      throw new Error("unknown command " + JSON.stringify(msg.cmd) + "; expected \"load\" or \"run\"");
+    }).catch(function (err) {
+      var text = err && err.message ? err.message : String(err);
+      if (/memory|allocation|RangeError/i.test(text)) text = "the browser ran out of memory for the model (" + text + ")";
+      self.postMessage({id: id, ok: false, error: text});
+    });
+  };
+}
