@@ -360,3 +360,24 @@ def test_a_patch_source_given_as_text_or_a_result_works_and_a_bad_one_is_named(l
       return [Array.from(a.logits).slice(0, 5), Array.from(b.logits).slice(0, 5), err]; }""", [words, other])
     assert got[0] == got[1]
     assert got[2] is not None and "the run to patch from" in got[2]
+
+
+@pytest.mark.parametrize("width, theme", [(1280, "light"), (390, "dark")])
+def test_axe_finds_nothing_in_the_loaded_lab_with_its_tables(browser, site, width, theme):  # noqa: F811
+    """axe-core on the lab after a reader has loaded it, switched a head off and patched (the
+    book-wide axe test sees only its first view): no violation at all."""
+    from axe_playwright_python.sync_playwright import Axe
+    from test_page_a11y import AXE_OPTIONS
+    visit = Visit(browser, _themed_page(site, theme))
+    page = visit.page
+    page.set_viewport_size({"width": width, "height": 900})
+    root = _root(page)
+    page.click(f"{root} [data-role=load]")
+    page.wait_for_function(f"() => document.querySelector('{root}').getAttribute('data-loaded') === '1'", timeout=60_000)
+    page.click(f"{root} [data-role='off-1.0']")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.includes('Heads off')")
+    page.click(f"{root} [data-role=patch-run]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Patched')")
+    violations = Axe().run(page, context=root, options=AXE_OPTIONS).response["violations"]
+    assert violations == [], [(v["id"], v["impact"], v["nodes"][0]["target"]) for v in violations]
+    visit.close()

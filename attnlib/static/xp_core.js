@@ -231,7 +231,7 @@ function workerClient(file, what, notebook) {
     if (staticRoot() === null) return notebook;
     if (location.protocol === "file:") {
       return "this page was opened from a file, and browsers do not let a page start a worker from a file: " +
-             "serve the book (python -m http.server, in _build/html) and open it at http://localhost:8000";
+             "serve the book (run python -m http.server in _build/html) and open the page through that server";
     }
     if (typeof Worker !== "function") return "this browser cannot run Web Workers";
     if (typeof WebAssembly !== "object") return "this browser has no WebAssembly";

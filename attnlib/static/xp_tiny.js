@@ -469,7 +469,7 @@ function view(root, data, uid) {
       var tab = el("table", {"class": "xp-patch"});
       tab.appendChild(el("caption", null, title));
       var head = el("tr");
-      head.appendChild(el("th", {scope: "col"}, ""));
+      head.appendChild(el("td", null, ""));                  /* the corner: no header */
       colLabels.forEach(function (c) { head.appendChild(el("th", {scope: "col"}, c)); });
       tab.appendChild(head);
       rows.forEach(function (row, i) {
