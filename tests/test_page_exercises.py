@@ -109,8 +109,20 @@ def battery(chapter: int, name: str) -> tuple[list, list]:
 
 
 def sentence_battery(name: str) -> list:
-    """Answers to chapter 8's sentence exercises, each the dict the page builds with its model
-    (here built with PyTorch: :func:`attnlib.exercises.widgets.model_answer`)."""
+    """Answers to the sentence exercises, each the dict the page builds with its model (here built
+    with PyTorch: :func:`attnlib.exercises.widgets.model_answer` for chapter 8's encoder,
+    :func:`attnlib.circuit_lab.read` for chapter 6's language model)."""
+    if name in ("copy_wrong", "feeder_matters"):
+        from attnlib import circuit_lab
+        from attnlib.exercises import ch06
+        data = ch06.lab_data()
+        texts = ["we are met on a great battle-field of that war . we are met on a great battle-field of that nation",
+                 "we are met on a great battle-field we are met on a great battle-field", "we are met on a great battle-field",
+                 "we are met on a", "we are batle"]
+        answers = [circuit_lab.read([t], data["checkpoint"], data["variants"]) for t in texts]
+        forged = json.loads(json.dumps(answers[0]))
+        forged["runs"][0]["loss"]["intact"][0] = float("nan")
+        return answers + [forged, {"texts": ["  "]}]
     from attnlib import corpus
     from attnlib.exercises import ch08
     from attnlib.exercises.widgets import model_answer
@@ -490,6 +502,20 @@ def test_the_worked_answer_is_offered_after_three_tries(fresh):
     assert page.evaluate("() => document.activeElement.closest('.solution') !== null"), "focus moves to the worked answer"
     _answer(page, sel, "0.3")
     assert page.locator(f"{sel} .attn-ex-worked").count() == 0, "once right, the offer goes"
+
+
+def test_checking_an_empty_answer_is_not_a_try(fresh):
+    """Three taps on Check with nothing typed (or only spaces) get feedback but do not count
+    toward revealing the worked answer; a real wrong answer does."""
+    page = fresh.page
+    page.evaluate(SOLUTION, "ex-04-temperature")
+    sel = '[data-exercise="4:temperature"]'
+    for text in ("", "   ", ""):
+        _answer(page, sel, text)
+    assert page.locator(f"{sel} .attn-ex-worked").count() == 0
+    assert page.evaluate("(sel) => document.querySelector(sel)._attnState.tries", sel) == 0
+    _answer(page, sel, "5")
+    assert page.evaluate("(sel) => document.querySelector(sel)._attnState.tries", sel) == 1
 
 
 def test_feedback_quotes_only_an_excerpt_of_a_long_answer(fresh):
