@@ -264,8 +264,10 @@ def test_a_failed_download_says_so_and_keeps_the_precomputed_views(browser, site
 def test_lab_says_why_it_cannot_load_in_a_notebook_or_from_a_file(browser, site):  # noqa: F811
     visit = Visit(browser, site["url"] + "notebook.html")
     root = "#" + visit.page.get_attribute(".attnlib-xp[data-kind=model]", "id")
-    assert visit.page.is_hidden(f"{root} [data-role=load]")
-    assert "not in a notebook" in visit.page.inner_text(f"{root} [data-role=status]")
+    for role in ("load", "run", "ablate"):                               # no button that can only fail
+        assert visit.page.is_hidden(f"{root} [data-role={role}]"), role
+    status = visit.page.inner_text(f"{root} [data-role=status]")
+    assert "not in a notebook" in status and "edit the sentences in the cell and run it again" in status
     visit.close()
     context = browser.new_context()
     page = context.new_page()

@@ -26,7 +26,8 @@
  */
 function modelApi() {
   if (window.attnlibModel) return window.attnlibModel;
-  var client = workerClient("model/worker.js", "the model", "the in-page model runs in the published book, not in a notebook");
+  var client = workerClient("model/worker.js", "the model",
+                            "the in-page model runs in the published book, not in a notebook: edit the sentences in the cell and run it again");
   var available = client.available, send = client.send, load = client.load;
   function run(textA, textB, options) {
     if (typeof textA !== "string") return Promise.reject(new Error("run(textA, textB?): textA must be a string"));
@@ -225,6 +226,7 @@ function view(root, data, uid) {
   var fieldA = textField("text-a", "Sentence A", data.textA);
   var fieldB = textField("text-b", "Sentence B", data.textB);
   var runButton = el("button", {type: "submit", "data-role": "run"}, "Run");
+  if (why) runButton.hidden = true;
   form.appendChild(runButton);
   root.appendChild(form);
   function showB() { fieldB.wrap.hidden = s.mode === "one"; }
@@ -285,6 +287,7 @@ function view(root, data, uid) {
   /* ablation */
   var ablRow = el("div", {"class": "xp-controls"});
   var ablButton = el("button", {type: "button", "data-role": "ablate"}, "Switch this head off and measure");
+  if (why) ablButton.hidden = true;           /* nothing here can run the model: no button that can only fail */
   ablRow.appendChild(ablButton);
   root.appendChild(ablRow);
   var ablOut = el("div", {"class": "xp-readout", "data-role": "ablation"});
