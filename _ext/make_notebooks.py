@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import base64
 import copy
+import functools
 import hashlib
 import html
 import json
@@ -107,6 +108,20 @@ def toc_pages() -> list[str]:
     for part in toc.get("parts", []):
         pages += [c["file"] for c in part.get("chapters", [])]
     return [p for p in pages if "{bibliography}" not in (ROOT / f"{p}.md").read_text(encoding="utf-8")]
+
+
+@functools.lru_cache(maxsize=1)
+def book_labels() -> dict:
+    """Every ``(label)=`` target of the book's pages that names a heading: ``{label: (page, title)}``
+    with ``page`` as in :func:`toc_pages` (``chapters/08_real_model``) and the heading's text, so
+    that a ``{ref}`` without text reads as MyST renders it (the section's title), not as its label."""
+    out = {}
+    for md in [ROOT / "intro.md", *sorted((ROOT / "chapters").glob("*.md"))]:
+        text = md.read_text(encoding="utf-8")
+        page = md.relative_to(ROOT).with_suffix("").as_posix()
+        for m in re.finditer(r"^\(([\w:.-]+)\)=[ \t]*\n+#+[ \t]+(.+)$", text, re.M):
+            out[m.group(1)] = (page, m.group(2).strip())
+    return out
 
 
 def _plain(value: str) -> str:
@@ -344,7 +359,19 @@ class MystToMarkdown:
         if path.is_file():
             m = re.search(r"^# (.+)$", path.read_text(encoding="utf-8"), re.M)
             title = m.group(1).strip() if m else title
+            if "{bibliography}" in path.read_text(encoding="utf-8"):   # no notebook: each lists its own works
+                new = "#Works-cited-in-this-notebook"
         return text.replace(f"[]({href})", f"[{title}]({new})").replace(f"]({href})", f"]({new})")
+
+    def _label(self, label: str) -> str:
+        """A bare ``{ref}`` as MyST renders it: the title of the section the label names, linked to
+        that page's notebook (a label the book does not define stays as written, and is reported)."""
+        target = book_labels().get(label)
+        if target is None:
+            self.unknown.add("{ref} " + label)
+            return label
+        page, title = target
+        return f"[{title}]({Path(page).name}.ipynb)"
 
     def _replace_role(self, text: str, name: str, content: str) -> str:
         pattern = re.compile(r"\{" + re.escape(name) + r"\}(`+)" +
@@ -488,6 +515,8 @@ class MystToMarkdown:
             return f"${content}$"
         if name == "eq":
             return f"({_target_text(content)})"
+        if name in ("ref", "numref") and "<" not in content:     # a bare label: the section's title, linked
+            return self._label(content.strip())
         if name in ("ref", "numref", "doc", "term", "any", "download", "prf:ref", "external"):
             return _target_text(content)
         if name in ("sub", "subscript"):
@@ -850,15 +879,25 @@ def learner_changed(path: Path, fresh=None) -> bool:
     return fresh is None or fingerprint(cells) != fingerprint(fresh.cells)
 
 
+def new_versions(path: Path) -> list:
+    """The new versions written beside ``path`` so far: ``05_masking.new.ipynb`` and the dated
+    ``05_masking.new-<UTC time>.ipynb``, oldest first."""
+    stem = path.name.removesuffix(".ipynb")
+    first = path.with_name(f"{stem}.new.ipynb")
+    return ([first] if first.exists() else []) + sorted(path.parent.glob(f"{stem}.new-*.ipynb"))
+
+
 def new_version_path(path: Path) -> Path:
-    """Where the new version of a notebook the learner changed goes: ``05_masking.new.ipynb``
-    beside it, or, if the learner changed that one too, ``05_masking.new-<UTC time>.ipynb``."""
+    """Where the new version of a notebook the learner changed goes: the first new version
+    beside it (``05_masking.new.ipynb``, then the dated ``05_masking.new-<UTC time>.ipynb``)
+    that the learner has not changed, so that running ``make notebooks`` again rewrites it
+    instead of adding a copy; a new dated file only when the learner changed every one."""
     import time
     stem = path.name.removesuffix(".ipynb")
-    candidate = path.with_name(f"{stem}.new.ipynb")
-    if candidate.exists() and learner_changed(candidate):
-        candidate = path.with_name(f"{stem}.new-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}.ipynb")
-    return candidate
+    for candidate in [path.with_name(f"{stem}.new.ipynb"), *sorted(path.parent.glob(f"{stem}.new-*.ipynb"))]:
+        if not candidate.exists() or not learner_changed(candidate):
+            return candidate
+    return path.with_name(f"{stem}.new-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}.ipynb")
 
 
 def save_learner_notebook(nb, path: Path, sign: bool = True, log=None) -> Path:
@@ -870,9 +909,11 @@ def save_learner_notebook(nb, path: Path, sign: bool = True, log=None) -> Path:
     target = path
     if path.exists() and learner_changed(path, nb):
         target = new_version_path(path)
-        log(f"kept {path}: it has changes of yours since `make notebooks` wrote it; the new version "
-            f"is {target.name} beside it (copy your work across, then delete the old file "
-            f"and rename the new one)")
+        yours = [p.name for p in new_versions(path) if p != target and learner_changed(p)]
+        log(f"kept {path}" + (f" and {', '.join(yours)} beside it" if yours else "")
+            + f": {'they have' if yours else 'it has'} changes of yours since `make notebooks` wrote "
+            + f"{'them' if yours else 'it'}; the new version is {target.name} beside it (copy your work across, "
+            f"then delete the old files and rename the new one)")
     write_notebook(nb, target, sign=sign)
     return target
 

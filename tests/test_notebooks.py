@@ -107,6 +107,27 @@ def test_citations_targets_comments_math_and_roles():
     assert "Ashish Vaswani, Noam Shazeer and Niki Parmar (2017)" in mk.reference_line("vaswani2017", BIB["vaswani2017"])
 
 
+def test_a_bare_ref_reads_as_its_sections_title_linked_to_its_notebook():
+    """MyST renders {ref}`label` as the section's title; a notebook showed the raw label
+    ("(ch8-causal)").  Every bare {ref} of the book resolves to a heading."""
+    out, r = render("See {ref}`ch8-causal` and {numref}`ch8-lab`.")
+    title = mk.book_labels()["ch8-causal"][1]
+    assert out == f"See [{title}](08_real_model.ipynb) and [{mk.book_labels()['ch8-lab'][1]}](08_real_model.ipynb)."
+    assert "ch8-causal" not in out and not r.unknown
+    refs = {m for md in [ROOT / "intro.md", *(ROOT / "chapters").glob("*.md")]
+            for m in re.findall(r"\{(?:num)?ref\}`([\w:.-]+)`", md.read_text(encoding="utf-8"))}
+    assert refs and refs <= set(mk.book_labels()), refs - set(mk.book_labels())
+    _, unknown = render("{ref}`no-such-label`")
+    assert unknown.unknown == {"{ref} no-such-label"}
+
+
+def test_the_link_to_the_bibliography_page_points_to_the_notebooks_own_list():
+    """The bibliography page has no notebook (each notebook lists the works it cites): the preface's
+    link to it pointed to a references.ipynb that does not exist."""
+    out, _ = render("The [bibliography](chapters/references.md) collects them.", ROOT)
+    assert out == "The [bibliography](#Works-cited-in-this-notebook) collects them."
+
+
 def test_roles_in_code_spans_and_math_are_left_alone():
     out, _ = render("Write `{glue:text}` in the text, and $\\{a\\}$; here {glue:text}`n`.")
     assert out == "Write `{glue:text}` in the text, and $\\{a\\}$; here 13."
@@ -711,9 +732,15 @@ def test_regenerating_keeps_a_notebook_the_learner_changed(regenerate):
     run()                                   # again: the .new one is replaced, the learner's kept
     assert _code(path) == mine and len(list(path.parent.glob("*.new*.ipynb"))) == 1
     _edit(new, "print('edited the new one too')")
+    printed.clear()
     run()                                   # an edited .new is kept as well: a dated name
     assert _code(new) == "print('edited the new one too')"
     assert len(list(path.parent.glob("04_small.new-*.ipynb"))) == 1
+    # the message names every file that keeps the learner's work, not only the original
+    assert any(line.startswith(f"kept {path} and 04_small.new.ipynb") for line in printed), printed
+    run()                                   # again: the dated copy is rewritten, not one more added
+    run()
+    assert len(list(path.parent.glob("04_small.new-*.ipynb"))) == 1, list(path.parent.glob("*.ipynb"))
 
 
 def test_a_notebook_of_an_older_version_without_fingerprint_is_kept(regenerate):
