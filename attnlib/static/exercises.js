@@ -290,7 +290,11 @@
     var state = root._attnState || {};
     state.answer = raw;
     state.result = {correct: result.correct, message: result.message, hint: result.hint};
-    state.tries = (state.tries || 0) + (result.correct ? 0 : 1);
+    /* an empty answer (nothing typed, picked or chosen) is not a try: tapping Check on nothing
+     * must not count toward revealing the worked answer */
+    var empty = raw === null || raw === undefined || (typeof raw === "string" && !raw.trim()) ||
+                (Array.isArray(raw) && raw.length > 0 && raw.every(function (t) { return typeof t === "string" && !t.trim(); }));
+    state.tries = (state.tries || 0) + (result.correct || empty ? 0 : 1);
     state.solved = !!(state.solved || result.correct);
     root._attnState = state;
     save(root, state);
