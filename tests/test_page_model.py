@@ -324,6 +324,7 @@ def themed(site):
     """The lab in the book's column and theme: chapters/{light,dark}-column.html of ``site``."""
     folder = site["folder"]
     shutil.copy(theme_css(), folder / "_static" / "theme.css")
+    shutil.copy(ROOT / "_static" / "course-layout.css", folder / "_static" / "course-layout.css")   # the book's own layout
     info = site["info"]
     size = info["files"]["encoder.onnx"]["bytes"] + info["files"]["vocab.txt"]["bytes"]
     for theme in ("light", "dark"):
@@ -331,6 +332,7 @@ def themed(site):
             f'<!DOCTYPE html><html lang="en" data-theme="{theme}" data-content_root="../"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f'<meta name="attnlib-model-bytes" content="{size}"><link rel="stylesheet" href="../_static/theme.css">'
+            '<link rel="stylesheet" href="../_static/course-layout.css">'
             '<title>model lab</title></head><body><main class="bd-article" style="max-width: 740px; margin: 0 auto; '
             f'padding: 0 1.5rem"><h1 tabindex="-1">Lab</h1>\n{site["lab"].html}\n<p>After the lab.</p></main></body></html>\n',
             encoding="utf-8")
@@ -386,6 +388,31 @@ def test_lab_fits_a_phone_with_a_minimal_pair_and_scrolls_a_long_sentence_in_its
         assert m["scroll"] > m["client"] and m["regionRight"] >= 0, f"the long heatmap should scroll in its own region: {m}"
         assert m["tabindex"] == "0" and "heatmap" in m["label"], m
         assert visit.errors == [] and visit.external == []
+    finally:
+        visit.close()
+
+
+SEVENTY = " ".join(["The old keeper fed the bears some honey before the long winter came."] * 5)   # 72 tokens
+
+
+@pytest.mark.parametrize("viewport", ["phone", "desktop"])
+def test_a_long_sentence_keeps_square_cells_and_a_tap_picks_the_row_under_it(browser, themed, viewport):  # noqa: F811
+    """Issue 38 item 1: the book's layout capped canvases at 100% and squeezed a 70-token heatmap
+    sideways (aspect 0.35), and a tap divided y by the x scale (row 17 picked query 27 or 62)."""
+    visit = ScreenVisit(browser, themed + "light-column.html", viewport, "light")
+    try:
+        page = visit.page
+        root = _lab_run(page, SEVENTY)
+        canvas = f"{root} [data-role=map-0] canvas"
+        drawn, shown, tall = page.evaluate(f"() => {{ const c = document.querySelector('{canvas}'), r = c.getBoundingClientRect();"
+                                           "return [parseFloat(c.style.width), r.width, r.height]; }")
+        assert abs(drawn - shown) < 0.5 and abs(shown - tall) < 0.5, (drawn, shown, tall)     # square, not squeezed
+        page.evaluate(f"() => document.querySelector('{canvas}').scrollIntoView({{block: 'start'}})")
+        box = page.query_selector(canvas).bounding_box()
+        g = page.evaluate(f"() => document.querySelector('{canvas}')._geom")
+        page.mouse.click(box["x"] + g["room"] + 2, box["y"] + g["room"] + 17.5 * g["cell"])   # row 17, first visible column
+        assert page.eval_on_selector(f"{root} [data-role=query]", "e => e.value") == "17"
+        assert visit.errors == []
     finally:
         visit.close()
 

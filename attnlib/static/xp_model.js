@@ -149,11 +149,12 @@ function heatmap(uid, label) {
       ctx.strokeRect(room + 1, room + query * cell + 1, T * cell - 2, cell - 2);
     }
     state.geom = {room: room, cell: cell, T: T};
+    canvas._geom = state.geom;                                  /* tests read where the rows are */
   }
   function pickAt(event) {
     if (!state.geom || !state.pick) return;
     var rect = canvas.getBoundingClientRect(), g = state.geom;
-    var scale = rect.width / (g.room + g.T * g.cell + 8);
+    var scale = rect.height / (g.room + g.T * g.cell + 8);      /* rows: the vertical scale, whatever the width */
     var y = (event.clientY - rect.top) / scale - g.room;
     var i = Math.floor(y / g.cell);
     if (i >= 0 && i < g.T && i !== state.query) state.pick(i, event.type === "click");
