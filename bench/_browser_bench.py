@@ -15,9 +15,10 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 #: name -> ((width, height) in CSS px, CPU throttling rate): a desktop, a phone, a mid-range phone.
 SETTINGS = {"desktop 1280 px": ((1280, 900), 1), "phone 390 px": ((390, 844), 1),
             "phone 390 px, CPU 4x slower": ((390, 844), 4)}
-#: Records every main-thread task of 50 ms or more (the Long Tasks API) into window.__long.
+#: Records every main-thread task of 50 ms or more (the Long Tasks API) into window.__long as
+#: [start, duration] pairs (ms), so that a bench can say which step of a path each one fell in.
 LONG_TASKS = """() => { window.__long = []; new PerformanceObserver(l => l.getEntries().forEach(
-  e => window.__long.push(e.duration))).observe({type: 'longtask'}); }"""
+  e => window.__long.push([e.startTime, e.duration]))).observe({type: 'longtask'}); }"""
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):

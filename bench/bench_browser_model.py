@@ -97,7 +97,7 @@ READER_PATH = """async (text) => {
   await until(() => q('status').textContent.startsWith('Ran'));
   q('ablate').click();
   await until(() => q('ablation').hasAttribute('data-change'));
-  return Math.max(0, ...window.__long); }"""
+  return Math.max(0, ...window.__long.map(e => e[1])); }"""
 
 
 def main() -> None:
