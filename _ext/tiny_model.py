@@ -9,7 +9,7 @@ and the one-layer control, exported to ONNX at build time and shipped with the s
    exported checkpoint's weights are kept as ``_build/tiny/<name>.pt``
    (``TinyTransformer.load`` reads them).
 2. ``html-page-context``: every page gets ``<meta name="attnlib-tiny-bytes">`` (the download
-   size the lab's button states).
+   size the lab's button states: the 17 models and the runtime).
 3. ``build-finished``: copies the ``.onnx`` files, ``tiny.json``, the worker
    (``attnlib/static/tiny_worker.js`` as ``worker.js``) and ``worker_common.js`` into
    ``_static/tiny/``.
@@ -24,6 +24,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "attnlib" / "static"
 SCRIPTS = {"worker.js": STATIC / "tiny_worker.js", "worker_common.js": STATIC / "worker_common.js"}
+
+
+def first_use_bytes(info: dict) -> int:
+    """What the circuit lab's first Load downloads: the 17 models and the runtime."""
+    from browser_model import runtime_bytes          # _ext/ is on the path of local extensions
+    return sum(m["bytes"] for m in info["models"]) + runtime_bytes()
 
 
 def _export(app) -> None:
@@ -41,7 +47,7 @@ def _meta(app, pagename, templatename, context, doctree) -> None:
     info = getattr(app, "attnlib_tiny_info", None)
     if info is None:
         return
-    size = sum(m["bytes"] for m in info["models"])
+    size = first_use_bytes(info)
     context["metatags"] = context.get("metatags", "") + f'\n<meta name="attnlib-tiny-bytes" content="{size}">'
 
 

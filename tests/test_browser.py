@@ -128,14 +128,38 @@ class Visit:
         self.context.close()
 
 
-def exercise_ext():
-    """_ext/exercise_pages.py as a module (its write_assets puts the page's checker in a site)."""
+def ext(name: str):
+    """A module of _ext/ (the book's Sphinx extensions), loaded as Jupyter Book loads it (with
+    _ext/ on the path)."""
     import importlib.util
+    import sys
 
-    spec = importlib.util.spec_from_file_location("exercise_pages", ROOT / "_ext" / "exercise_pages.py")
+    if str(ROOT / "_ext") not in sys.path:
+        sys.path.insert(0, str(ROOT / "_ext"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "_ext" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def exercise_ext():
+    """_ext/exercise_pages.py as a module (its write_assets puts the page's checker in a site)."""
+    return ext("exercise_pages")
+
+
+def downloaded_bytes(context, page, call: str) -> int:
+    """Run ``call`` (JavaScript that loads an in-page model) in a fresh ``context`` and return the
+    bytes of every response body it received (the page's and its worker's)."""
+    finished = []
+    context.on("requestfinished", lambda request: finished.append(request))
+    page.evaluate(call)
+    page.wait_for_timeout(300)                       # the last response events
+    total = 0
+    for q in finished:
+        if q.url.endswith((".onnx", ".wasm", ".mjs", ".min.js", "vocab.txt")):
+            body = q.sizes()["responseBodySize"]
+            total += body if body > 0 else len(q.response().body())
+    return total
 
 
 # JavaScript helpers evaluated in the page.

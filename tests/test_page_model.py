@@ -25,7 +25,7 @@ from attnlib.exercises import check, ch08
 from attnlib.exercises.page import render_html
 from attnlib.exercises.widgets import model_answer
 
-from test_browser import Visit, browser, exercise_ext, serve  # noqa: F401  (fixture)
+from test_browser import Visit, browser, downloaded_bytes, exercise_ext, ext, serve  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = 2e-3            # the issue's bound for held-out sentences (float16 weights)
@@ -52,10 +52,10 @@ def site(tmp_path_factory):
     shutil.copyfile(ROOT / "attnlib" / "static" / "worker_common.js", model_dir / "worker_common.js")
     shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     lab = xp.model_lab(*corpus.PAIR, mode="minimal", layer=0, head=2)
-    size = info["files"]["encoder.onnx"]["bytes"] + info["files"]["vocab.txt"]["bytes"]
+    size = ext("browser_model").first_use_bytes(info)                # what the book's pages state
     # the sentence exercises graded in the page, as the book serves them (Pyodide + graders)
-    ext = exercise_ext()
-    ext.write_assets(folder / "_static")
+    pages_ext = exercise_ext()
+    pages_ext.write_assets(folder / "_static")
     (folder / "_static" / "vendor" / "pyodide").symlink_to(ROOT / "_static" / "vendor" / "pyodide", target_is_directory=True)
     exercises = "".join(render_html(8, name) for name in ("break_previous", "flip_pair"))
     page = (f'<!DOCTYPE html>\n<html lang="en" data-content_root="../"><head><meta charset="utf-8">'
@@ -167,6 +167,23 @@ def test_lab_runs_a_readers_minimal_pair_and_ablation(lab):
     assert lab.errors == [] and lab.external == []
 
 
+def test_in_pair_mode_the_ablation_names_the_pairs_sentence_vector(lab):
+    """Issue 38 item 5: with a sentence pair (one input) the readout said "sentence A's sentence
+    vector"; it measures the pair's."""
+    page = lab.page
+    root = "#" + page.get_attribute(".attnlib-xp[data-kind=model]", "id")
+    page.check(f"{root} [data-role=mode-pair]")
+    page.fill(f"{root} [data-role=text-a]", "Where is the station?")
+    page.fill(f"{root} [data-role=text-b]", "It is two streets away.")
+    page.click(f"{root} [data-role=run]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Ran')")
+    page.click(f"{root} [data-role=ablate]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=ablation]').textContent.includes('ranks')")
+    text = page.inner_text(f"{root} [data-role=ablation]")
+    assert "the pair's sentence vector" in text and "sentence A's" not in text
+    page.check(f"{root} [data-role=mode-one]")
+
+
 @pytest.mark.parametrize("hostile, message", [
     (" " * 40, "empty"),
     ("word " * 2000, "512"),
@@ -261,6 +278,18 @@ def test_a_failed_download_says_so_and_keeps_the_precomputed_views(browser, site
     visit.close()
 
 
+def test_the_load_button_states_what_first_use_downloads(browser, site):  # noqa: F811
+    """Issue 38 item 5: the button said 45.9 MB while first use fetched 60.3 MB (the runtime was
+    left out).  The stated size, the one the book's pages carry, is what a fresh page receives."""
+    visit = Visit(browser, site["url"] + "lab.html")
+    label = visit.page.inner_text(".attnlib-xp[data-kind=model] [data-role=load]")
+    stated = int(visit.page.get_attribute('meta[name="attnlib-model-bytes"]', "content"))
+    got = downloaded_bytes(visit.context, visit.page, "() => window.attnlibModel.load()")
+    assert abs(got - stated) <= 0.005 * stated, (got, stated)
+    assert f"({stated / 1e6:.1f} MB, once)" in label and stated > 55e6
+    visit.close()
+
+
 def test_lab_says_why_it_cannot_load_in_a_notebook_or_from_a_file(browser, site):  # noqa: F811
     visit = Visit(browser, site["url"] + "notebook.html")
     root = "#" + visit.page.get_attribute(".attnlib-xp[data-kind=model]", "id")
@@ -325,8 +354,7 @@ def themed(site):
     folder = site["folder"]
     shutil.copy(theme_css(), folder / "_static" / "theme.css")
     shutil.copy(ROOT / "_static" / "course-layout.css", folder / "_static" / "course-layout.css")   # the book's own layout
-    info = site["info"]
-    size = info["files"]["encoder.onnx"]["bytes"] + info["files"]["vocab.txt"]["bytes"]
+    size = ext("browser_model").first_use_bytes(site["info"])
     for theme in ("light", "dark"):
         (folder / "chapters" / f"{theme}-column.html").write_text(
             f'<!DOCTYPE html><html lang="en" data-theme="{theme}" data-content_root="../"><head><meta charset="utf-8">'

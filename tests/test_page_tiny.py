@@ -25,7 +25,7 @@ from attnlib.exercises import ch06, check
 from attnlib.exercises.page import render_html
 from attnlib.transformer import TinyTransformer, run
 
-from test_browser import Visit, browser, exercise_ext, serve  # noqa: F401  (fixture)
+from test_browser import Visit, browser, downloaded_bytes, exercise_ext, ext, serve  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = circuit_lab.BUILD_TOLERANCE
@@ -44,10 +44,10 @@ def site(tmp_path_factory):
     shutil.copyfile(ROOT / "attnlib" / "static" / "worker_common.js", tiny / "worker_common.js")
     shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     lab = xp.circuit_lab()
-    size = sum(m["bytes"] for m in info["models"])
+    size = ext("tiny_model").first_use_bytes(info)                   # what the book's pages state
     # the lab's two exercises, graded in the page as the book serves them (Pyodide + graders)
-    ext = exercise_ext()
-    ext.write_assets(folder / "_static")
+    pages_ext = exercise_ext()
+    pages_ext.write_assets(folder / "_static")
     (folder / "_static" / "vendor" / "pyodide").symlink_to(ROOT / "_static" / "vendor" / "pyodide", target_is_directory=True)
     exercises = "".join(render_html(6, name) for name in LAB_EXERCISES)
     page = (f'<!DOCTYPE html>\n<html lang="en" data-content_root="../"><head><meta charset="utf-8">'
@@ -380,4 +380,14 @@ def test_axe_finds_nothing_in_the_loaded_lab_with_its_tables(browser, site, widt
     page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Patched')")
     violations = Axe().run(page, context=root, options=AXE_OPTIONS).response["violations"]
     assert violations == [], [(v["id"], v["impact"], v["nodes"][0]["target"]) for v in violations]
+    visit.close()
+
+
+def test_the_load_button_states_what_first_use_downloads(browser, site):  # noqa: F811
+    visit = Visit(browser, site["url"] + "lab.html")
+    label = visit.page.inner_text(f"{_root(visit.page)} [data-role=load]")
+    stated = int(visit.page.get_attribute('meta[name="attnlib-tiny-bytes"]', "content"))
+    got = downloaded_bytes(visit.context, visit.page, "() => window.attnlibTiny.load()")
+    assert abs(got - stated) <= 0.005 * stated, (got, stated)
+    assert f"({stated / 1e6:.1f} MB, once)" in label and stated > 14e6        # the models and the runtime
     visit.close()

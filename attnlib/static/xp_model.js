@@ -399,8 +399,9 @@ function view(root, data, uid) {
     var rank = sorted.length - sorted.lastIndexOf(mine);
     var median = sorted[Math.floor(sorted.length / 2)];
     var maxIdx = a.change.indexOf(sorted[sorted.length - 1]);
-    ablOut.textContent = "Switching off layer " + s.layer + " head " + s.head + " (its output set to zero) moves sentence A's " +
-      "sentence vector by a cosine distance of " + fmt(mine, 4) + ". Reference scale, the same for each of the " +
+    var whose = s.mode === "pair" ? "the pair's sentence vector ([CLS] A [SEP] B [SEP], one input)" : "sentence A's sentence vector";
+    ablOut.textContent = "Switching off layer " + s.layer + " head " + s.head + " (its output set to zero) moves " + whose +
+      " by a cosine distance of " + fmt(mine, 4) + ". Reference scale, the same for each of the " +
       sorted.length + " heads: median " + fmt(median, 4) + ", largest " + fmt(sorted[sorted.length - 1], 4) +
       " (layer " + Math.floor(maxIdx / H) + " head " + (maxIdx % H) + "). This head ranks " + rank + " of " +
       sorted.length + " (" + a.source + ").";
