@@ -70,7 +70,11 @@ _BOX = ('<div class="attnlib-bertviz" role="region" tabindex="0" aria-label="{na
 # A page's own "svg { max-width: 100% }" (the book's theme, JupyterLab) would squeeze the model
 # view's 970 px drawing, which has no viewBox, into the column and cut off every head beyond
 # the fourth: inside the box the drawing keeps its own width and the box scrolls.
-_STYLE = "<style>.attnlib-bertviz svg { max-width: none !important; }</style>"
+# The box is the one that scrolls: a page that makes bertviz's own div a scroll container (the
+# book's layout does, for views without the box) would leave the focused box with nothing to
+# scroll and the arrow keys doing nothing (issue 38 item 6).
+_STYLE = ("<style>.attnlib-bertviz svg { max-width: none !important; } "
+          ".attnlib-bertviz div[id^='bertviz-'] { overflow: visible !important; max-width: none !important; }</style>")
 _CUE = ('<p class="attnlib-bertviz-cue" style="font-size:0.9em;margin:0 0 0.3em">'
         'The view may be wider than the page: scroll it sideways (swipe, or Tab to it and use the arrow '
         'keys) to see every head.</p>')

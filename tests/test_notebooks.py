@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import make_notebooks as mk  # noqa: E402
 import notebook_launch  # noqa: E402
+from test_browser import browser  # noqa: E402,F401  (fixture)
 
 CDN = re.compile(r"cdn\.|unpkg|jsdelivr|cdnjs|<script[^>]*\bsrc\s*=\s*[\"']?(?:https?:)?//", re.I)
 
@@ -275,6 +276,38 @@ def test_bertviz_library_copies_match_the_books():
     for name, file in (("d3", "d3/d3.min.js"), ("jquery", "jquery/jquery.min.js")):
         ours = (ROOT / "attnlib" / "static" / Path(file).name).read_bytes()
         assert ours == (ROOT / "_static" / "vendor" / file).read_bytes(), f"attnlib/static's {name} differs from the book's"
+
+
+def test_a_wide_bertviz_view_scrolls_with_the_arrow_keys_in_the_books_layout(bertviz_views, browser, tmp_path):  # noqa: F811
+    """Issue 38 item 6: in the book's layout bertviz's own div scrolled, not the focusable box the
+    note tells a keyboard reader to use, so the arrow keys moved nothing and 8 of 12 heads stayed
+    off-screen on a phone.  The model view, at 390 px in the book's CSS: Tab to it, press the
+    right arrow, and it scrolls."""
+    from test_browser import Visit, serve
+    from attnlib.bertviz_offline import externalise
+    folder = tmp_path / "bv"
+    (folder / "_static" / "vendor").mkdir(parents=True)
+    for lib in ("d3", "jquery"):
+        shutil.copytree(ROOT / "_static" / "vendor" / lib, folder / "_static" / "vendor" / lib)
+    shutil.copy(ROOT / "_static" / "course-layout.css", folder / "_static" / "course-layout.css")
+    view = externalise(bertviz_views[1].html, lambda p: "_static/" + p)
+    (folder / "index.html").write_text(
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>bertviz</title>'
+        '<link rel="stylesheet" href="_static/course-layout.css"></head><body><main class="bd-article">'
+        f'<div class="cell_output"><div class="output text_html">{view}</div></div></main></body></html>', encoding="utf-8")
+    visit = Visit(browser, serve(str(folder)) + "index.html")
+    page = visit.page
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_function("() => document.querySelector('.attnlib-bertviz svg')")
+    box = ".attnlib-bertviz"
+    wide, shown = page.evaluate(f"() => {{ const b = document.querySelector('{box}'); return [b.scrollWidth, b.clientWidth]; }}")
+    assert wide > shown + 200, (wide, shown)                    # the box itself holds the overflow
+    page.focus(box)
+    for _ in range(5):
+        page.keyboard.press("ArrowRight")
+    page.wait_for_timeout(300)
+    assert page.evaluate(f"() => document.querySelector('{box}').scrollLeft") > 0
+    visit.close()
 
 
 def test_offline_html_refuses_unknown_layouts():
