@@ -22,6 +22,7 @@ import torch
 
 from . import encoder, evidence
 from ._xp_html import Explorable, render, standalone_page
+from .exercises.core import CLOSE_CALL
 from .devices import as_tensor
 from .geometry import convex_hull_2d
 
@@ -549,6 +550,7 @@ def model_lab(text: str, text_b: str | None = None, *, mode: str = "one", layer:
         "runs": [{"tokens": r.tokens, "typeIds": r.token_type_ids.tolist(), "sentenceBStart": r.sentence_b_start,
                   "attentions": _rounded(r.stacked("pattern"))} for r in runs],
         "ablation": None if change is None else {"text": None, "change": _rounded(change, 6)},
+        "close_call": CLOSE_CALL,           # the minimal-pair rule the flip_pair exercise grades with
         "lift": {"offsets": [int(o) for o in lift_offsets], "values": _rounded(lifts, 3),
                  "n_texts": len(evidence.reference_sentences())},
     }

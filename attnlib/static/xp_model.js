@@ -66,6 +66,12 @@ function lift(rows, tokens, offset) {
   return n ? sum / n : null;
 }
 function argmax(row) { var k = 0; for (var j = 1; j < row.length; j++) if (row[j] > row[k]) k = j; return k; }
+/* The strongest key of a row, its weight and its lead over the runner-up (attnlib.exercises.core.strongest). */
+function strongestKey(row) {
+  var k = argmax(row), second = null;
+  for (var j = 0; j < row.length; j++) if (j !== k && (second === null || row[j] > second)) second = row[j];
+  return {k: k, w: row[k], margin: row[k] - (second === null ? 0 : second)};
+}
 /* The n keys with the largest weights, leaving out weights under 0.005 (they round to 0.00)
  * except the first. */
 function topKeys(row, tokens, n) {
@@ -362,7 +368,11 @@ function view(root, data, uid) {
     /* minimal pair: per aligned query, strongest key in A and in B */
     while (pairTable.firstChild) pairTable.removeChild(pairTable.firstChild);
     if (two) {
-      var B = s.runs[1], rowsB = rowsOf(B), flips = 0;
+      /* one rule with the flip_pair exercise's grader (attnlib.exercises.ch08.check_flip_pair): a
+       * shared query changes when its strongest key is not the partner of A's, and a change by less
+       * than close_call in either run is too close to call (shown, not counted) */
+      var B = s.runs[1], rowsB = rowsOf(B), flips = 0, close = 0, cc = data.close_call, partner = {};
+      al.forEach(function (p) { partner[p[0]] = p[1]; });
       var table = el("table", {"class": "xp-pair"});
       table.appendChild(el("caption", null, "Minimal pair, layer " + s.layer + " head " + s.head +
                                              ": strongest key of each query the two sentences share"));
@@ -370,17 +380,22 @@ function view(root, data, uid) {
       ["query", "strongest key in A", "strongest key in B"].forEach(function (h) { head.appendChild(el("th", {scope: "col"}, h)); });
       table.appendChild(head);
       al.forEach(function (p) {
-        var ka = argmax(rowsA[p[0]]), kb = argmax(rowsB[p[1]]);
-        var changed = A.tokens[ka] !== B.tokens[kb];
+        var sa = strongestKey(rowsA[p[0]]), sb = strongestKey(rowsB[p[1]]), ka = sa.k, kb = sb.k;
+        var moved = partner[ka] !== kb, tooClose = moved && Math.min(sa.margin, sb.margin) < cc;
+        var changed = moved && !tooClose;
         if (changed) flips++;
+        if (tooClose) close++;
         var tr = el("tr", changed ? {"class": "xp-changed"} : null);
         tr.appendChild(el("th", {scope: "row"}, A.tokens[p[0]]));
         tr.appendChild(el("td", null, A.tokens[ka] + " " + fmt(rowsA[p[0]][ka], 2)));
-        tr.appendChild(el("td", null, B.tokens[kb] + " " + fmt(rowsB[p[1]][kb], 2) + (changed ? " (changed)" : "")));
+        tr.appendChild(el("td", null, B.tokens[kb] + " " + fmt(rowsB[p[1]][kb], 2) +
+                                      (changed ? " (changed)" : tooClose ? " (too close to call)" : "")));
         table.appendChild(tr);
       });
       var note = el("p", {"class": "xp-hint", "data-role": "pair-summary"},
-                    flips + " of " + al.length + " shared queries change their strongest key.");
+                    flips + " of " + al.length + " shared queries change their strongest key" +
+                    (close ? "; " + close + " more " + (close === 1 ? "changes" : "change") + " by less than " + cc +
+                             " between the two strongest keys, too close to call (the exercise counts them the same way)" : "") + ".");
       pairTable.appendChild(note);
       var scroll = el("div", {"class": "xp-scroll", tabindex: "0", role: "region", "aria-label": "minimal pair table"});
       scroll.appendChild(table);
