@@ -245,7 +245,7 @@ def test_table_reading_follows_both_scores():
 
 def test_patching_table_accepts_the_reading_of_the_two_numbers():
     fb = check_patching_table(TABLE_OPTIONS[3], PATCH_DATA)
-    assert fb.correct and "L0 H1" in fb.message and "restores 0.00" in fb.message and "keeps 1.01" in fb.message
+    assert fb.correct and "L0 H1" in fb.message and "closes 0.00" in fb.message and "keeps 1.01" in fb.message
     assert "from 2.57 to 5.37 nats" in fb.message and "serves the where" in fb.message    # the ablation disagrees
     assert "L1 H0: 0.59 in denoising, 0.41 in noising" in fb.message
     # the contrast with the ablation is said only where the ablation found the head important
@@ -253,9 +253,9 @@ def test_patching_table_accepts_the_reading_of_the_two_numbers():
 
 
 @pytest.mark.parametrize("option, fragments", [
-    (TABLE_OPTIONS[0], ["it restores 0.00", "still keeps 1.01", "near 1 means that nothing was lost",
+    (TABLE_OPTIONS[0], ["it closes 0.00", "still keeps 1.01", "near 1 means that nothing was lost",
                         "carries the difference by itself"]),
-    (TABLE_OPTIONS[1], ["it restores 0.00", "A component with a backup scores high in denoising"]),
+    (TABLE_OPTIONS[1], ["it closes 0.00", "A component with a backup scores high in denoising"]),
     (TABLE_OPTIONS[2], ["still keeps 1.01", "near 1 means that nothing was lost", "scores low in both tables"]),
 ])
 def test_patching_table_says_why_each_wrong_reading_does_not_follow(option, fragments):
@@ -264,7 +264,7 @@ def test_patching_table_says_why_each_wrong_reading_does_not_follow(option, frag
     for fragment in fragments:
         assert fragment in fb.message, (fragment, fb.message)
     if option != TABLE_OPTIONS[0]:      # a reading that gets one half right is told only about the other half
-        assert ("it restores" in fb.message) != ("still keeps" in fb.message)
+        assert ("it closes" in fb.message) != ("still keeps" in fb.message)
 
 
 def test_patching_table_follows_the_data():
@@ -272,9 +272,9 @@ def test_patching_table_follows_the_data():
         data = _with_prev(den, noi)
         verdicts = [check_patching_table(o, data).correct for o in TABLE_OPTIONS]
         assert verdicts == [i == option for i in range(4)], (den, noi, verdicts)
-    # a head that is sufficient: the reader who says "not sufficient" is told it restores at least half
+    # a head that is sufficient: the reader who says "not sufficient" is told it closes at least half of the gap
     fb = check_patching_table(TABLE_OPTIONS[3], _with_prev(0.9, 0.95))
-    assert not fb.correct and "restores 0.90" in fb.message and "at least half" in fb.message
+    assert not fb.correct and "closes 0.90" in fb.message and "at least half" in fb.message
     fb = check_patching_table(TABLE_OPTIONS[3], _with_prev(0.1, 0.1))
     assert not fb.correct and "keeps only 0.10" in fb.message
 
@@ -365,6 +365,9 @@ def test_copy_wrong_names_what_the_sequence_lacks():
     assert not no_repeat.correct and "nothing to copy" in no_repeat.message
     only_right = check(6, "copy_wrong", _lab_answer(["a", "b", "a", "b"], [3, 3, 1.0], [3, 3, 2.0]), LAB)
     assert not only_right.correct and "copying is right" in only_right.message and "+1.00" in only_right.message
+    assert "the head helps" in only_right.message
+    lower = check(6, "copy_wrong", _lab_answer(["a", "b", "a", "b"], [3, 3, 2.0], [3, 3, 1.5]), LAB)
+    assert not lower.correct and "-0.50" in lower.message and "the head helps" not in lower.message
 
 
 def test_feeder_matters_compares_the_two_links_on_copyable_words():
@@ -377,6 +380,10 @@ def test_feeder_matters_compares_the_two_links_on_copyable_words():
     assert right_.correct and "+1.50" in right_.message and "+1.00" in right_.message
     wrong_ = check(6, "feeder_matters", _lab_answer(words, [3.0] * 4 + [1.0] * 3, [3.0] * 4 + [2.5] * 3, ind), LAB)
     assert not wrong_.correct and "the induction head matters more" in wrong_.message
+    # both switches lower the loss: the feeder "matters more" only by falling less, which is not mattering
+    neither = check(6, "feeder_matters", _lab_answer(words, [3.0] * 4 + [1.0] * 3, [3.0] * 4 + [0.5] * 3,
+                                                     [3.0] * 4 + [0.9] * 3), LAB)
+    assert not neither.correct and "does not raise it" in neither.message
     few = check(6, "feeder_matters", _lab_answer(["a", "b", "a", "b"], [1, 1, 1], [1, 1, 1]), LAB)
     assert not few.correct and "at least 3" in few.message
 

@@ -34,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import make_notebooks as mk  # noqa: E402
 import notebook_launch  # noqa: E402
-from test_browser import browser  # noqa: E402,F401  (fixture)
 
 CDN = re.compile(r"cdn\.|unpkg|jsdelivr|cdnjs|<script[^>]*\bsrc\s*=\s*[\"']?(?:https?:)?//", re.I)
 
@@ -278,12 +277,13 @@ def test_bertviz_library_copies_match_the_books():
         assert ours == (ROOT / "_static" / "vendor" / file).read_bytes(), f"attnlib/static's {name} differs from the book's"
 
 
-def test_a_wide_bertviz_view_scrolls_with_the_arrow_keys_in_the_books_layout(bertviz_views, browser, tmp_path):  # noqa: F811
+def test_a_wide_bertviz_view_scrolls_with_the_arrow_keys_in_the_books_layout(bertviz_views, tmp_path):
     """Issue 38 item 6: in the book's layout bertviz's own div scrolled, not the focusable box the
     note tells a keyboard reader to use, so the arrow keys moved nothing and 8 of 12 heads stayed
     off-screen on a phone.  The model view, at 390 px in the book's CSS: Tab to it, press the
     right arrow, and it scrolls."""
-    from test_browser import Visit, serve
+    from playwright.sync_api import sync_playwright
+    from test_browser import FLAGS, Visit, find_chromium, serve
     from attnlib.bertviz_offline import externalise
     folder = tmp_path / "bv"
     (folder / "_static" / "vendor").mkdir(parents=True)
@@ -295,19 +295,22 @@ def test_a_wide_bertviz_view_scrolls_with_the_arrow_keys_in_the_books_layout(ber
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>bertviz</title>'
         '<link rel="stylesheet" href="_static/course-layout.css"></head><body><main class="bd-article">'
         f'<div class="cell_output"><div class="output text_html">{view}</div></div></main></body></html>', encoding="utf-8")
-    visit = Visit(browser, serve(str(folder)) + "index.html")
-    page = visit.page
-    page.set_viewport_size({"width": 390, "height": 844})
-    page.wait_for_function("() => document.querySelector('.attnlib-bertviz svg')")
-    box = ".attnlib-bertviz"
-    wide, shown = page.evaluate(f"() => {{ const b = document.querySelector('{box}'); return [b.scrollWidth, b.clientWidth]; }}")
-    assert wide > shown + 200, (wide, shown)                    # the box itself holds the overflow
-    page.focus(box)
-    for _ in range(5):
-        page.keyboard.press("ArrowRight")
-    page.wait_for_timeout(300)
-    assert page.evaluate(f"() => document.querySelector('{box}').scrollLeft") > 0
-    visit.close()
+    with sync_playwright() as p:                                 # as the other bertviz tests here: its own browser
+        browser = p.chromium.launch(executable_path=find_chromium(), args=FLAGS, headless=True)
+        visit = Visit(browser, serve(str(folder)) + "index.html")
+        page = visit.page
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.wait_for_function("() => document.querySelector('.attnlib-bertviz svg')")
+        box = ".attnlib-bertviz"
+        wide, shown = page.evaluate(f"() => {{ const b = document.querySelector('{box}'); return [b.scrollWidth, b.clientWidth]; }}")
+        assert wide > shown + 200, (wide, shown)                    # the box itself holds the overflow
+        page.focus(box)
+        for _ in range(5):
+            page.keyboard.press("ArrowRight")
+        page.wait_for_timeout(300)
+        assert page.evaluate(f"() => document.querySelector('{box}').scrollLeft") > 0
+        visit.close()
+        browser.close()
 
 
 def test_offline_html_refuses_unknown_layouts():

@@ -414,7 +414,8 @@ def patching_data() -> dict:
 
 # ----------------------------------------------------------------------------- patching_table
 #: A denoising score at least this large reads "sufficient"; a noising score at most this large
-#: reads "necessary" (the clean logit difference restored, or kept, at least half / at most half).
+#: reads "necessary" (at least half of the gap between the corrupted and the clean logit difference
+#: closed by denoising; at most half of it kept by noising).
 HALF = 0.5
 
 TABLE_OPTIONS = (
@@ -428,7 +429,7 @@ TABLE_OPTIONS = (
 _TABLE_PATTERN = {
     TABLE_OPTIONS[0]: "A component that carries the difference by itself scores near 1 in denoising and near 0 "
                       "in noising.",
-    TABLE_OPTIONS[1]: "A component with a backup scores high in denoising (alone, it restores the behaviour) and "
+    TABLE_OPTIONS[1]: "A component with a backup scores high in denoising (alone, it closes the gap) and "
                       "near 1 in noising (without it, the backup does the job).",
     TABLE_OPTIONS[2]: "A component that is needed but not enough scores low in both tables: take it away and the "
                       "behaviour goes, give it back alone and the behaviour still needs the others.",
@@ -458,9 +459,10 @@ def check_patching_table(answer, data: dict | None = None):
     label, den, noi = data["labels"][i], data["denoising"][i], data["noising"][i]
     correct = table_reading(den, noi)
     sufficient, necessary = _claims(correct)
-    says = (f"{label}: its clean output alone, patched into the corrupted run, restores {den:.2f} of the clean "
-            f"logit difference (denoising; {'sufficient: 0.5 or more' if sufficient else 'not sufficient: under 0.5'}), "
-            f"and with its corrupted output the clean run keeps {noi:.2f} of it "
+    says = (f"{label}: its clean output alone, patched into the corrupted run, closes {den:.2f} of the gap between "
+            f"the corrupted and the clean logit difference (denoising; "
+            f"{'sufficient: 0.5 or more' if sufficient else 'not sufficient: under 0.5'}), "
+            f"and with its corrupted output the clean run keeps {noi:.2f} of that gap "
             f"(noising; {'necessary: 0.5 or less' if necessary else 'not necessary: over 0.5'}).")
     right_message = says
     rise = data["without_prev"] - data["intact"]
@@ -479,19 +481,19 @@ def check_patching_table(answer, data: dict | None = None):
         claim_suff, claim_nec = _claims(option)
         parts = []
         if claim_suff and not sufficient:
-            parts.append(f"Sufficient would need its clean output alone to restore at least half of the clean logit "
-                         f"difference in the corrupted run (a denoising score of 0.5 or more); it restores {den:.2f}.")
+            parts.append(f"Sufficient would need its clean output alone to close at least half of the gap between the "
+                         f"corrupted and the clean logit difference (a denoising score of 0.5 or more); it closes {den:.2f}.")
         if not claim_suff and sufficient:
-            parts.append(f"Its clean output alone restores {den:.2f} of the clean logit difference in the corrupted "
-                         "run (denoising): at least half, which is what sufficient means here.")
+            parts.append(f"Its clean output alone closes {den:.2f} of the gap between the corrupted and the clean logit "
+                         "difference (denoising): at least half, which is what sufficient means here.")
         if claim_nec and not necessary:
             parts.append(f"Necessary would need the noising score to fall to 0.5 or less; with its corrupted output "
-                         f"the clean run still keeps {noi:.2f} of the clean logit difference. In noising, a score "
+                         f"the clean run still keeps {noi:.2f} of the gap. In noising, a score "
                          "near 1 means that nothing was lost.")
         if not claim_nec and necessary:
-            parts.append(f"With its corrupted output the clean run keeps only {noi:.2f} of the clean logit "
-                         "difference (noising): losing the head loses at least half, which is what necessary "
-                         "means here.")
+            parts.append(f"With its corrupted output the clean run keeps only {noi:.2f} of the gap between the "
+                         "corrupted and the clean logit difference (noising): losing the head loses at least half, "
+                         "which is what necessary means here.")
         feedback[option] = " ".join(parts + [_TABLE_PATTERN[option]])
     return grade_choice(answer, TABLE_OPTIONS, correct, right_message, feedback,
                         hint="Denoising asks whether the head is enough (near 1: yes); noising asks whether it "
@@ -580,7 +582,7 @@ def check_predict_patch(answer, data: dict | None = None):
                            f"induction head {data['labels'][data['ind_head']]} (noising "
                            f"{data['noising'][data['ind_head']]:.2f})."),
         PATCH_OPTIONS[3]: (" Noising reads the other way round from denoising: near 1 means that nothing was lost. "
-                           "A site that restores the whole difference when patched in can take all of it away when "
+                           "A site that closes the whole gap when patched in can take all of it away when "
                            "patched out."),
     }
     feedback = {o: _PATCH_MEANING[i] + tips[o] + " " + measured + why
@@ -692,8 +694,9 @@ def check_copy_wrong(answer, data: dict | None = None):
     if not any(other):
         if any(same):
             delta = _mean(loss["induction_off"], same) - _mean(loss["intact"], same)
-            return wrong(f"Every repeated word here is followed by what followed it before, so copying is right, and "
-                         f"switching head {head} off raises those words' loss by {delta:+.2f} nats: the head helps.",
+            return wrong(f"Every repeated word here is followed by what followed it before, so copying is right; "
+                         f"switching head {head} off changes those words' mean loss by {delta:+.2f} nats"
+                         + (": the head helps." if delta > 0 else "."),
                          hint="Repeat a word, but follow it with a different word the second time.")
         return wrong(f"No word of your {len(words)} occurs twice before the end, so head {head} has nothing to copy.",
                      hint="Repeat a stretch of words, then change the word after the repeat.")
@@ -707,9 +710,9 @@ def check_copy_wrong(answer, data: dict | None = None):
                      f"whether that helps depends on the text. The chapter found the same on real text: the head hurts "
                      f"where copying is wrong.")
     return wrong(f"On the {n} word{'s' if n > 1 else ''} where copying is wrong, switching head {head} off changes "
-                 f"the loss by {delta:+.2f} nats: here the head did not push the model toward the wrong copy.",
-                 hint="Make the earlier continuation a long, exact repeat: the longer the repeated stretch before "
-                      "the change, the more the head trusts its copy.")
+                 f"their mean loss by {delta:+.2f} nats: here the head did not push the model toward the wrong copy.",
+                 hint="Try repeating a longer exact stretch before the change, or other words: whether the head "
+                      "copies strongly depends on the sequence.")
 
 
 @checker
@@ -729,12 +732,16 @@ def check_feeder_matters(answer, data: dict | None = None):
     base = _mean(loss["intact"], same)
     d_ind = _mean(loss["induction_off"], same) - base
     d_prev = _mean(loss["previous_off"], same) - base
-    if d_prev > d_ind:
+    if d_prev > 0 and d_prev > d_ind:
         return right(f"On the {n} words copying predicts, switching off previous-token head {prev} raises the loss by "
                      f"{d_prev:+.2f} nats, more than switching off induction head {ind} ({d_ind:+.2f}). The induction "
                      f"head finds what to copy through the previous-token head's output (K-composition), so breaking "
                      f"the feeder breaks copying too; which link costs more depends on the sequence, so 'the most "
                      f"important head' is a claim about inputs, not about the model alone.")
+    if d_prev <= 0:
+        return wrong(f"On the {n} words copying predicts, switching off previous-token head {prev} changes their mean "
+                     f"loss by {d_prev:+.2f} nats: it does not raise it, so it cannot matter more here.",
+                     hint="Repeat a stretch of words: the previous-token head feeds the copy.")
     return wrong(f"On the {n} words copying predicts, switching off induction head {ind} raises the loss by "
                  f"{d_ind:+.2f} nats and previous-token head {prev} by {d_prev:+.2f}: here the induction head matters more.",
                  hint="Try other lengths of the repeated stretch, or other words: on some repeats the feeder matters more.")
@@ -752,14 +759,16 @@ define(6, "copy_wrong", kind="sentence", model="tiny", n_texts=1, data=lab_data,
        question=_lab_question(
            "At the end of training, head {ind} is the induction head (induction score {ind_score:.2f}). Write up to 32 "
            "words of the Gettysburg Address in which a word repeats but is followed by a <em>different</em> word the "
-           "second time, such that switching head {ind} off lowers the loss on that different word. Try it in the "
+           "second time, such that switching head {ind} off (zero ablation, at the last checkpoint) lowers the mean "
+           "loss on the words that follow a repeated word but differ from what followed it before. Try it in the "
            "circuit lab first."),
        grade=check_copy_wrong)
 define(6, "feeder_matters", kind="sentence", model="tiny", n_texts=1, data=lab_data,
        title="When the feeder matters more than the induction head",
        question=_lab_question(
            "Head {prev} of layer 0 is the previous-token head (score {prev_score:.2f}) and head {ind} of layer 1 the "
-           "induction head. Write a sequence (up to 32 words of the Gettysburg Address) with at least 3 words that "
-           "copying predicts, on which switching off head {prev} raises their mean loss <em>more</em> than switching "
-           "off head {ind}."),
+           "induction head. Write a sequence (up to 32 words of the Gettysburg Address) with at least 3 copyable words "
+           "(words whose preceding word occurred earlier, followed there by this same word), on which switching off "
+           "head {prev} raises their mean loss, and <em>more</em> than switching off head {ind} does (zero ablation, "
+           "at the last checkpoint)."),
        grade=check_feeder_matters)

@@ -189,7 +189,7 @@ function view(root, data, uid) {
   var meta = document.querySelector('meta[name="attnlib-tiny-bytes"]');
   var mb = meta ? (Number(meta.getAttribute("content")) / 1e6).toFixed(1) : null;
   var loadButton = el("button", {type: "button", "data-role": "load"},
-                      "Load the lab's 17 models in this page" + (mb ? " (" + mb + " MB, once)" : ""));
+                      "Load the lab's " + models.length + " models in this page" + (mb ? " (" + mb + " MB, once)" : ""));
   var progress = el("progress", {max: "1", value: "0", "data-role": "progress", hidden: "hidden", "aria-label": "downloading the models"});
   loadRow.appendChild(loadButton);
   loadRow.appendChild(progress);
@@ -330,7 +330,7 @@ function view(root, data, uid) {
     svg.appendChild(sv("text", {x: padL + 4, y: 14, "class": "ax-small"}, "best induction score of the last layer; dashed: uniform"));
     var here = m.control ? "the one-layer control: best induction score " + fmt(best(m), 2)
                          : "step " + m.step + ": best induction score of layer 1 " + fmt(best(m), 2);
-    svg.setAttribute("aria-label", "Induction score over training, 16 checkpoints; now " + here + " (uniform " + fmt(data.uniform_induction, 3) + ")");
+    svg.setAttribute("aria-label", "Induction score over training, " + twoLayer.length + " checkpoints; now " + here + " (uniform " + fmt(data.uniform_induction, 3) + ")");
     curve.textContent = "";
     curve.appendChild(svg);
     stepSlider.out.textContent = m.control ? "(control)" : m.step + " of " + maxStep;
@@ -460,9 +460,10 @@ function view(root, data, uid) {
       return b;
     }
     var bd = best(t.normalised.denoise.heads), bn = t.normalised.noise.heads;
-    lead.textContent = t.runs + " runs in " + fmt(t.ms, 0) + " ms.  Normalised scores: 1 = the clean behaviour, 0 = the corrupted one. " +
-      "Denoising (clean into corrupted: is it sufficient?) restores most with head " + bd.l + "." + bd.h + " (" + fmt(bd.v, 2) +
-      "); noising that head (corrupted into clean: is it necessary?) leaves " + fmt(bn[bd.l][bd.h], 2) + ".";
+    lead.textContent = t.runs + " runs in " + fmt(t.ms, 0) + " ms.  Normalised scores: 1 = the clean behaviour, 0 = the corrupted one (the share of the gap between them). " +
+      "Denoising (clean into corrupted: is it sufficient?): head " + bd.l + "." + bd.h + " alone closes the largest share of " +
+      "the gap, " + fmt(bd.v, 2) + "; noising that head (corrupted into clean: is it necessary?) keeps " +
+      fmt(bn[bd.l][bd.h], 2) + " of it.";
     tables.appendChild(lead);
     function table(title, rows, rowLabel, colLabels, role) {
       var wrap = el("div", {"class": "xp-scroll", tabindex: "0", role: "region", "aria-label": title, "data-role": role});
