@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import html
 
-from .core import (CLOSE_CALL, align_tokens, checker, grade_choice, head_key, parse_model_answer, parse_token,
+from .core import (CLOSE_CALL, checker, grade_choice, head_key, pair_flips, parse_model_answer, parse_token,
                    right, strongest, wrong)
 from .registry import define
 
@@ -328,7 +328,7 @@ def check_flip_pair(answer):
         return problem
     (ta, tb), key = (runs[0]["tokens"], runs[1]["tokens"]), head_key(*FLIP_HEAD)
     ra, rb = runs[0]["heads"][key], runs[1]["heads"][key]
-    aligned = align_tokens(ta, tb)
+    aligned, flips, close = pair_flips(ta, tb, ra, rb)
     changed = max(len(ta), len(tb)) - len(aligned)
     if changed == 0:
         return wrong("A and B are read as the same tokens: change one word.")
@@ -337,17 +337,6 @@ def check_flip_pair(answer):
             f"A and B differ in {changed} tokens ({len(ta)} and {len(tb)} tokens, {len(aligned)} shared). A minimal "
             "pair changes one thing, so that any change in the head can be put down to it.",
             hint="Change, add or remove a single word or punctuation mark (a long word may be several tokens).")
-    partner = dict(aligned)
-    flips, close = [], 0
-    for i, j in aligned:
-        ka, wa, ma = strongest(ra[i])
-        kb, wb, mb = strongest(rb[j])
-        if partner.get(ka) == kb:
-            continue
-        if min(ma, mb) < CLOSE_CALL:
-            close += 1
-            continue
-        flips.append((i, j, ka, wa, kb, wb))
     if flips:
         i, j, ka, wa, kb, wb = flips[0]
         return right(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 __all__ = [
     "Feedback", "right", "wrong", "checker", "parse_number", "parse_matrix",
     "parse_choice", "parse_token", "grade_choice", "grade_number", "as_plain",
-    "parse_model_answer", "head_key", "strongest", "align_tokens", "CLOSE_CALL", "excerpt", "EXCERPT_CHARS",
+    "parse_model_answer", "head_key", "strongest", "align_tokens", "pair_flips", "CLOSE_CALL", "excerpt", "EXCERPT_CHARS",
     "read_number", "Reading", "BYTE_UNITS",
 ]
 
@@ -580,6 +580,28 @@ def strongest(row) -> tuple:
     order = sorted(range(len(row)), key=lambda j: -row[j])
     second = row[order[1]] if len(order) > 1 else 0.0
     return order[0], row[order[0]], row[order[0]] - second
+
+
+def pair_flips(ta, tb, ra, rb) -> tuple:
+    """The one minimal-pair rule (the flip_pair grader and chapter 8's lab table): ``(aligned,
+    flips, close)`` for token lists ``ta``, ``tb`` and one head's weight rows ``ra``, ``rb``.
+    ``aligned`` is :func:`align_tokens`; a shared query changes when its strongest key in B is not
+    the partner of its strongest key in A; a change whose lead (:func:`strongest`) is under
+    :data:`CLOSE_CALL` in either run is too close to call and only counted in ``close``.
+    ``flips`` lists ``(i, j, key_a, weight_a, key_b, weight_b)``."""
+    aligned = align_tokens(ta, tb)
+    partner = dict(aligned)
+    flips, close = [], 0
+    for i, j in aligned:
+        ka, wa, ma = strongest(ra[i])
+        kb, wb, mb = strongest(rb[j])
+        if partner.get(ka) == kb:
+            continue
+        if min(ma, mb) < CLOSE_CALL:
+            close += 1
+            continue
+        flips.append((i, j, ka, wa, kb, wb))
+    return aligned, flips, close
 
 
 def align_tokens(a, b) -> list:
