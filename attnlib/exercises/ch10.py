@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import html
 import math
 
 from .core import checker, grade_number
@@ -72,11 +73,19 @@ def check_shifted_score(answer, data):
         hint="What happens to i - j when both positions grow by the same amount?")
 
 
+def _shifted_score_question(d: dict) -> str:
+    """The question as HTML: every value of the data is escaped (the page embeds the data as
+    JSON, which the HTML must not trust), and the score is formatted only when it is a number."""
+    e = lambda v: html.escape(str(v), quote=True)  # noqa: E731
+    score = f"{d['score']:.4f}" if isinstance(d["score"], (int, float)) else e(d["score"])
+    return (f"With rotary embeddings, the query \u201c{e(d['query'])}\u201d at position {e(d['i'])} and the "
+            f"key \u201c{e(d['key'])}\u201d at position {e(d['j'])} have the scaled score "
+            f"<b>{score}</b> (the encoder's layer {e(SHIFT['layer'])}, head {e(SHIFT['head'])}). Both tokens "
+            f"move {e(d['shift'])} positions to the right. What is their score now?")
+
+
 define(10, "shifted_score", kind="number", precision='Give it to 4 decimal places (graded within 0.0005, plus 0.1 % of the answer).', title="The score after a shift",
-       question=lambda d: (f"With rotary embeddings, the query \u201c{d['query']}\u201d at position {d['i']} and the "
-                           f"key \u201c{d['key']}\u201d at position {d['j']} have the scaled score "
-                           f"<b>{d['score']:.4f}</b> (the encoder's layer 0, head 3). Both tokens move "
-                           f"{d['shift']} positions to the right. What is their score now?"),
+       question=_shifted_score_question,
        grade=check_shifted_score, data=shifted_score_data, label="Score", placeholder="4 decimals")
 
 

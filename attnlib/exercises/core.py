@@ -24,7 +24,7 @@ __all__ = [
     "Feedback", "right", "wrong", "checker", "parse_number", "parse_matrix",
     "parse_choice", "parse_token", "grade_choice", "grade_number", "as_plain",
     "parse_model_answer", "head_key", "strongest", "align_tokens", "pair_flips", "CLOSE_CALL", "excerpt", "EXCERPT_CHARS",
-    "read_number", "Reading", "BYTE_UNITS",
+    "read_number", "Reading", "BYTE_UNITS", "COUNT_WORDS", "MAX_NUMBER_CHARS", "finite_real",
 ]
 
 #: Feedback quotes at most this many characters of a learner's answer (:func:`excerpt`).
@@ -132,10 +132,26 @@ _WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
     "sixteen seventeen eighteen nineteen".split())}
 _TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if i >= 2}
+#: Words a count may be followed by ("25 positions", "3 heads"): set aside, and said so in the
+#: note.  A whitelist, not any word: "27.5 percent" or "3 million" must not read as 27.5 or 3,
+#: and a single letter ("5 e") is never one.
+COUNT_WORDS = frozenset(
+    "position positions token tokens head heads word words layer layers key keys query queries row rows "
+    "column columns step steps entry entries element elements cell cells number numbers value values "
+    "float floats dimension dimensions dim dims parameter parameters param params pair pairs vector vectors "
+    "nat nats".split())
+#: A typed number longer than this (after stripping) is refused before any pattern reads it.
+MAX_NUMBER_CHARS = 200
 _PREFIXES = ("\u2248", "\u2243", "~", "=", "about ", "approx. ", "approximately ", "roughly ")
-_THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:([, _])\d{3})(?:\1\d{3})*(?:\.\d+)?")
+#: Invisible characters a paste can carry (a byte-order mark, zero-width spaces and joiners).
+_INVISIBLE = ("\ufeff", "\u200b", "\u200c", "\u200d", "\u2060")
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+# Every pattern below is linear in its input: no two quantifiers can share the same characters
+# (the length limit bounds them anyway; tests/test_answers_adversarial.py times them without it).
+_SEPARATORS = ", _'\u2019"
+_THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:([, _'\u2019])\d{3})(?:\1\d{3})*(?:\.\d+)?")
 _DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")
-_PLAIN = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_PLAIN = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _MAX_EXPRESSION = 80
 
 
@@ -169,12 +185,15 @@ def _arithmetic(text: str):
     parentheses, the constants e and pi and the functions exp, log (natural), ln, sqrt;
     exponents are bounded so no answer can make the checker compute for long."""
     import ast
+    import warnings
 
     if len(text) > _MAX_EXPRESSION or not re.search(r"[-+*/^()]|exp|log|ln|sqrt|pi|\be\b", text):
         return None
     source = text.replace("^", "**").replace("\u00d7", "*").replace("\u00b7", "*").replace("\u2212", "-")
     try:
-        tree = ast.parse(source, mode="eval")
+        with warnings.catch_warnings():         # "1nan": no SyntaxWarning on the learner's stderr
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(source, mode="eval")
     except (SyntaxError, ValueError):
         return None
     functions = {"exp": math.exp, "log": math.log, "ln": math.log, "sqrt": math.sqrt}
@@ -216,24 +235,51 @@ def _decimals(literal: str):
     return len(literal.split(".", 1)[1]) if "." in literal else 0
 
 
+def _visible(text: str) -> str:
+    """``text`` without the invisible characters of :data:`_INVISIBLE` (linear time)."""
+    for mark in _INVISIBLE:
+        if mark in text:
+            text = text.replace(mark, "")
+    return text
+
+
 def read_number(text: str, *, unit: str | None = None, share: bool = False):
     """Read a number as a person writes it: ``(Reading, None)`` or ``(None, problem)``,
     ``problem`` a sentence saying what could not be read.
 
     Accepted: a plain or signed number (``0.5``, ``-3``, ``.25``, ``1e-3``); a decimal comma
-    (``0,5``); thousands separated by commas, spaces or underscores (``1,024``,
-    ``4 294 967 296``; a comma followed by exactly three digits after a leading group of 1-3
-    digits is a thousands separator); a leading ``≈``, ``~``, ``=`` or "about"; one trailing
-    full stop; a percentage (``27.5%``) where the answer is a ``share`` (read as 0.275); a byte
-    unit (``256 MiB``, ``0.25 GiB``, ``268435456 bytes``) where the question's ``unit`` is one,
-    converted to it; a small arithmetic expression (``64+2``, ``exp(-3)``, ``2^30``); a number
-    word up to one hundred (``seven``, ``sixty-six``).
+    (``0,5``); thousands separated by commas, spaces, underscores or apostrophes (``1,024``,
+    ``4 294 967 296``, ``4'294'967'296``, also with ``’``; a comma followed by exactly three
+    digits after a leading group of 1-3 digits is a thousands separator); a leading ``≈``,
+    ``~``, ``=``, "about" or ``#`` (``#8``); one trailing full stop; a percentage (``27.5%``)
+    where the answer is a ``share`` (read as 0.275); a byte unit (``256 MiB``, ``0.25 GiB``,
+    ``268435456 bytes``) where the question's ``unit`` is one, converted to it; one trailing
+    word of :data:`COUNT_WORDS` (``25 positions``, ``3 heads``: set aside, and said so in the
+    note); a small arithmetic expression (``64+2``, ``exp(-3)``, ``2^30``); a number word up to
+    one hundred (``seven``, ``sixty-six``).  Invisible characters a paste may carry (a
+    byte-order mark, zero-width spaces and joiners) are dropped wherever they are.
+
+    Refused, with ``problem`` saying why: text longer than :data:`MAX_NUMBER_CHARS` characters
+    after stripping (checked before anything else, so that reading takes time linear in the
+    length of any paste); infinity and NaN; a percentage where the answer is not a share; a byte
+    unit where the question has none.  Text that is none of the accepted forms gives
+    ``(None, None)``: the caller says what was expected.
 
     >>> read_number("1,024")[0].value, read_number("0,125")[0].value, read_number("27.5%", share=True)[0].value
     (1024.0, 0.125, 0.275)
     >>> read_number("0.25 GiB", unit="MiB")[0].value
     256.0
+    >>> read_number("25 positions")[0]
+    Reading(value=25.0, decimals=0, note='the word “positions” was set aside')
+    >>> read_number("4\u2019294\u2019967\u2019296")[0].value, read_number("#8")[0].value
+    (4294967296.0, 8.0)
+    >>> read_number("7" * 300)[1]
+    'that answer is 300 characters long; a number is expected (at most 200 characters)'
     """
+    text = _visible(text).strip()
+    if len(text) > MAX_NUMBER_CHARS:
+        return None, (f"that answer is {len(text):,} characters long; a number is expected "
+                      f"(at most {MAX_NUMBER_CHARS} characters)")
     t = " ".join(text.replace("\u00a0", " ").replace("\u202f", " ").replace("\u2009", " ").split())
     t = t.replace("\u2212", "-")
     lowered = t.lower()
@@ -242,6 +288,9 @@ def read_number(text: str, *, unit: str | None = None, share: bool = False):
             t = t[len(prefix):].strip()
             lowered = t.lower()
             break
+    if t.startswith("#"):
+        t = t[1:].lstrip()
+        lowered = t.lower()
     if lowered.lstrip("+-") in ("inf", "infinity", "nan", "∞"):
         return None, "a finite number is expected (infinity and NaN are not answers)"
     if len(t) > 1 and t.endswith(".") and not t.endswith(".."):
@@ -252,15 +301,21 @@ def read_number(text: str, *, unit: str | None = None, share: bool = False):
             return None, "a percentage was written, but this answer is not a share: give the number itself"
         t, factor = t[:-1].rstrip(), 0.01
         notes.append("a percentage")
-    m = re.fullmatch(r"(.*?)\s*([A-Za-z]+)", t)
-    if m and m.group(1) and m.group(2).lower() in BYTE_UNITS:
-        given = m.group(2).lower()
+    start = len(t)                              # a trailing word: a scan, not a pattern (linear)
+    while start and t[start - 1] in _LETTERS:
+        start -= 1
+    word, rest = t[start:], t[:start].rstrip()
+    if word and rest and word.lower() in BYTE_UNITS:
+        given = word.lower()
         if unit is None or unit.lower() not in BYTE_UNITS:
-            return None, f"this answer is a plain number, without a unit like {m.group(2)}"
-        t = m.group(1)
+            return None, f"this answer is a plain number, without a unit like {word}"
+        t = rest
         factor *= BYTE_UNITS[given] / BYTE_UNITS[unit.lower()]
         if given != unit.lower():
-            notes.append(f"converted from {m.group(2)} to {unit}")
+            notes.append(f"converted from {word} to {unit}")
+    elif word and rest and word.lower() in COUNT_WORDS:
+        t = rest
+        notes.append(f"the word \u201c{word}\u201d was set aside")
     word = _word_number(t)
     if word is not None:
         return Reading(float(word) * factor, None, "; ".join(notes)), None
@@ -268,9 +323,11 @@ def read_number(text: str, *, unit: str | None = None, share: bool = False):
     if _PLAIN.fullmatch(t):
         literal = t
     elif _THOUSANDS.fullmatch(t):
-        literal = re.sub(r"[, _]", "", t)
-        if "," in t:
-            notes.append("the comma separates thousands" if t.count(",") == 1 else "the commas separate thousands")
+        sep = next(c for c in t if c in _SEPARATORS)
+        literal = t.replace(sep, "")
+        if sep != " " and sep != "_":
+            name = "comma" if sep == "," else "apostrophe"
+            notes.append(f"the {name} separates thousands" if t.count(sep) == 1 else f"the {name}s separate thousands")
     elif _DECIMAL_COMMA.fullmatch(t):
         literal = t.replace(",", ".")
     if literal is not None:
@@ -292,7 +349,7 @@ def read_number(text: str, *, unit: str | None = None, share: bool = False):
 
 def _read(answer, what: str, unit: str | None = None, share: bool = False):
     """``(Reading, None)`` for a finite real number, else ``(None, Feedback)``."""
-    if answer is None or (isinstance(answer, str) and not answer.strip()):
+    if answer is None or (isinstance(answer, str) and not _visible(answer).strip()):
         return None, wrong(f"Please enter {what}; the answer is empty.")
     if isinstance(answer, bool):
         return None, wrong(f"Expected {what}, got a yes/no value ({answer}).")
@@ -538,13 +595,38 @@ def head_key(layer: int, head: int) -> str:
     return f"{int(layer)}:{int(head)}"
 
 
+def finite_real(value) -> bool:
+    """``value`` is a finite real number: an int or float (or another ``numbers.Real``) that is
+    not a bool, not NaN and not infinite.  The rule for every number a front end reports (a
+    weight, a loss): ``True`` is a ``numbers.Real`` and NaN passes every ``<`` test, so neither
+    may stand for one.
+
+    >>> [finite_real(v) for v in (0.5, 3, True, float("nan"), float("inf"), "0.5", 10 ** 400)]
+    [True, True, False, False, False, False, False]
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        return math.isfinite(value)
+    except (OverflowError, TypeError, ValueError):
+        return False
+
+
+def _distribution(row, T: int) -> bool:
+    """``row`` is a list of ``T`` finite, non-negative weights (not bools) summing to 1 within 1e-3."""
+    return (isinstance(row, list) and len(row) == T and all(finite_real(w) and w >= 0 for w in row)
+            and abs(sum(row) - 1) <= 1e-3)
+
+
 def parse_model_answer(answer, n_texts: int, reads):
     """Return ``(texts, runs, None)`` for a sentence answer (see
     :data:`attnlib.exercises.registry.KINDS`), else ``(None, None, Feedback)``.
 
-    ``runs[k]`` has ``tokens`` (``T`` str) and ``heads``: ``{"L:H": T rows of T weights}``
-    for every pair of ``reads``; each row is checked to be a distribution (non-negative,
-    summing to 1 within 1e-3)."""
+    ``runs[k]`` is a dict with ``tokens`` (``T >= 1`` str) and ``heads``: ``{"L:H": T rows of T
+    weights}`` for every pair of ``reads``; each row must be a distribution: ``T`` finite,
+    non-negative real weights (:func:`finite_real`: no NaN, no infinity, no ``True``/``False``)
+    summing to 1 within 1e-3.  Feedback: the reader's text missing or empty, the model's error,
+    or "... could not be read" for a reading that is missing, malformed or not a distribution."""
     if isinstance(answer, str):
         return None, None, wrong("This exercise is graded on what the model does with your sentence: "
                                  "write it in the box and press Check, so the model reads it first.")
@@ -561,15 +643,14 @@ def parse_model_answer(answer, n_texts: int, reads):
     if not isinstance(runs, list) or len(runs) != n_texts:
         return None, None, wrong("The model's reading of your sentence is missing; press Check again.")
     for run in runs:
-        tokens, heads = run.get("tokens"), run.get("heads")
-        if not isinstance(tokens, list) or not isinstance(heads, dict):
+        tokens, heads = (run.get("tokens"), run.get("heads")) if isinstance(run, dict) else (None, None)
+        if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens) \
+                or not isinstance(heads, dict):
             return None, None, wrong("The model's reading of your sentence could not be read.")
         T = len(tokens)
         for layer, head in reads:
             rows = heads.get(head_key(layer, head))
-            if not isinstance(rows, list) or len(rows) != T or any(
-                    not isinstance(r, list) or len(r) != T or any(not isinstance(w, numbers.Real) or w < 0 for w in r)
-                    or abs(sum(r) - 1) > 1e-3 for r in rows):
+            if not isinstance(rows, list) or len(rows) != T or not all(_distribution(r, T) for r in rows):
                 return None, None, wrong(f"The model's weights for layer {layer}, head {head} could not be read.")
     return texts, runs, None
 
