@@ -12,10 +12,10 @@ One idea per module, mirroring the chapters.  Shapes legend used in every docstr
 # The public surface, by rule (CONTRIBUTING.md, "The public surface"; tests/test_build.py):
 # the top level holds the tensor mechanism the chapters build, attention, masks, softmax,
 # positions, multi-head attention (and the views and geometry of chapters 1 and 3), tiled
-# attention, the KV cache and the Triton kernel.  Reading models, measuring heads, graphs,
-# evidence, the tiny language model and its training live in their own namespaces:
-# attnlib.encoder, attnlib.measures, attnlib.graphs, attnlib.evidence, attnlib.transformer,
-# attnlib.induction, attnlib.corpus, attnlib.explorables, attnlib.plotting, attnlib.exercises.
+# attention, the KV cache and the Triton kernel.  Every other module of CONTRIBUTING's module
+# table is a namespace, named in __all__ below: reading models, measuring heads, graphs,
+# evidence, edits, circuits, patching, the tiny language model and its training, figures and
+# exercises.  tests/test_build.py reads that table and fails on a module missing here or there.
 from .attention import attention_scores, kv_head_of, repeat_kv, scaled_dot_product_attention
 from .devices import as_tensor, default_device
 from .geometry import convex_hull_2d, in_convex_hull_2d, support_excess
@@ -26,8 +26,21 @@ from .positions import apply_rope, rope_scores, sinusoidal
 from .softmax import entropy, softmax, softmax_jacobian
 from .tiled import online_softmax, online_softmax_step, tiled_attention
 from .views import column_view, dot_product_view, outer_product_view, row_view
-from . import (corpus, encoder, evidence, explorables, graphs, induction, kernels, measures,  # noqa: E402
+from . import (bertviz_offline, circuit_lab, circuits, corpus, edits, encoder, evidence,  # noqa: E402
+               exercises, explorables, graphs, induction, kernels, measures, model_cache, patching,
                transformer)
+
+#: Namespaces imported on first use (``attnlib.plotting`` imports matplotlib, which ``import
+#: attnlib`` must not: tests/test_plotting.py).
+_LAZY = ("plotting",)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")   # also sets attnlib.<name>
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
@@ -48,8 +61,6 @@ def triton_attention(q, k, v, is_causal: bool = False, *, scale=None, block_m=No
         q, k, v, is_causal, scale=scale, block_m=block_m, block_n=block_n, return_lse=return_lse)
 
 
-
-
 __all__ = [
     # attention, masks, softmax (chapters 1-5)
     "scaled_dot_product_attention", "attention_scores", "kv_head_of", "repeat_kv",
@@ -64,6 +75,8 @@ __all__ = [
     "tiled_attention", "online_softmax", "online_softmax_step", "triton_attention",
     "KVCache", "kv_cache_bytes",
     "default_device", "as_tensor",
-    # the namespaces
-    "corpus", "encoder", "evidence", "explorables", "graphs", "induction", "kernels", "measures", "transformer",
+    # the namespaces (CONTRIBUTING's module table; plotting is imported on first use)
+    "bertviz_offline", "circuit_lab", "circuits", "corpus", "edits", "encoder", "evidence", "exercises",
+    "explorables", "graphs", "induction", "kernels", "measures", "model_cache", "patching", "plotting",
+    "transformer",
 ]

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 __all__ = [
-    "tensor", "floating", "shape_of", "positive_int", "non_negative_int", "real", "flag",
+    "tensor", "floating", "real_tensor", "shape_of", "positive_int", "non_negative_int", "real", "flag",
     "index", "choice", "float_dtype", "text", "same_device", "device", "dim", "min_dims",
     "distribution", "has_values",
     "DISTRIBUTION_ATOL",
@@ -64,6 +64,19 @@ def floating(x, name: str = "input") -> torch.Tensor:
     t = tensor(x, name)
     if not t.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    return t
+
+
+def real_tensor(x, name: str = "input") -> torch.Tensor:
+    """``x`` as a tensor of real numbers (any integer or floating dtype): what a function that
+    compares or multiplies values accepts, where a bool or complex tensor is a mistake.
+
+    Raises:
+        TypeError: not a tensor/array, or its dtype is bool or complex.
+    """
+    t = tensor(x, name)
+    if t.dtype == torch.bool or t.is_complex():
+        raise TypeError(f"{name} must be a tensor of real numbers (int or float), got dtype {t.dtype}")
     return t
 
 

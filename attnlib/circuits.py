@@ -107,6 +107,7 @@ def k_composition(model, reader: tuple, writer: tuple) -> float:
         ValueError: the writer is not in an earlier layer than the reader.
         IndexError: a layer or head outside the model.
     """
+    model = _model(model)
     (l2, h2), (l1, h1) = (_validate.head_pairs([p], model.n_layers, model.n_heads, name)[0]
                           for name, p in (("reader", reader), ("writer", writer)))
     if l1 >= l2:
@@ -142,7 +143,8 @@ def random_composition(d_model: int, d_head: int, n: int = 200, seed: int = 0) -
 @torch.no_grad()
 def embedding_matrix(model) -> torch.Tensor:
     """The token embeddings ``E`` ``(V, d_model)`` float64, each row centred and scaled to
-    norm ``sqrt(d_model)`` (what LayerNorm does to a lone token vector before its gain)."""
+    norm ``sqrt(d_model)`` (what LayerNorm does to a lone token vector before its gain).
+    Raises ``TypeError`` where ``model`` is not a TinyTransformer."""
     E = _model(model).tok_emb.weight.detach().double().cpu()
     E = E - E.mean(dim=1, keepdim=True)
     return E / E.norm(dim=1, keepdim=True) * E.shape[1] ** 0.5
@@ -151,7 +153,7 @@ def embedding_matrix(model) -> torch.Tensor:
 @torch.no_grad()
 def unembedding_matrix(model) -> torch.Tensor:
     """The read-out ``U`` ``(d_model, V)`` float64 with the final LayerNorm's gain folded in:
-    logits ``= x U`` (bias left out)."""
+    logits ``= x U`` (bias left out).  Raises ``TypeError`` where ``model`` is not a TinyTransformer."""
     model = _model(model)
     return model.ln_out.weight.detach().double().cpu()[:, None] * model.unembed.weight.detach().double().cpu().T
 
@@ -196,6 +198,10 @@ def random_ov_positivity(model, n: int = 200, seed: int = 0) -> torch.Tensor:
 
     Returns:
         ``(n,)`` float64 shares.
+
+    Raises:
+        TypeError: ``model`` not a TinyTransformer; ``n`` or ``seed`` not an int.
+        ValueError: ``n < 1`` or ``seed < 0``.
     """
     model = _model(model)
     n = _validate.positive_int(n, "n")
@@ -215,9 +221,10 @@ def diagonal_top1(M: torch.Tensor) -> float:
     (chance: ``1/N``).  For a token-space circuit: how often a token's own column wins.
 
     Raises:
-        TypeError: not a tensor.  ValueError: not square 2-D.
+        TypeError: not a tensor of real numbers (a list, a bool or complex tensor).
+        ValueError: not square 2-D.
     """
-    M = _validate.tensor(M, "M")
+    M = _validate.real_tensor(M, "M")
     if M.dim() != 2 or M.shape[0] != M.shape[1] or not M.shape[0]:
         raise ValueError(f"M must be a square (N, N) matrix, got shape {tuple(M.shape)}")
     return (M.argmax(dim=1) == torch.arange(M.shape[0], device=M.device)).double().mean().item()

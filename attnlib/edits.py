@@ -69,12 +69,15 @@ def as_edits(edits, n_layers: int, n_heads: int) -> tuple:
 
     Raises:
         TypeError: ``edits`` not a list or tuple; an edit not a dict; a layer, head or position
-            not an int; a ``source`` without the activations the edit needs.
+            not an int; a ``source`` without the activations the edit needs; ``n_layers`` or
+            ``n_heads`` not an int.
         ValueError: an unknown key, a missing ``layer``/``mode``, an unknown mode, ``patch`` or
             ``mean`` without ``source``, ``zero`` with one, the residual stream edited by
             anything but ``patch``, or the same place edited twice.
         IndexError: a layer or head outside the model.
     """
+    n_layers = _validate.positive_int(n_layers, "n_layers")
+    n_heads = _validate.positive_int(n_heads, "n_heads")
     if edits is None:
         return ()
     if not isinstance(edits, (list, tuple)):
@@ -157,11 +160,15 @@ def head_means(run) -> torch.Tensor:
         returns ``(n_layers, H, d_head)``.
 
     Raises:
+        TypeError: ``run`` is not a run (nor a list of runs) of :func:`attnlib.encoder.run` or
+            :func:`attnlib.transformer.run`.
         ValueError: an empty list of runs.
     """
     runs = list(run) if isinstance(run, (list, tuple)) else [run]
     if not runs:
         raise ValueError("head_means needs at least one run")
+    for r in runs:
+        _check_run(r, "z", "head_means's run")
     n_layers = len(runs[0].z)
     means = []
     for layer in range(n_layers):
@@ -169,6 +176,20 @@ def head_means(run) -> torch.Tensor:
         per_token = torch.cat([_batched(r.z[layer], 3).transpose(0, 1).flatten(1, 2) for r in runs], dim=1)
         means.append(per_token.mean(dim=1))
     return torch.stack(means)
+
+
+def _check_run(source, activation: str, what: str) -> None:
+    """``source`` if it is a run holding ``activation`` (``z`` or ``resid_pre``)."""
+    if not isinstance(getattr(source, activation, None), (list, tuple)):
+        raise TypeError(f"{what} must be a run (attnlib.encoder.run or attnlib.transformer.run) holding "
+                        f"{activation}, got {type(source).__name__}")
+
+
+def _checked_edit(e, what: str) -> "Edit":
+    if not isinstance(e, Edit):
+        raise TypeError(f"{what} must be an attnlib.edits.Edit as as_edits returns (as_edits([{{'layer': 1, "
+                        f"'head': 0, 'mode': 'zero'}}], n_layers, n_heads)), got {type(e).__name__}")
+    return e
 
 
 def _position(p: int | None, T: int, what: str) -> int | None:
@@ -181,53 +202,90 @@ def _position(p: int | None, T: int, what: str) -> int | None:
 
 def apply_head_edits(out: torch.Tensor, n_heads: int, edits: list) -> torch.Tensor:
     """The heads' outputs side by side, as they enter ``W_O``, with ``edits`` (one layer's
-    head edits, :class:`Edit`) applied; the input is not changed.
+    head edits, :class:`Edit`, as :func:`as_edits` returns them) applied; the input is not
+    changed.  A negative head counts from the end, as everywhere in attnlib.
 
     Shapes:
         out: ``(B, T, H * d_head)``; returns the same shape.  A patch source's ``z`` must have
-        the same ``T`` (and a batch of 1 or ``B``).
+        the same ``T`` (and a batch of 1 or ``B``); a mean given as a tensor is
+        ``(n_layers, H, d_head)``.
 
     Raises:
-        ValueError: a patch source of another length, batch or width.  IndexError: a position
+        TypeError: ``out`` not a floating-point tensor; ``n_heads`` not an int; ``edits`` not a
+            list or tuple of :class:`Edit` (check dicts with :func:`as_edits` first); a head
+            not an int (``None``, the residual stream, is :func:`apply_resid_edit`'s); a
+            source that is not a run.
+        ValueError: ``out`` not 3-D or its width not a multiple of ``n_heads``; a patch
+            source of another length, batch or width; a mean of another width.
+        IndexError: a head outside ``-H .. H-1``; a layer outside the source; a position
             outside ``T``.
+
+    >>> out = torch.ones(1, 2, 6)
+    >>> apply_head_edits(out, 3, [Edit(layer=0, head=-1, mode="zero")])[0, 0]
+    tensor([1., 1., 1., 1., 0., 0.])
     """
+    out = _validate.floating(out, "out")
+    n_heads = _validate.positive_int(n_heads, "n_heads")
+    if not isinstance(edits, (list, tuple)):
+        raise TypeError(f"edits must be a list of attnlib.edits.Edit, got {type(edits).__name__}")
     if out.dim() != 3 or out.shape[-1] % n_heads:
         raise ValueError(f"out must be (B, T, H * d_head) with H = {n_heads}, got {tuple(out.shape)}")
     B, T, width = out.shape
     d_head = width // n_heads
     heads = out.reshape(B, T, n_heads, d_head).clone()                     # (B, T, H, d_head)
-    for e in edits:
+    for i, e in enumerate(edits):
+        e = _checked_edit(e, f"edits[{i}]")
+        if e.head is None:
+            raise TypeError(f"edits[{i}] ({e.describe()}) edits the residual stream: apply it with apply_resid_edit")
+        head = _validate.index(e.head, n_heads, f"{e.describe()}: head")
         p = _position(e.position, T, e.describe())
         if e.mode == "zero":
             value = torch.zeros(d_head, dtype=out.dtype, device=out.device)
         elif e.mode == "mean":
             means = e.source if isinstance(e.source, torch.Tensor) else head_means(e.source)
-            value = means[e.layer, e.head].to(out)                          # (d_head,)
+            if means.dim() != 3 or means.shape[1:] != (n_heads, d_head):
+                raise ValueError(f"{e.describe()}: the means must be (n_layers, H, d_head) with H = {n_heads}, "
+                                 f"d_head = {d_head}, got {tuple(means.shape)}")
+            value = means[_validate.index(e.layer, means.shape[0], f"{e.describe()}: layer"), head].to(out)  # (d_head,)
         else:
-            z = _batched(e.source.z[e.layer], 3)[:, e.head].to(out)         # (B', T', d_head)
+            _check_run(e.source, "z", f"{e.describe()}: source")
+            zs = e.source.z
+            z = _batched(zs[_validate.index(e.layer, len(zs), f"{e.describe()}: layer")], 3)[:, head].to(out)  # (B', T', d_head)
             if z.shape[1] != T or z.shape[0] not in (1, B) or z.shape[2] != d_head:
                 raise ValueError(f"{e.describe()}: the source run has z of shape {tuple(z.shape)} "
                                  f"(B, T, d_head) for this head; this run needs B in (1, {B}), T = {T}, "
                                  f"d_head = {d_head}: patch between inputs of the same length")
             value = z                                                       # (B', T, d_head)
         if p is None:
-            heads[:, :, e.head] = value
+            heads[:, :, head] = value
         else:
-            heads[:, p, e.head] = value if value.dim() == 1 else value[:, p]
+            heads[:, p, head] = value if value.dim() == 1 else value[:, p]
     return heads.reshape(B, T, width)
 
 
 def apply_resid_edit(x: torch.Tensor, edit: Edit) -> torch.Tensor:
-    """The residual stream ``x`` entering block ``edit.layer`` with ``edit`` (a patch) applied.
+    """The residual stream ``x`` entering block ``edit.layer`` with ``edit`` (a patch of the
+    residual stream, ``head=None``, as :func:`as_edits` returns it) applied.
 
     Shapes:
         x: ``(B, T, d_model)``; returns the same shape.
 
     Raises:
-        ValueError: a source of another length, batch or width.  IndexError: a position outside ``T``.
+        TypeError: ``x`` not a floating-point tensor; ``edit`` not an :class:`Edit` of the
+            residual stream; a source that is not a run.
+        ValueError: ``x`` not 3-D; ``edit`` not a patch; a source of another length, batch or width.
+        IndexError: a layer outside the source; a position outside ``T``.
     """
+    x = _validate.floating(x, "x")
+    edit = _checked_edit(edit, "edit")
+    if edit.head is not None or edit.mode != "patch":
+        raise ValueError(f"edit must patch the residual stream (head None, mode 'patch'), got {edit.describe()}")
+    if x.dim() != 3:
+        raise ValueError(f"x must be (B, T, d_model), got shape {tuple(x.shape)}")
     B, T, d = x.shape
-    src = _batched(edit.source.resid_pre[edit.layer], 2).to(x)             # (B', T', d_model)
+    _check_run(edit.source, "resid_pre", f"{edit.describe()}: source")
+    stream = edit.source.resid_pre
+    src = _batched(stream[_validate.index(edit.layer, len(stream), f"{edit.describe()}: layer")], 2).to(x)  # (B', T', d_model)
     if src.shape[1] != T or src.shape[0] not in (1, B) or src.shape[2] != d:
         raise ValueError(f"{edit.describe()}: the source run's resid_pre has shape {tuple(src.shape)}; this run "
                          f"needs (B in (1, {B}), T = {T}, d_model = {d}): patch between inputs of the same length")

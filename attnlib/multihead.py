@@ -67,15 +67,6 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(B, T, H * d_head)  # (B, T, H, d_head) -> (B, T, d_model)
 
 
-
-def _heads_side_by_side(out: torch.Tensor, n_heads: int, name: str) -> tuple:
-    """``out`` ``(B, T, H * d_head)`` checked; returns ``(B, T, H, d_head)`` view sizes."""
-    if out.dim() != 3 or out.shape[-1] % n_heads:
-        raise ValueError(f"{name} must be (B, T, H * d_head) with H = {n_heads}, got {tuple(out.shape)}")
-    B, T, width = out.shape
-    return B, T, n_heads, width // n_heads
-
-
 def scale_heads(out: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """Multiply each head's output by a number per input and head: the ``head_mask`` of
     Michel et al. (2019), 1 keeps a head, 0 removes it (zero ablation, as
@@ -86,15 +77,24 @@ def scale_heads(out: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         out: ``(B, T, H * d_head)``; scale: ``(B, H)``; returns ``(B, T, H * d_head)``.
 
     Raises:
-        ValueError: the shapes do not agree.
+        TypeError: ``out`` is not a floating-point tensor (or numpy array); ``scale`` is not a
+            tensor (or numpy array) of real numbers (a list, a bool or complex tensor).
+        ValueError: the shapes do not agree (``H`` must be at least 1 and divide the width of ``out``).
+
+    >>> scale_heads(torch.ones(1, 2, 6), torch.tensor([[1.0, 0.0, 0.5]]))[0, 0]
+    tensor([1.0000, 1.0000, 0.0000, 0.0000, 0.5000, 0.5000])
     """
-    if scale.dim() != 2 or out.dim() != 3 or out.shape[0] != scale.shape[0] or out.shape[-1] % scale.shape[1]:
+    out = _validate.floating(out, "out")
+    scale = _validate.real_tensor(scale, "scale")
+    if scale.dim() != 2 or out.dim() != 3 or out.shape[0] != scale.shape[0] or scale.shape[1] < 1 \
+            or out.shape[-1] % scale.shape[1]:
         raise ValueError(f"scale must be (B, H) for out (B, T, H * d_head), got scale {tuple(scale.shape)} "
                          f"and out {tuple(out.shape)}")
     B, T, width = out.shape
     H = scale.shape[1]
     heads = out.reshape(B, T, H, width // H) * scale[:, None, :, None].to(out)   # (B, T, H, d_head)
     return heads.reshape(B, T, width)
+
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention that returns the per-head weights.

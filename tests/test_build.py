@@ -224,8 +224,53 @@ def test_book_build_fails_fast_naming_a_hung_cell(tmp_path):
 # ------------------------------------------------------------------ the public surface (CONTRIBUTING)
 MECHANISM = {"attention", "masks", "softmax", "positions", "multihead", "tiled", "kv_cache", "kernels", "views",
              "geometry", "devices"}
-NAMESPACES = {"corpus", "encoder", "evidence", "explorables", "graphs", "induction", "kernels", "measures",
-              "transformer"}
+TABLE_HEADING = "## Where things live in `attnlib`"
+
+
+def contributing_modules() -> list:
+    """The modules of CONTRIBUTING's table "Where things live in `attnlib`", in its order: the one
+    list of attnlib's modules (a row is ``| `name` | what it holds | chapters |``)."""
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    assert TABLE_HEADING in text, f"CONTRIBUTING.md has no section {TABLE_HEADING!r}"
+    section = text.split(TABLE_HEADING, 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `(\w+)` \|", section, flags=re.M)
+
+
+def namespaces() -> set:
+    """Every public module of the table that is not the tensor mechanism (kernels is both)."""
+    return {m for m in contributing_modules() if not m.startswith("_")} - MECHANISM | {"kernels"}
+
+
+def test_contributing_table_is_read_as_its_rows():
+    """The parser sees every row (a change of the table's form must not empty the list)."""
+    rows = contributing_modules()
+    assert rows[:3] == ["_validate", "attention", "masks"] and len(rows) == len(set(rows)) >= 20
+    assert "devices" in rows and "circuits" in rows
+
+
+def test_every_module_is_in_contributing_table_and_in_init():
+    """CONTRIBUTING's module table lists every module of attnlib (and no module that is gone), and
+    attnlib/__init__.py exposes each public one: a namespace is in attnlib.__all__ and is
+    attnlib.<name> after `import attnlib`; a mechanism module gives names to attnlib.__all__."""
+    import importlib
+    import pkgutil
+
+    import attnlib
+
+    on_disk = {m.name for m in pkgutil.iter_modules(attnlib.__path__)}
+    table = set(contributing_modules())
+    missing = sorted(m for m in on_disk - table if not m.startswith("_"))
+    assert not missing, f"attnlib.{missing[0]} is missing from CONTRIBUTING.md's module table ({TABLE_HEADING})"
+    stale = sorted(table - on_disk)
+    assert not stale, f"CONTRIBUTING.md's module table lists {stale}, which attnlib no longer has"
+    for name in sorted(namespaces()):
+        assert name in attnlib.__all__, f"attnlib.{name} is missing from attnlib.__all__ (attnlib/__init__.py)"
+        module = getattr(attnlib, name, None)
+        assert module is importlib.import_module(f"attnlib.{name}"), \
+            f"attnlib.{name} is not imported by attnlib/__init__.py"
+    for name in sorted(MECHANISM - {"kernels"}):
+        exported = [n for n in attnlib.__all__ if getattr(getattr(attnlib, n), "__module__", "") == f"attnlib.{name}"]
+        assert exported, f"the mechanism module attnlib.{name} gives no name to attnlib.__all__"
 
 
 def test_the_top_level_holds_the_tensor_mechanism_and_the_namespaces_only():
@@ -237,16 +282,19 @@ def test_the_top_level_holds_the_tensor_mechanism_and_the_namespaces_only():
 
     import attnlib
 
+    spaces = namespaces()
     for name in attnlib.__all__:
         obj = getattr(attnlib, name)
-        if name in NAMESPACES:
+        if name in spaces:
             assert inspect.ismodule(obj), name
             continue
+        assert not inspect.ismodule(obj), f"attnlib.{name} is a module missing from CONTRIBUTING.md's module table"
         home = obj.__module__.split(".")[1] if obj.__module__ != "attnlib" else "kernels"
         assert home in MECHANISM, f"attnlib.{name} comes from attnlib.{home}, which is not the tensor mechanism"
-    for module in ("encoder", "measures", "graphs", "evidence", "induction", "transformer"):
-        public = set(getattr(attnlib, module).__all__)
-        leaked = public & set(attnlib.__all__)
+    for module in sorted(spaces):
+        space = getattr(attnlib, module)
+        leaked = {n for n in set(space.__all__) & set(attnlib.__all__)
+                  if getattr(space, n) is getattr(attnlib, n)}          # (explorables.circuit_lab is not the module)
         assert not leaked, f"{sorted(leaked)} of attnlib.{module} must not be re-exported at the top level"
 
 

@@ -125,3 +125,34 @@ def test_diagonal_top1_and_errors():
         circuits.qk_matrix(torch.nn.Linear(2, 2), 0, 0)
     with pytest.raises(ValueError, match="earlier layer"):
         circuits.k_composition(m, (0, 1), (1, 0))
+
+
+@pytest.mark.parametrize("model", [None, "model", torch.nn.Linear(2, 2)])
+def test_every_function_of_a_model_refuses_what_is_not_a_tiny_transformer(model):
+    """k_composition read model.n_layers before checking the model (issue 36: AttributeError)."""
+    calls = [lambda: circuits.k_composition(model, (1, 0), (0, 0)), lambda: circuits.head_weights(model, 0, 0),
+             lambda: circuits.qk_matrix(model, 0, 0), lambda: circuits.ov_matrix(model, 0, 0),
+             lambda: circuits.full_ov(model, 0, 0), lambda: circuits.eigen_positivity(model, 0, 0),
+             lambda: circuits.embedding_matrix(model), lambda: circuits.unembedding_matrix(model),
+             lambda: circuits.random_ov_positivity(model, n=2)]
+    for call in calls:
+        with pytest.raises(TypeError, match=rf"model must be an attnlib.transformer.TinyTransformer, "
+                                            rf"got {type(model).__name__}"):
+            call()
+
+
+def test_k_composition_reads_negative_indices_from_the_end_and_refuses_the_rest():
+    m = _model()
+    assert circuits.k_composition(m, (-1, -1), (0, -3)) == circuits.k_composition(m, (1, 2), (0, 0))
+    with pytest.raises(IndexError, match=r"head must be in 0..2 \(or -3..-1 from the end\), got 3"):
+        circuits.k_composition(m, (1, 3), (0, 0))
+    with pytest.raises(TypeError, match=r"reader must hold \(layer, head\) pairs"):
+        circuits.k_composition(m, None, (0, 0))
+
+
+@pytest.mark.parametrize("bad, match", [([[1.0, 0.0], [0.0, 1.0]], "got list"),
+                                        (torch.eye(3, dtype=torch.bool), "real numbers"),
+                                        (torch.eye(3, dtype=torch.complex64), "real numbers")])
+def test_diagonal_top1_refuses_what_is_not_a_real_matrix(bad, match):
+    with pytest.raises(TypeError, match=match):
+        circuits.diagonal_top1(bad)

@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -177,6 +178,32 @@ def test_user_folder_loads_as_it_is_unless_a_manifest_is_given(model_copy, tmp_p
 def test_bad_manifest(model_copy, manifest, err, match):
     with pytest.raises(err, match=match):
         verify_files(model_copy, manifest)
+
+
+@pytest.mark.parametrize("entry", ["../outside/secret.txt", "sub/../../outside/secret.txt", "ABSOLUTE"])
+def test_manifest_entries_outside_the_folder_are_refused_before_any_file_is_opened(tmp_path, monkeypatch,
+                                                                                  fresh_cache, entry):
+    """A manifest names files inside the model folder (issue 36): an entry that climbs out of it
+    or is absolute would make verify_files read, and vouch for, a file elsewhere.  Here the entry
+    names a real file outside the folder with its true digest, so only the path rule refuses it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not a model file")
+    folder = tmp_path / "model"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "config.json").write_text("{}")
+    entry = str(outside / "secret.txt") if entry == "ABSOLUTE" else entry
+    manifest = {"sub/config.json": sha256(folder / "sub" / "config.json"), entry: sha256(outside / "secret.txt")}
+    opened = []
+    monkeypatch.setattr(enc_mod, "sha256_file", lambda path: opened.append(path) or sha256(path))
+    with pytest.raises(ValueError, match=rf"paths inside the model folder.*got {re.escape(repr(entry))}"):
+        verify_files(folder, manifest)
+    manifest_file = tmp_path / "manifest.json"
+    manifest_file.write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="paths inside the model folder"):
+        load_encoder(folder, device="cpu", manifest=manifest_file)
+    assert opened == []                                             # refused before any file was read
+    assert verify_files(folder, {"sub/config.json": manifest["sub/config.json"]}) == folder   # the rule alone
 
 
 def test_manifest_with_a_hub_id_is_refused():

@@ -146,6 +146,31 @@ def test_head_ablation_and_its_layer_baseline(encoder):
         evidence.head_ablation(corpus.RUNNING, 4, 3, mode="half", model=model, tokenizer=tokenizer)
 
 
+def test_mean_ablation_puts_each_heads_own_mean_in_its_place(encoder):
+    """head_ablation(mode="mean") against the ablation done on the weights (as _ablated_by_w_o)
+    with that head's own mean output over the reference text, read with head_outputs, not
+    through attnlib.edits: a mean of another head (head 0's for every head, issue 36) fails."""
+    model, tokenizer = encoder
+    text, reference, layer = "Most birds build their nests in early spring.", corpus.SINK_PROBES[0], 4
+    _, z = head_outputs(reference, layer, None, model, tokenizer)                  # (H, T, d_v)
+    intact = get_attentions(text, model=model, tokenizer=tokenizer).hidden_states[-1][0].double()
+    twin = copy.deepcopy(model)
+    dense, original = twin.encoder.layer[layer].attention.output.dense, model.encoder.layer[layer].attention.output.dense
+    cos = torch.nn.functional.cosine_similarity
+    for head in (2, 7):
+        cols = slice(head * z.shape[-1], (head + 1) * z.shape[-1])
+        with torch.no_grad():
+            dense.weight.copy_(original.weight)
+            dense.bias.copy_(original.bias + original.weight[:, cols] @ z[head].mean(0))
+            dense.weight[:, cols] = 0.0
+        oracle = get_attentions(text, model=twin, tokenizer=tokenizer).hidden_states[-1][0].double()
+        result = evidence.head_ablation(text, layer, head, mode="mean", texts=[reference], model=model,
+                                        tokenizer=tokenizer)
+        torch.testing.assert_close(result["token_change"], (1 - cos(intact, oracle, dim=-1)).cpu(), atol=2e-6, rtol=1e-3)
+        assert result["sentence_change"] == pytest.approx(float(1 - cos(intact.mean(0), oracle.mean(0), dim=0)),
+                                                          rel=1e-3, abs=2e-7)
+
+
 def test_mean_head_outputs_of_a_padded_batch_equal_the_texts_run_alone(encoder):
     model, tokenizer = encoder
     from attnlib.encoder import mean_head_outputs

@@ -274,3 +274,27 @@ def test_empty_sequences_match_torch(T_q, T_k):
     torch.testing.assert_close(out, expected, **TOL[torch.float32])
     if T_k == 0 and T_q > 0:
         torch.testing.assert_close(out, ref.out_proj.bias.detach().expand(2, T_q, 16))
+
+
+# --- scale_heads: the in-page head_mask (issue 36: a list raised AttributeError) -----------------
+def test_scale_heads_scales_each_heads_columns():
+    out = torch.arange(24.0).reshape(2, 1, 12)
+    scale = torch.tensor([[1.0, 0.0, 0.5], [0.0, 2.0, 1.0]])
+    expected = out.reshape(2, 1, 3, 4) * scale[:, None, :, None]
+    torch.testing.assert_close(attnlib.scale_heads(out, scale), expected.reshape(2, 1, 12))
+    torch.testing.assert_close(attnlib.scale_heads(out, scale.long()), attnlib.scale_heads(out, scale.floor()))
+
+
+@pytest.mark.parametrize("out, scale, exc, match", [
+    ([[[0.0] * 12]], torch.ones(1, 3), TypeError, r"^out must be a torch.Tensor or numpy.ndarray, got list$"),
+    (torch.zeros(1, 2, 12), [[1.0, 0.0, 1.0]], TypeError, r"^scale must be a torch.Tensor or numpy.ndarray, got list$"),
+    (torch.zeros(1, 2, 12), None, TypeError, r"^scale must be a torch.Tensor or numpy.ndarray, got NoneType$"),
+    (torch.zeros(1, 2, 12, dtype=torch.long), torch.ones(1, 3), TypeError, r"out must be a floating-point tensor"),
+    (torch.zeros(1, 2, 12), torch.ones(1, 3, dtype=torch.bool), TypeError, r"scale must be a tensor of real numbers"),
+    (torch.zeros(1, 2, 12), torch.ones(1, 0), ValueError, r"scale must be \(B, H\) .* got scale \(1, 0\)"),
+    (torch.zeros(1, 2, 12), torch.ones(1, 5), ValueError, r"scale must be \(B, H\) .* got scale \(1, 5\)"),
+    (torch.zeros(2, 2, 12), torch.ones(1, 3), ValueError, r"got scale \(1, 3\) and out \(2, 2, 12\)"),
+])
+def test_scale_heads_refuses_with_the_error_policy(out, scale, exc, match):
+    with pytest.raises(exc, match=match):
+        attnlib.scale_heads(out, scale)

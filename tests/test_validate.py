@@ -416,3 +416,17 @@ def test_heatmap_labels_nan_cells_as_nan():
     texts = sorted(t.get_text() for t in fig.axes[0].texts)
     plt.close(fig)
     assert texts == ["-inf", "0.50", "inf", "nan"]
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.complex64])
+def test_real_tensor_refuses_bool_and_complex(dtype):
+    with pytest.raises(TypeError, match=rf"^scale must be a tensor of real numbers \(int or float\), got dtype {dtype}$"):
+        V.real_tensor(torch.zeros(2, dtype=dtype), "scale")
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.float16, torch.float64])
+def test_real_tensor_accepts_ints_and_floats(dtype):
+    t = torch.zeros(2, dtype=dtype)
+    assert V.real_tensor(t) is t
+    with pytest.raises(TypeError, match=r"^M must be a torch.Tensor or numpy.ndarray, got list$"):
+        V.real_tensor([1, 2], "M")

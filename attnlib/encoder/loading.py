@@ -12,7 +12,7 @@ import json
 import os
 import warnings
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 import torch
 
@@ -130,7 +130,26 @@ def _read_manifest(manifest) -> dict:
                 or any(c not in "0123456789abcdef" for c in digest):
             raise ValueError(f"manifest entries must map a file name to a 64-character lower-case hex sha256, "
                              f"got {name!r}: {digest!r}")
+        _inside_folder(name)
     return manifest
+
+
+def _inside_folder(name: str) -> str:
+    """``name`` if it names a file inside the model folder, in the form :func:`file_manifest`
+    writes: a relative path with ``/`` separators and no ``..``, ``.`` or empty part.  An
+    absolute path (``/etc/passwd``, ``C:/...``, ``\\server\\...``) or one that climbs out
+    (``../../etc/passwd``) would make :func:`verify_files` read a file outside the folder.
+
+    Raises:
+        ValueError: anything else; the message names the entry.
+    """
+    parts = name.split("/")
+    if not name or "\\" in name or "\0" in name or name.startswith("/") or PureWindowsPath(name).drive \
+            or any(part in ("", ".", "..") for part in parts):
+        raise ValueError(f"manifest entries must be paths inside the model folder, relative, with '/' "
+                         f"separators and no '..', '.' or empty part (as file_manifest writes them), "
+                         f"got {name!r}")
+    return name
 
 
 def verify_files(folder, manifest=None) -> Path:
@@ -153,6 +172,8 @@ def verify_files(folder, manifest=None) -> Path:
             the file and gives both digests), or the folder holds a file the manifest does
             not list (a loader might read it).
         TypeError: ``folder`` is not a str or path; ``manifest`` is neither a dict nor a path.
+        ValueError: (before any file of the folder is opened) a manifest entry that is not a
+            path inside the folder (absolute, or with a ``..`` part), or not a sha256 digest.
     """
     folder = _folder(folder)
     manifest = DEFAULT_MODEL_MANIFEST if manifest is None else _read_manifest(manifest)
@@ -224,8 +245,9 @@ def load_encoder(name=DEFAULT_MODEL, *, device=None, manifest=None):
             ``device`` is not a device or device name.
         FileNotFoundError: a file the manifest lists is missing; ``name`` is a path (absolute,
             or starting with ``./``, ``../`` or ``~``) to no folder.
-        ValueError: a file fails its sha256 check or is not in the manifest; ``manifest``
-            given with a Hub id; ``device`` names no device (or CUDA on a machine without
+        ValueError: a file fails its sha256 check or is not in the manifest; a manifest entry
+            that is not a path inside the folder (absolute, or climbing out with ``..``;
+            refused before any file is opened); ``manifest`` given with a Hub id; ``device`` names no device (or CUDA on a machine without
             it; checked before any file is read); a local folder with a corrupt JSON file
             (named) or a missing or damaged file (transformers' error quoted).
         OSError: another id is neither cached nor reachable (offline); the message says how
