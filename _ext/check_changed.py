@@ -7,7 +7,9 @@
    * for a changed ``attnlib`` module, every test file that imports or names it
      (``attnlib.induction``, ``from attnlib import induction``, ``from attnlib.exercises.ch06 import``),
      and its doctests;
-   * for a changed file of ``attnlib/static`` or ``_ext``, the test files that name it;
+   * for a changed file of ``attnlib/static`` or ``_ext``, the test files that name it; for an
+     ``_ext`` module, also those that name or import an ``_ext`` module importing it
+     (``make_notebooks.py`` imports ``notebook_convert``);
    * for a changed chapter, the test files that name it and its exercises' tests.
 3. One chapter executed in a fresh kernel, as the book build runs it (``_ext/execute_notebook.py``):
    the first changed chapter, else the chapter that names the changed modules most often,
@@ -62,6 +64,20 @@ def module_patterns(path: str) -> list[re.Pattern]:
     return pats
 
 
+def ext_users(module: str) -> set[str]:
+    """``_ext/<module>.py`` and the ``_ext`` modules that import it, directly or through one
+    another (``make_notebooks`` imports ``notebook_convert``), as ``{"notebook_convert", ...}``."""
+    found, todo = {module}, [module]
+    while todo:
+        name = todo.pop()
+        for f in (ROOT / "_ext").glob("*.py"):
+            if f.stem not in found and re.search(rf"^\s*(from {re.escape(name)} import|import {re.escape(name)}\b)",
+                                                  f.read_text(encoding="utf-8"), re.M):
+                found.add(f.stem)
+                todo.append(f.stem)
+    return found
+
+
 def select(files: list[str]) -> tuple[list[str], list[str], list[str], list[str]]:
     """``(test files, doctest modules, chapters named by the change, reasons)``."""
     tests, doctests, reasons = set(), set(), []
@@ -88,6 +104,11 @@ def select(files: list[str]) -> tuple[list[str], list[str], list[str], list[str]
         elif p.parts[0] in {"attnlib", "_ext"}:
             hits = [str(t.relative_to(ROOT)) for t, src in sources.items() if p.name in src]
             why = "name it"
+            if p.parts[0] == "_ext" and p.suffix == ".py":
+                users = ext_users(p.stem)
+                named = re.compile(r"\b(" + "|".join(map(re.escape, sorted(users))) + r")(\.py\b|\s+import\b|\s+as\b|\s*$)", re.M)
+                hits = [str(t.relative_to(ROOT)) for t, src in sources.items() if named.search(src)]
+                why = "name or import it" + (f" or {', '.join(sorted(users - {p.stem}))}" if len(users) > 1 else "")
             if not hits and p.parts[:2] == ("attnlib", "static"):     # assets copied into pages by the build
                 hits = [str(t.relative_to(ROOT)) for t in sources if t.name.startswith(("test_page_", "test_browser"))]
                 why = "test pages (no test names it)"

@@ -1,7 +1,10 @@
-"""The learners' notebooks (`make notebooks`, `_ext/make_notebooks.py`), Binder, bertviz offline.
+"""The learners' notebooks (`make notebooks`, `_ext/make_notebooks.py` and the modules it joins:
+`notebook_convert.py`, `notebook_run.py`, `learner_files.py`), Binder, bertviz offline.
 
 Fast tests (no marker): the MyST -> Markdown rewriting on synthetic pages that use every
-construct the generator handles (and some it does not know), the Binder files (lean, no local
+construct the generator handles (and some it does not know), the rules that keep a learner's
+work (on notebooks with outputs, as a learner has them after running cells: a run is not an
+edit; one of them runs a small page in real kernels), the Binder files (lean, no local
 references, pins equal to constraints.txt), the launch-button rewrite, bertviz's offline HTML
 (drawn in Chromium with every non-local request blocked).
 
@@ -32,7 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "_ext"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import make_notebooks as mk  # noqa: E402
+import learner_files  # noqa: E402
+import make_notebooks as mk  # noqa: E402  (the entry point: main, build_notebook)
+import notebook_convert as nc  # noqa: E402
 import notebook_launch  # noqa: E402
 
 CDN = re.compile(r"cdn\.|unpkg|jsdelivr|cdnjs|<script[^>]*\bsrc\s*=\s*[\"']?(?:https?:)?//", re.I)
@@ -46,8 +51,8 @@ BIB = {"vig2019": {"author": "Vig, Jesse", "year": "2019", "title": "A Multiscal
                        "title": "Attention Is All You Need"}}
 
 
-def render(text: str, tmp_path: Path | None = None) -> tuple[str, mk.MystToMarkdown]:
-    r = mk.MystToMarkdown(GLUE, BIB, tmp_path or ROOT / "chapters")
+def render(text: str, tmp_path: Path | None = None) -> tuple[str, nc.MystToMarkdown]:
+    r = nc.MystToMarkdown(GLUE, BIB, tmp_path or ROOT / "chapters")
     out, _ = r.render(text)
     return out, r
 
@@ -64,7 +69,7 @@ def test_glue_role_split_over_lines_and_glue_md_directive():
 
 
 def test_unknown_glue_key_is_an_error():
-    with pytest.raises(mk.GlueError, match="nope"):
+    with pytest.raises(nc.GlueError, match="nope"):
         render("{glue:text}`nope`")
 
 
@@ -104,19 +109,19 @@ def test_citations_targets_comments_math_and_roles():
     assert "(sec-x)=" not in out and "a comment" not in out and "(eq-a)" not in out
     assert "$$\nA = QK^\\top\n$$" in out
     assert r.cited == ["vaswani2017", "vig2019"]
-    assert "Ashish Vaswani, Noam Shazeer and Niki Parmar (2017)" in mk.reference_line("vaswani2017", BIB["vaswani2017"])
+    assert "Ashish Vaswani, Noam Shazeer and Niki Parmar (2017)" in nc.reference_line("vaswani2017", BIB["vaswani2017"])
 
 
 def test_a_bare_ref_reads_as_its_sections_title_linked_to_its_notebook():
     """MyST renders {ref}`label` as the section's title; a notebook showed the raw label
     ("(ch8-causal)").  Every bare {ref} of the book resolves to a heading."""
     out, r = render("See {ref}`ch8-causal` and {numref}`ch8-lab`.")
-    title = mk.book_labels()["ch8-causal"][1]
-    assert out == f"See [{title}](08_real_model.ipynb) and [{mk.book_labels()['ch8-lab'][1]}](08_real_model.ipynb)."
+    title = nc.book_labels()["ch8-causal"][1]
+    assert out == f"See [{title}](08_real_model.ipynb) and [{nc.book_labels()['ch8-lab'][1]}](08_real_model.ipynb)."
     assert "ch8-causal" not in out and not r.unknown
     refs = {m for md in [ROOT / "intro.md", *(ROOT / "chapters").glob("*.md")]
             for m in re.findall(r"\{(?:num)?ref\}`([\w:.-]+)`", md.read_text(encoding="utf-8"))}
-    assert refs and refs <= set(mk.book_labels()), refs - set(mk.book_labels())
+    assert refs and refs <= set(nc.book_labels()), refs - set(nc.book_labels())
     _, unknown = render("{ref}`no-such-label`")
     assert unknown.unknown == {"{ref} no-such-label"}
 
@@ -140,7 +145,7 @@ def test_include_figure_and_image_become_attachments(tmp_path):
     pic.write_bytes(img.read_bytes() if img else b"\x89PNG\r\n\x1a\n" + b"\0" * 16)
     (tmp_path / "_part.md").write_text("Included with {glue:text}`n`.\n")
     src = "```{include} _part.md\n```\n\n```{figure} pic.png\n:alt: a picture\n\nThe caption, $x$.\n```\n"
-    r = mk.MystToMarkdown(GLUE, BIB, tmp_path)
+    r = nc.MystToMarkdown(GLUE, BIB, tmp_path)
     out, attachments = r.render(src)
     assert "Included with 13." in out
     m = re.search(r"!\[a picture\]\(attachment:(pic-[0-9a-f]+\.png)\)", out)
@@ -163,7 +168,7 @@ def test_links_to_pages_point_to_their_notebooks():
 
 def test_glue_import_is_replaced_and_records_only_when_asked():
     src = "import os\nfrom myst_nb import glue\nglue('a', 1, display=False)\n"
-    out = mk.learner_source(src)
+    out = nc.learner_source(src)
     assert "from myst_nb" not in out and "def glue(name, value, display=True)" in out
     ns: dict = {}
     exec(out, ns)   # the stand-in runs without myst-nb, and shows nothing for display=False
@@ -434,8 +439,8 @@ def check_notebook(nb, page: str) -> list[str]:
 @pytest.mark.book
 def test_every_page_has_a_clean_notebook(notebooks):
     problems = []
-    for page in mk.toc_pages():
-        path = notebooks / mk.notebook_name(page)
+    for page in nc.toc_pages():
+        path = notebooks / nc.notebook_name(page)
         assert path.is_file(), f"no notebook for {page}"
         nb = nbformat.read(str(path), as_version=4)
         nbformat.validate(nb)
@@ -669,7 +674,7 @@ def test_literalinclude_becomes_a_code_block_with_its_path(tmp_path):
     as Sphinx does, and a missing object is an error (the notebook never shows other code)."""
     (tmp_path / "mod.py").write_text("import os\n\n\n@decorator\ndef f(x):\n    return x  # one\n\n\n"
                                      "class C:\n    def g(self):\n        return 2\n# END\n")
-    r = mk.MystToMarkdown(GLUE, BIB, tmp_path)
+    r = nc.MystToMarkdown(GLUE, BIB, tmp_path)
     out, _ = r.render("```{literalinclude} mod.py\n:language: python\n:pyobject: f\n```\n")
     assert out == "*`mod.py`, `f`:*\n\n```python\n@decorator\ndef f(x):\n    return x  # one\n```"
     out, _ = r.render("```{literalinclude} mod.py\n:pyobject: C.g\n```\n")
@@ -824,25 +829,426 @@ def test_make_clean_goes_through_the_notebook_check():
     assert "! -name notebooks" in recipe
 
 
+# ------------------------------------------------------------------ a learner's work, with outputs (issue 36)
+# The tests above use notebooks without outputs, so they cannot tell "the learner ran it" from
+# "the learner edited it".  learner_files.fingerprint's rule: the cells' types and sources, in
+# order, are the learner's work; outputs, execution counts and metadata (cell or notebook) are
+# not.  A notebook that was only run is replaced by the new version (running it again brings
+# its outputs back); one whose cells were edited is kept untouched, the new version beside it.
+RUN_PAGE = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# A page with outputs
+
+Some text.
+
+```{code-cell} ipython3
+:tags: [remove-cell]
+SEED = 0
+```
+
+```{code-cell} ipython3
+print("loss", 0.25)
+```
+
+```{code-cell} ipython3
+2 + 2
+```
+
+```{code-cell} ipython3
+:tags: [hide-input]
+show_figure()
+```
+"""
+
+
+def _png(shade: int) -> str:
+    """A 1x1 grey PNG, base64 (each shade its own bytes, as each run redraws a figure)."""
+    import base64
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(bytes([0, shade % 256]))) + chunk(b"IEND", b""))
+    return base64.b64encode(png).decode("ascii")
+
+
+def _outputs(run: int) -> list[list]:
+    """The outputs of RUN_PAGE's four code cells in run number ``run``: each run's differ (a
+    stream, an execute_result with its count, a figure), as real runs' numbers and figures do."""
+    new = nbformat.v4.new_output
+    return [[],
+            [new("stream", name="stdout", text=f"loss {run}.25\n")],
+            [new("execute_result", data={"text/plain": str(4 + run)}, execution_count=3 + 10 * run)],
+            [new("display_data", data={"image/png": _png(run), "text/plain": "<Figure size 1x1 with 1 Axes>"},
+                 metadata={"image/png": {"width": 1, "height": 1}})]]
+
+
+LEARNER_RUN = 77     # the learner's run: "loss 77.25" is in a notebook only while it keeps their outputs
+
+
+def _new_outputs(nb) -> None:
+    for cell, outs in zip([c for c in nb.cells if c.cell_type == "code"], _outputs(LEARNER_RUN)):
+        cell.outputs = [nbformat.from_dict(o) for o in outs]
+
+
+def _new_counts(nb) -> None:
+    for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        cell.execution_count = 10 * LEARNER_RUN + i
+
+
+def _new_cell_metadata(nb) -> None:
+    """JupyterLab's traces of a session: run timings, the hidden cells opened, a scrolled output."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.metadata["execution"] = {"iopub.execute_input": "2025-01-01T10:00:00.000Z",
+                                          "shell.execute_reply": "2025-01-01T10:00:00.500Z"}
+            cell.metadata["scrolled"] = True
+            if cell.metadata.get("jupyter"):
+                cell.metadata["jupyter"] = {"source_hidden": False, "outputs_hidden": False}
+                cell.metadata["collapsed"] = False
+
+
+def _new_notebook_metadata(nb) -> None:
+    """What a kernel and JupyterLab's saveState write into the notebook's metadata."""
+    nb.metadata["language_info"] = {"name": "python", "version": "3.11.9", "mimetype": "text/x-python",
+                                    "file_extension": ".py", "codemirror_mode": {"name": "ipython", "version": 3}}
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
+        "state": {}, "version_major": 2, "version_minor": 0}}
+
+
+def _full_run(nb) -> None:
+    for change in (_new_outputs, _new_counts, _new_cell_metadata, _new_notebook_metadata):
+        change(nb)
+
+
+#: What running a notebook (not editing it) changes, one at a time and all together.
+RUNS = {"outputs": _new_outputs, "execution counts": _new_counts, "cell metadata": _new_cell_metadata,
+        "notebook metadata": _new_notebook_metadata, "a whole run": _full_run}
+
+
+def _code_cells(nb) -> list:
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def _prose(nb):
+    """The page's own first Markdown cell (after the generated note)."""
+    return next(c for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("# A page"))
+
+
+def _swap_code_cells(nb) -> None:
+    first, second = [i for i, c in enumerate(nb.cells)
+                     if c.cell_type == "code" and ("loss" in c.source or c.source.strip() == "2 + 2")]
+    nb.cells[first], nb.cells[second] = nb.cells[second], nb.cells[first]
+
+
+def _code_to_markdown(nb) -> None:
+    i = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip() == "2 + 2")
+    nb.cells[i] = nbformat.v4.new_markdown_cell(nb.cells[i].source)
+
+
+#: The learner's edits (each made on a notebook that was also run: the outputs stay in the file).
+EDITS = {
+    "a code cell's source": lambda nb: setattr(next(c for c in _code_cells(nb) if c.source.strip() == "2 + 2"),
+                                               "source", "2 + 3   # mine"),
+    "a markdown cell's text": lambda nb: setattr(_prose(nb), "source", _prose(nb).source + "\n\nMy note."),
+    "a cell added": lambda nb: nb.cells.append(nbformat.v4.new_code_cell("my_try = 1", execution_count=9,
+                                                                          outputs=_outputs(LEARNER_RUN)[1])),
+    "a cell deleted": lambda nb: nb.cells.remove(next(c for c in _code_cells(nb) if c.source.strip() == "2 + 2")),
+    "cells moved": _swap_code_cells,
+    "a cell's type": _code_to_markdown,
+}
+
+
+def _as_learner(path: Path, *changes) -> None:
+    """Open ``path``, change it, save it as JupyterLab does (nbformat.write)."""
+    nb = nbformat.read(str(path), as_version=4)
+    for change in changes:
+        change(nb)
+    nbformat.write(nb, str(path))
+
+
+@pytest.fixture
+def regenerate_run(tmp_path, monkeypatch):
+    """``make notebooks`` on RUN_PAGE with the page's run faked by :func:`_outputs` (every
+    regeneration a new run, with new outputs); returns (run, notebook path, printed lines, page)."""
+    page = tmp_path / "chapters" / "04_run.md"
+    page.parent.mkdir()
+    page.write_text(RUN_PAGE)
+    out = tmp_path / "notebooks"
+    printed: list[str] = []
+    runs = iter(range(1, 1000))
+    monkeypatch.setattr(mk, "executed_run", lambda *a, **k: (_outputs(next(runs)), {}))
+    monkeypatch.setattr(mk, "save_widget_state_setting", lambda log=print: None)
+    monkeypatch.setattr("builtins.print", lambda *a, **k: printed.append(" ".join(map(str, a))))
+
+    def run(*extra):
+        assert mk.main([str(page.with_suffix("")), "--out", str(out), "--executed", "", "--no-sign", *extra]) == 0
+    return run, out / "04_run.ipynb", printed, page
+
+
+def _has_outputs(path: Path) -> None:
+    """The generated notebook holds outputs of every kind the tests change (else they test nothing)."""
+    nb = nbformat.read(str(path), as_version=4)
+    kinds = {o.output_type for c in _code_cells(nb) for o in c.outputs}
+    assert kinds == {"stream", "execute_result", "display_data"}, kinds
+    assert any("image/png" in o.get("data", {}) for c in _code_cells(nb) for o in c.outputs)
+
+
+def _kept_lines(printed: list[str]) -> list[str]:
+    return [line for line in printed if line.startswith("kept ")]
+
+
+@pytest.mark.parametrize("what", RUNS)
+def test_a_notebook_that_was_only_run_is_not_an_edit(regenerate_run, what):
+    """Run, not edited (outputs, execution counts, JupyterLab's cell and notebook metadata
+    changed, sources not): ``make notebooks`` replaces it with the new version, writes no
+    ``.new`` copy and says nothing about keeping it."""
+    run, path, printed, page = regenerate_run
+    run()
+    _has_outputs(path)
+    _as_learner(path, RUNS[what])
+    assert not learner_files.learner_changed(path), f"a notebook whose {what} changed counts as edited"
+    page.write_text(RUN_PAGE.replace("Some text.", "Some better text."))      # a newer course version
+    printed.clear()
+    run()
+    assert not list(path.parent.glob("*.new*.ipynb")), f"a .new copy for a notebook whose {what} changed"
+    assert not _kept_lines(printed), printed
+    text = path.read_text()
+    assert "Some better text." in text, "the notebook was not updated to the new version"
+    assert "loss 77.25" not in text and "loss 2.25" in text      # the new run's outputs, not the learner's
+    _has_outputs(path)
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_an_edited_notebook_with_outputs_is_kept_and_the_new_version_goes_beside_it(regenerate_run, edit):
+    """Edited and run: the file is kept byte for byte (the learner's outputs too), the new version
+    (with its own run's outputs) goes to ``.new.ipynb``, and one line names both."""
+    run, path, printed, page = regenerate_run
+    run()
+    _as_learner(path, _full_run, EDITS[edit])
+    assert learner_files.learner_changed(path), f"{edit}: not counted as an edit"
+    mine = path.read_bytes()
+    page.write_text(RUN_PAGE.replace("Some text.", "Some better text."))
+    printed.clear()
+    run()
+    assert path.read_bytes() == mine, f"{edit}: the learner's notebook was changed"
+    new = path.with_name("04_run.new.ipynb")
+    assert new.is_file() and "Some better text." in new.read_text() and "loss 77.25" not in new.read_text()
+    _has_outputs(new)
+    assert not learner_files.learner_changed(new)
+    assert _kept_lines(printed) == [
+        f"kept {path}: it has changes of yours since `make notebooks` wrote it; the new version is "
+        "04_run.new.ipynb beside it (copy your work across, then delete the old files and rename the new one)"], printed
+
+
+def test_new_copies_that_were_only_run_are_rewritten_and_edited_ones_kept(regenerate_run):
+    """The ``.new`` copies follow the same rule: one the learner only ran is rewritten in place
+    (no dated copy, and the message does not name it); one they edited is kept, the next
+    version goes to a dated copy, and the message names every kept file; a dated copy that was
+    only run is rewritten too (one dated copy, however often ``make notebooks`` runs)."""
+    run, path, printed, page = regenerate_run
+    run()
+    _as_learner(path, _full_run, EDITS["a code cell's source"])
+    run()
+    new = path.with_name("04_run.new.ipynb")
+    _as_learner(new, _full_run)                           # the learner runs the new version
+    page.write_text(RUN_PAGE.replace("Some text.", "Third version."))
+    printed.clear()
+    run()
+    assert sorted(p.name for p in path.parent.glob("*.ipynb")) == ["04_run.ipynb", "04_run.new.ipynb"]
+    assert "Third version." in new.read_text() and "loss 77.25" not in new.read_text()
+    assert [line.split(":")[0] for line in _kept_lines(printed)] == [f"kept {path}"], printed
+    _as_learner(new, _full_run, EDITS["a markdown cell's text"])      # now the learner edits it
+    theirs = new.read_bytes()
+    printed.clear()
+    run()
+    assert new.read_bytes() == theirs
+    dated = list(path.parent.glob("04_run.new-*.ipynb"))
+    assert len(dated) == 1 and "Third version." in dated[0].read_text()
+    assert [line.split(":")[0] for line in _kept_lines(printed)] == [f"kept {path} and 04_run.new.ipynb beside it"]
+    assert f"the new version is {dated[0].name}" in _kept_lines(printed)[0]
+    _as_learner(dated[0], _full_run)                      # the dated copy only run: rewritten
+    run()
+    run()
+    assert list(path.parent.glob("04_run.new-*.ipynb")) == dated, list(path.parent.glob("*.ipynb"))
+    assert "loss 77.25" not in dated[0].read_text() and new.read_bytes() == theirs
+
+
+def test_clean_deletes_a_notebook_that_was_only_run_and_keeps_an_edited_one(regenerate_run):
+    run, path, printed, page = regenerate_run
+    run()
+    ran = path.with_name("05_ran.ipynb")
+    path.rename(ran)
+    run()
+    _as_learner(ran, _full_run)                            # only run
+    _as_learner(path, _full_run, EDITS["a cell added"])    # run and edited
+    mine = path.read_bytes()
+    printed.clear()
+    assert mk.main(["--clean", "--out", str(path.parent)]) == 0
+    assert not ran.exists(), "a notebook that was only run should go (make notebooks brings it back)"
+    assert path.read_bytes() == mine
+    assert printed == [f"kept your changed notebooks in {path.parent}: 04_run.ipynb"], printed
+
+
+def test_a_run_notebook_without_fingerprint_is_replaced_when_its_cells_are_the_new_ones(regenerate_run):
+    """A notebook written before fingerprints (or by hand) is compared with the new version's
+    cells: only run, it is replaced; edited, it is kept."""
+    run, path, printed, page = regenerate_run
+
+    def drop_fingerprint(nb):
+        del nb.metadata["attnlib_course"]["fingerprint"]
+    run()
+    _as_learner(path, _full_run, drop_fingerprint)
+    run()
+    assert not list(path.parent.glob("*.new*.ipynb")) and "loss 77.25" not in path.read_text()
+    _as_learner(path, _full_run, EDITS["a code cell's source"], drop_fingerprint)
+    mine = path.read_bytes()
+    run()
+    assert path.read_bytes() == mine and path.with_name("04_run.new.ipynb").is_file()
+
+
+KERNEL_PAGE = RUN_PAGE.split("# A page")[0] + '''# A page run in a kernel
+
+Some text.
+
+```{code-cell} ipython3
+import base64, random
+from IPython.display import Image, display
+print("a draw:", random.random())
+```
+
+```{code-cell} ipython3
+random.random()
+```
+
+```{code-cell} ipython3
+display(Image(data=base64.b64decode("%s")))
+```
+''' % _png(128)
+
+
+def test_a_notebook_run_in_a_kernel_is_updated_and_an_edited_one_kept(tmp_path, monkeypatch):
+    """Real runs, no faked outputs: the page is executed in a kernel (notebook_run.executed_run),
+    the learner runs the written notebook in another (nbclient: new outputs, execution counts
+    and timing metadata) and saves it; ``make notebooks`` replaces it.  Edited and run, it is
+    kept byte for byte and the new version, with its own run's outputs, goes beside it."""
+    from execute_notebook import kernel_config
+    from nbclient import NotebookClient
+    page = tmp_path / "chapters" / "04_kernel.md"
+    page.parent.mkdir()
+    page.write_text(KERNEL_PAGE)
+    out = tmp_path / "notebooks"
+    path = out / "04_kernel.ipynb"
+    printed: list[str] = []
+    monkeypatch.setattr(mk, "save_widget_state_setting", lambda log=print: None)
+    monkeypatch.setattr("builtins.print", lambda *a, **k: printed.append(" ".join(map(str, a))))
+
+    def regenerate():
+        assert mk.main([str(page.with_suffix("")), "--out", str(out), "--executed", "", "--no-sign"]) == 0
+
+    def learner_runs(*edits):
+        nb = nbformat.read(str(path), as_version=4)
+        for edit in edits:
+            edit(nb)
+        NotebookClient(nb, timeout=60, kernel_name="python3", config=kernel_config(),
+                       resources={"metadata": {"path": str(page.parent)}}).execute()
+        nbformat.write(nb, str(path))
+        return nb
+
+    def draws(nb) -> list:
+        return [o.get("text") or o.get("data", {}).get("text/plain") for c in _code_cells(nb) for o in c.outputs]
+
+    regenerate()
+    generated = nbformat.read(str(path), as_version=4)
+    kinds = [o.output_type for c in _code_cells(generated) for o in c.outputs]
+    assert kinds == ["stream", "execute_result", "display_data"], kinds
+    ran = learner_runs()
+    assert draws(ran) != draws(generated) and _code_cells(ran)[0].execution_count == 1
+    assert _code_cells(ran)[0].metadata.get("execution"), "nbclient records the run's timings"
+    assert not learner_files.learner_changed(path)
+    page.write_text(KERNEL_PAGE.replace("Some text.", "Some better text."))
+    regenerate()
+    assert not list(out.glob("*.new*.ipynb")) and not _kept_lines(printed), printed
+    assert "Some better text." in path.read_text()
+
+    def edit(nb):
+        _code_cells(nb)[1].source = "random.random() * 2   # mine"
+    learner_runs(edit)
+    mine = path.read_bytes()
+    page.write_text(KERNEL_PAGE.replace("Some text.", "Third version."))
+    regenerate()
+    assert path.read_bytes() == mine
+    new = nbformat.read(str(path.with_name("04_kernel.new.ipynb")), as_version=4)
+    assert "Third version." in _prose(new).source
+    assert [o.output_type for c in _code_cells(new) for o in c.outputs] == kinds
+    assert len(_kept_lines(printed)) == 1 and _kept_lines(printed)[0].startswith(f"kept {path}: it has changes")
+
+
+def test_clean_needs_only_the_standard_library(tmp_path):
+    """``make clean`` runs ``make_notebooks.py --clean`` with the system Python when there is no
+    .venv: the entry point and the modules it imports load no package (``python -S``: no
+    site-packages at all), and the learner-file rules still hold."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    nb.metadata["attnlib_course"] = {"fingerprint": learner_files.fingerprint(nb.cells)}
+    nbformat.write(nb, str(tmp_path / "01_a.ipynb"))
+    nb.cells[0].outputs = _outputs(LEARNER_RUN)[1]
+    nb.cells[0].execution_count = 1
+    nbformat.write(nb, str(tmp_path / "02_ran.ipynb"))
+    nb.cells[0].source = "x = 2"
+    nbformat.write(nb, str(tmp_path / "03_mine.ipynb"))
+    proc = subprocess.run([sys.executable, "-S", "-I", str(ROOT / "_ext" / "make_notebooks.py"), "--clean",
+                           "--out", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["03_mine.ipynb"]
+    assert proc.stdout.strip() == f"kept your changed notebooks in {tmp_path}: 03_mine.ipynb"
+
+
+def test_the_entry_point_still_offers_every_name_imported_from_it():
+    """Split into notebook_convert, notebook_run and learner_files (issue 36): every name that a
+    test, a benchmark or an extension takes from make_notebooks is still there."""
+    wanted = set()
+    for file in [*(ROOT / "tests").glob("*.py"), *(ROOT / "bench").glob("*.py"), *(ROOT / "_ext").glob("*.py")]:
+        text = file.read_text(encoding="utf-8")
+        for names in re.findall(r"from make_notebooks import (\([\w\s,]*\)|[\w ,]+)", text):
+            names = names.strip("() \n")
+            wanted |= {n.strip() for n in names.split(",") if n.strip()}
+        if re.search(r"import make_notebooks as mk\b", text):
+            wanted |= set(re.findall(r"\bmk\.(\w+)", text)) | set(re.findall(r"setattr\(mk, \"(\w+)\"", text))
+    assert {"toc_pages", "learner_outputs", "single_png", "HEAVY_MIB", "main", "executed_run"} <= wanted
+    assert not [n for n in wanted if not hasattr(mk, n)]
+    assert mk.toc_pages is nc.toc_pages and mk.save_learner_notebook is learner_files.save_learner_notebook
+
+
 # ------------------------------------------------------------------ memory advice (issue 34)
 def test_a_heavy_chapters_notebook_says_to_run_it_alone(tmp_path):
     """The first cell of a notebook whose kernel peaked above HEAVY_MIB in the Binder record says
     so, with the measured figure; a lighter one, or one without a record, says nothing."""
     record = tmp_path / "binder.json"
     record.write_text(json.dumps({"execute": {"notebooks": [
-        {"notebook": "03_three_views.ipynb", "peak_mib": mk.HEAVY_MIB + 246},
-        {"notebook": "07_graphs.ipynb", "peak_mib": mk.HEAVY_MIB - 111}]}}))
-    heavy = mk.memory_note("chapters/03_three_views", record)
-    assert f"{mk.HEAVY_MIB + 246:,} MiB" in heavy and "run it on its own" in heavy and "Shut Down" in heavy
-    assert mk.memory_note("chapters/07_graphs", record) == ""
-    assert mk.memory_note("chapters/05_masking", record) == ""
-    assert mk.memory_note("chapters/03_three_views", tmp_path / "missing.json") == ""
+        {"notebook": "03_three_views.ipynb", "peak_mib": nc.HEAVY_MIB + 246},
+        {"notebook": "07_graphs.ipynb", "peak_mib": nc.HEAVY_MIB - 111}]}}))
+    heavy = nc.memory_note("chapters/03_three_views", record)
+    assert f"{nc.HEAVY_MIB + 246:,} MiB" in heavy and "run it on its own" in heavy and "Shut Down" in heavy
+    assert nc.memory_note("chapters/07_graphs", record) == ""
+    assert nc.memory_note("chapters/05_masking", record) == ""
+    assert nc.memory_note("chapters/03_three_views", tmp_path / "missing.json") == ""
 
 
 def test_the_committed_record_names_the_same_heavy_chapters_as_the_notebooks():
     """Every chapter above HEAVY_MIB in bench/results/binder.json gets the note in its
     notebook's first cell, and no other chapter does."""
-    rows = json.loads(mk.BINDER_RECORD.read_text())["execute"]["notebooks"]
-    heavy = {r["notebook"] for r in rows if r["peak_mib"] > mk.HEAVY_MIB}
-    noted = {mk.notebook_name(p) for p in mk.toc_pages() if "**Memory:**" in mk.header_cell(p).source}
+    rows = json.loads(nc.BINDER_RECORD.read_text())["execute"]["notebooks"]
+    heavy = {r["notebook"] for r in rows if r["peak_mib"] > nc.HEAVY_MIB}
+    noted = {nc.notebook_name(p) for p in nc.toc_pages() if "**Memory:**" in nc.header_cell(p).source}
     assert heavy and noted == heavy
