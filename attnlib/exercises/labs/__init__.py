@@ -27,28 +27,43 @@ all become a :class:`LabFeedback` (a :class:`~attnlib.exercises.core.Feedback` t
 carries the key of its ``diagnosis``) naming the input that triggered it.  Rows whose every key
 is masked are never used: they are outside every contract here.
 
-Nothing the learner writes can fool a checker or break the kernel (:mod:`._sandbox`).  On
-Linux the learner's function runs in a forked child process, input after input; the
-references and the comparisons stay in the kernel, which the function never touches.  In the
-child, while the function runs:
+What a checker promises, and no more: it catches accidental use of a library function that
+does the lab's job and every mistake it names, and it closes the cheap routes around its
+watches; it runs in the learner's own kernel, so a learner set on deceiving it can.  Nothing the
+learner's function does can end, hang or change the kernel (:mod:`._sandbox`).  On Linux the
+learner's function runs in a forked child process, input after input; the references and the
+comparisons stay in the kernel, which the function never touches.  In the child, while the
+function runs, and while its result is serialised:
 
 * a function of ``torch``, ``torch.Tensor``, ``torch.nn.functional``, ``numpy``, ``math``,
-  ``builtins`` or ``attnlib`` that it replaces or deletes is reported (diagnosis
-  ``"tampered"``, the verdict of the whole check) and put back;
+  ``pickle``, ``builtins`` or ``attnlib`` that it replaces or deletes is reported (diagnosis
+  ``"tampered"``, the verdict of the whole check) and put back (a wrapper that a module
+  imported during the call installs, as ``torch._dynamo`` does, is put back silently);
 * the library calls that would do the lab's job are seen however they are reached (a torch
-  function mode and a profiler, not the source text) and refused with a message that says what
-  to write instead (``"library_call"``): a library softmax in the softmax lab; ready-made
-  attention (``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``, attnlib's) in the
-  attention and online labs, with attnlib's online softmax in the latter; attnlib's
-  ``causal_mask`` (and ``generate_square_subsequent_mask``) and ``split_heads`` in theirs;
-* in the online lab, every tensor a torch call returns and every NumPy array made from the
-  inputs is checked for a ``(T_q, T_k)`` score matrix (``"full_matrix"``, before any value is
-  graded);
-* ``stdout`` and ``stderr`` are captured: the feedback counts them and quotes the start.
+  function mode, a dispatch mode that sees every ATen operation, also under
+  ``DisableTorchFunction`` or through ``torch.ops``, and a profiler for Python functions,
+  decompositions included) and refused with a message that says what to write instead
+  (``"library_call"``): a library softmax in the softmax lab; ready-made attention
+  (``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``, attnlib's) in the attention
+  and online labs, with attnlib's online softmax in the latter; attnlib's ``causal_mask`` (and
+  ``generate_square_subsequent_mask``) and ``split_heads`` in theirs;
+* a new thread or process, a signal to another process, ``torch.jit`` and ``torch.compile``
+  are refused (``"not_allowed"``): they would run code where the watches cannot see;
+* every record is also written at once to a pipe the parent reads, so erasing the child's
+  own record afterwards hides nothing, and a reply that the check's own code did not write
+  (found on the pipe in another form) is refused (``"tampered"``);
+* in the online lab, every tensor a torch operation returns and every NumPy array made during
+  the call (from the inputs, from lists, from bytes) is checked for scores over every key at
+  once: a ``(T_q, T_k)`` matrix or a row of it (``"full_matrix"``, before any value is graded);
+* ``stdout`` and ``stderr`` are captured: the feedback counts them and quotes the start;
+* a Tensor subclass is named and never read (its code would run while the result is read),
+  and a complex result is refused (``"wrong_type"``).
 
 Each input has :data:`TIME_LIMIT_S` seconds, and a check :data:`CHECK_TIME_LIMIT_S` in all
-(``"timed_out"``; the child is killed); ``os._exit`` or a crash end the child only
-(``"exited"``).  Where ``os.fork`` is missing (or with ``ATTNLIB_LAB_ISOLATION=inprocess``)
+(``"timed_out"``; the child and everything it started are killed); ``os._exit`` or a crash end
+the child only (``"exited"``); it may take :data:`~._sandbox.CHILD_MEMORY_BYTES` of memory beyond
+the kernel's (``"memory"``); a ``KeyboardInterrupt`` or ``SystemExit`` it raises is reported,
+never raised in the kernel.  Where ``os.fork`` is missing (or with ``ATTNLIB_LAB_ISOLATION=inprocess``)
 the function runs in the kernel with the same watches and the same undoing, but without the
 time limit or protection from ``os._exit``, and the feedback says so.  A function that needs
 CUDA, which cannot start in a forked child, is run that way too.

@@ -39,7 +39,9 @@ class LabFeedback(Feedback):
     ``"wrong_type"``, ``"wrong_shape"``, ``"not_finite"``, ``"wrong_values"``, and, from
     running the function apart (:mod:`._sandbox`), ``"library_call"`` (it called a library
     function that does the lab's job), ``"tampered"`` (it replaced a function of torch, numpy,
-    math or attnlib), ``"timed_out"`` and ``"exited"``; ``None`` when correct.  Shown in a notebook as its text (``Correct. ...`` / ``Not yet. ...``)."""
+    math or attnlib, or wrote to the check's pipe), ``"not_allowed"`` (it started a thread or
+    process, sent a signal, or used torch.jit / torch.compile), ``"memory"`` (it ran out of the
+    child's memory), ``"timed_out"`` and ``"exited"``; ``None`` when correct.  Shown in a notebook as its text (``Correct. ...`` / ``Not yet. ...``)."""
 
     diagnosis: str | None = None
 
@@ -206,6 +208,20 @@ class _Learner:
                   "returning anything. The check ran your function in a separate process, so your notebook "
                   "kernel is still running; a function should `return` its result, and `raise` an exception "
                   "to report a problem.", "exited")
+        if reply.status == "forged":
+            self.verdict = LabFeedback(
+                False, f"The check received, on {case.label}, {reply.get('what', 'a reply')} in place of the one its "
+                f"own code sends from the process that runs your {what}: something in your function wrote to the "
+                "check's pipe. It is not accepted, and nothing from it was run.", None, "tampered")
+            raise _Done(self.verdict)
+        if reply.get("not_allowed"):
+            self.verdict = LabFeedback(
+                False, f"Your {what} uses {_names(reply['not_allowed'][:2])} (seen on {case.label}). The check "
+                "watches what your function does in its own thread and process, so new threads and processes, "
+                "signals to other processes, and compilers that run code where the watch cannot see "
+                "(torch.jit, torch.compile) are not allowed in a lab. Compute the result directly, in the "
+                "function itself.", None, "not_allowed")
+            raise _Done(self.verdict)
         if reply.get("tampered"):
             changed = reply["tampered"]
             self.verdict = LabFeedback(
@@ -225,13 +241,26 @@ class _Learner:
             title, text = MISTAKES["online_softmax"]["full_matrix"]
             self.verdict = LabFeedback(
                 False, f"{title}: {text}\nShown by {case.label}: your function made a tensor or array of shape "
-                f"{tuple(reply['matrix'])}, as large as the whole (T_q, T_k) score matrix; the check grades the "
-                "values only when no such matrix is made.", None, "full_matrix")
+                f"{tuple(reply['matrix'])}: scores over all the keys at once (a row of the (T_q, T_k) score matrix, or "
+                "more), where working block by block holds at most block_size of them per query. The check grades "
+                "the values only when no such tensor or array is made.", None, "full_matrix")
             raise _Done(self.verdict)
         status, payload = reply["result"]
         if status == "error":
+            name, _, text = payload
+            if name == "MemoryError" or "can't allocate memory" in text or "not enough memory" in text:
+                _fail(f"Your {what} ran out of the memory the check allows on {case.label} (it may take "
+                      f"{_sandbox.CHILD_MEMORY_BYTES / 2**30:g} GiB beyond what the notebook already uses). A correct "
+                      "one needs a few megabytes here; look for a tensor far larger than the inputs, e.g. one that "
+                      "grows in a loop or an outer product over every pair of positions.", "memory")
             raise _rebuild_error(*payload)
-        return _decode(payload)
+        try:
+            return _decode(payload)
+        except _sandbox._Forged as forged:
+            self.verdict = LabFeedback(
+                False, f"The check received, on {case.label}, {forged} from the process that runs your {what}: "
+                "something in your function wrote to the check's pipe. It is not accepted.", None, "tampered")
+            raise _Done(self.verdict)
 
     def annotate(self, fb: LabFeedback) -> LabFeedback:
         """``fb`` with a note on what the function printed, and on how it was run when that
@@ -244,7 +273,7 @@ class _Learner:
                          f"of this cell's output; they begin: {head!r}{more})")
         if self.sandbox.mode != "process":
             notes.append("(On this platform the check runs your function inside this kernel, not in a separate "
-                         "process: there is no time limit, and `os._exit` would end the kernel.)")
+                         "process: there is no time or memory limit, and `os._exit` would end the kernel.)")
         if not notes:
             return fb
         return LabFeedback(fb.correct, fb.message + "\n" + "\n".join(notes), fb.hint, fb.diagnosis)
@@ -330,8 +359,12 @@ def _raised_message(err: BaseException, case: _Case) -> str:
 
 
 def _as_tensor_result(got, case: _Case, what: str, name: str = "the result") -> torch.Tensor:
-    """``got`` if it is a floating or bool torch tensor, else a failure saying what arrived."""
+    """``got`` if it is a real (floating, integer or bool) torch tensor, else a failure saying
+    what arrived (a complex tensor is refused: its real part alone would otherwise compare)."""
     if isinstance(got, torch.Tensor):
+        if got.is_complex():
+            _fail(f"On {case.label}, {name} of your {what} is a complex tensor ({got.dtype}); attention works in "
+                  "real numbers. Return a real tensor (float32 or float64).", "wrong_type")
         return got
     kind = type(got).__module__ + "." + type(got).__name__ if type(got).__module__ != "builtins" else type(got).__name__
     extra = " (return a torch tensor, e.g. torch.from_numpy(...))" if "numpy" in kind else ""
@@ -343,6 +376,8 @@ def _as_tensor_result(got, case: _Case, what: str, name: str = "the result") -> 
 def _close(a, b) -> bool:
     """Same shape and equal within the tolerances (NaN equal to NaN), compared in float64."""
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
+        return False
+    if a.is_complex() or b.is_complex():      # .double() would drop the imaginary part
         return False
     if a.dtype == torch.bool or b.dtype == torch.bool:
         return a.dtype == b.dtype and bool(torch.equal(a, b))

@@ -128,14 +128,23 @@ def _reference_online(case: _Case) -> torch.Tensor:
 def _matrix_watch(case: _Case) -> dict | None:
     """What counts as a whole score matrix on ``case`` (see :class:`~._sandbox._Watch`): a
     result whose last two dimensions are ``(T_q, T_k)`` (or ``(T_k, T_q)``), where no tile or
-    input can have that shape; and on the long input (:data:`_LONG`), any tensor or array whose
-    memory holds half a score matrix or more (no input, tile or running state comes close)."""
+    input can have that shape; a row of scores: any result with a dimension of ``T_k`` and none
+    of the widths ``d_k``, ``d_v`` (what a query's scores over every key look like, or the
+    whole matrix flattened, where ``T_k`` differs from every other size of the input: keys and
+    values themselves keep their width); and on the long input (:data:`_LONG`), any tensor or
+    array whose memory holds half a score matrix or more (no input, tile or running state comes
+    close).  The watch sees every torch operation (also below ``torch.tensor`` and
+    ``DisableTorchFunction``) and every NumPy array made during the call, from the inputs, from
+    lists or from bytes, so it judges what the function computes, not how it builds it."""
     q, k, v, block = case.args
     T_q, T_k, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     spec = {}
     if T_k > block and T_q not in (1, T_k) and T_k not in (d_k, d_v):
         spec["shape"] = (T_q, T_k)
         spec["transposed"] = T_q not in (d_k, d_v, block)
+    batch = tuple(q.shape[:-2]) + tuple(k.shape[:-2])
+    if T_k > block and T_k not in (T_q, d_k, d_v, block) + batch:
+        spec["row"] = {"T_k": T_k, "widths": (d_k, d_v)}
     if getattr(case, "long", False):
         spec["min_elements"] = T_q * T_k // 2
     return spec or None
