@@ -14,8 +14,9 @@ import torch.nn.functional as F
 import attnlib
 from attnlib.corpus import RUNNING
 from attnlib.graphs import (
-    attention_graph, attention_rollout, graph_attention, in_weight, is_dag_without_self_loops,
-    layered_graph, neighbourhood_mask, path_flow, score_graph, stationary_distribution, strongest_edges,
+    attention_flow, attention_graph, attention_rollout, graph_attention, in_weight, is_dag_without_self_loops,
+    layered_graph, neighbourhood_mask, path_flow, rank_correlation, score_graph, stationary_distribution,
+    strongest_edges,
 )
 
 TOKENS = ["[CLS]", "the", "cat", "sat", "the", "[SEP]"]
@@ -243,6 +244,154 @@ def test_rollout_follows_device_and_dtype(device):
     assert R.device == layers.device and R.dtype == torch.float32
     G = attention_graph(layers[0], TOKENS)  # a GPU tensor is read back for the graph
     assert G.number_of_edges() == T * T
+
+
+# --- attention flow --------------------------------------------------------------------------
+def random_layers(seed, L, n=T):
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(2 * torch.randn(L, n, n, generator=g, dtype=torch.float64), -1)
+
+
+def residual_adjusted(layers, residual=0.5):
+    a_hat = residual * torch.eye(layers.shape[-1], dtype=layers.dtype) + (1 - residual) * layers
+    return a_hat / a_hat.sum(-1, keepdim=True)
+
+
+def test_flow_by_hand_on_two_tokens():
+    """Chapter 7's rollout exercise, as a flow network.  Â_0 = [[0.8, 0.2], [0.1, 0.9]],
+    Â_1 = [[0.95, 0.05], [0.25, 0.75]].  From rain at the top to [CLS] at the input there are two
+    paths with no edge in common: via [CLS], min(0.25, 0.8) = 0.25; via rain, min(0.75, 0.1) = 0.1.
+    So the flow is 0.35, where rollout (products, not minimums) gives 0.275."""
+    layers = torch.tensor([[[0.6, 0.4], [0.2, 0.8]], [[0.9, 0.1], [0.5, 0.5]]], dtype=torch.float64)
+    F = attention_flow(layers)
+    expected = torch.tensor([[0.95 * 0 + 0.8 + 0.05, 0.2 + 0.05],      # min(.95,.8)+min(.05,.1), min(.95,.2)+min(.05,.9)
+                             [0.25 + 0.1, 0.2 + 0.75]], dtype=torch.float64)  # min(.25,.8)+min(.75,.1), ...
+    torch.testing.assert_close(F, expected, atol=1e-12, rtol=0)
+    assert attention_rollout(layers)[1, 0].item() == pytest.approx(0.275, abs=1e-12)
+    assert F[1, 0].item() > attention_rollout(layers)[1, 0].item() + 0.07  # not the same quantity
+
+
+@pytest.mark.parametrize("seed, L, n", [(0, 3, 5), (1, 4, 4), (2, 6, 4)])
+def test_flow_is_networkx_max_flow_and_min_cut_on_the_layered_graph(seed, L, n):
+    """The oracle: networkx's Edmonds-Karp (the authors' choice) and its minimum cut, each run on
+    the graph built here by hand from the residual-adjusted matrices, not from layered_graph."""
+    layers = random_layers(seed, L, n)
+    a_hat = residual_adjusted(layers)
+    G = nx.DiGraph()
+    for layer in range(L):
+        G.add_weighted_edges_from(((layer + 1, i), (layer, j), a_hat[layer, i, j].item())
+                                  for i in range(n) for j in range(n))
+    F = attention_flow(layers)
+    for i in range(n):
+        for j in range(n):
+            ek = nx.maximum_flow_value(G, (L, i), (0, j), capacity="weight",
+                                       flow_func=nx.algorithms.flow.edmonds_karp)
+            cut = nx.minimum_cut_value(G, (L, i), (0, j), capacity="weight")
+            assert F[i, j].item() == pytest.approx(ek, abs=1e-12)
+            assert F[i, j].item() == pytest.approx(cut, abs=1e-12)
+
+
+def test_one_layer_flow_is_the_single_edge_and_equals_rollout():
+    """With one layer the only route from (1, i) to (0, j) is the edge between them: a min cut of
+    one edge, so F = Â_0 = rollout (the one place where the two agree in general)."""
+    layers = random_layers(3, 1)
+    torch.testing.assert_close(attention_flow(layers), residual_adjusted(layers)[0], atol=1e-12, rtol=0)
+    torch.testing.assert_close(attention_flow(layers), attention_rollout(layers), atol=1e-12, rtol=0)
+    torch.testing.assert_close(attention_flow(layers, residual=0.0), layers[0], atol=1e-12, rtol=0)
+
+
+def test_two_layer_flow_is_a_sum_of_minimums():
+    """Two layers: the T paths (L, i) -> (1, k) -> (0, j) share no edge, so the max flow is
+    sum_k min(Â_1[i, k], Â_0[k, j]) (rollout is sum_k Â_1[i, k] Â_0[k, j])."""
+    layers = random_layers(4, 2)
+    a_hat = residual_adjusted(layers)
+    expected = torch.minimum(a_hat[1][:, :, None], a_hat[0][None, :, :]).sum(1)  # (T, T)
+    torch.testing.assert_close(attention_flow(layers), expected, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("seed, L, residual", [(5, 4, 0.5), (6, 6, 0.5), (7, 3, 0.2), (8, 5, 0.0)])
+def test_flow_lies_between_rollout_and_the_end_cuts(seed, L, residual):
+    """Rollout's path products are a feasible flow, so rollout <= flow; the flow is bounded by the
+    capacity out of the output node (1, a row of Â) and into the input node (a column sum of Â_0)."""
+    layers = random_layers(seed, L)
+    F = attention_flow(layers, residual=residual)
+    R = attention_rollout(layers, residual=residual)
+    assert bool((R <= F + 1e-12).all())
+    assert bool(((F - R) > 1e-3).any())  # and not an identity
+    into_input = residual_adjusted(layers, residual)[0].sum(0)  # (T,): capacity into each (0, j)
+    bound = torch.minimum(torch.ones(T, dtype=torch.float64), into_input)
+    assert bool((F <= bound[None, :] + 1e-12).all())
+
+
+def test_flow_with_only_the_residual_is_the_identity():
+    layers = random_layers(9, 3)
+    torch.testing.assert_close(attention_flow(layers, residual=1.0), torch.eye(T, dtype=torch.float64))
+
+
+def test_flow_positions_and_normalise():
+    layers = random_layers(10, 3)
+    F = attention_flow(layers)
+    torch.testing.assert_close(attention_flow(layers, positions=[4, 0, -1]), F[[4, 0, T - 1]])
+    N = attention_flow(list(layers.float()), positions=(2,), normalise=True)
+    assert N.shape == (1, T) and N.dtype == torch.float64
+    torch.testing.assert_close(N[0], F[2] / F[2].sum(), atol=1e-6, rtol=0)
+    torch.testing.assert_close(N.sum(-1), torch.ones(1, dtype=torch.float64))
+
+
+def test_flow_on_the_real_encoder_bounds_rollout():
+    attentions = attnlib.encoder.get_attentions(RUNNING).stacked().cpu()  # (L, H, T, T)
+    layer_means = attentions.mean(1)
+    n = layer_means.shape[-1]
+    F = attention_flow(layer_means, positions=[0, n - 1])
+    R = attention_rollout(layer_means.double())[[0, n - 1]]
+    assert bool((R <= F + 1e-9).all()) and bool((F <= 1 + 1e-9).all())
+    assert F[0, 0].item() == pytest.approx(1.0, abs=1e-9)  # [CLS] reaches itself along its own column
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: attention_flow(random_layers(0, 2), positions=[T]), IndexError, r"positions\[0\] must be in 0..5"),
+    (lambda: attention_flow(random_layers(0, 2), positions=[1.0]), TypeError, r"positions\[0\] must be an int"),
+    (lambda: attention_flow(random_layers(0, 2), positions=3), TypeError, "positions must be a list"),
+    (lambda: attention_flow(random_layers(0, 2), positions=[]), ValueError, "at least one"),
+    (lambda: attention_flow(random_layers(0, 2), normalise="yes"), TypeError, "normalise must be True or False"),
+    (lambda: attention_flow(random_layers(0, 2), residual=1.5), ValueError, "residual must be <= 1.0"),
+    (lambda: attention_flow(torch.rand(6, 12, 5, 5)), ValueError, "average the heads"),
+    (lambda: attention_flow(torch.rand(2, 3, 3) + 0.5), ValueError, "row-stochastic"),
+])
+def test_flow_rejects_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_rank_correlation_by_hand_and_against_the_formula():
+    # ties share their mean rank: [1, 2, 2, 3] ranks 0, 1.5, 1.5, 3 against 0, 1, 2, 3
+    assert rank_correlation(torch.tensor([1.0, 2.0, 2.0, 3.0]), torch.tensor([1.0, 2.0, 3.0, 4.0])) == \
+        pytest.approx(4.5 / math.sqrt(4.5 * 5), abs=1e-12)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        x, y = torch.randn(9, generator=g), torch.randn(9, generator=g)
+        d = (torch.argsort(torch.argsort(x)) - torch.argsort(torch.argsort(y))).double()
+        spearman = 1 - 6 * (d ** 2).sum().item() / (9 * (81 - 1))  # the no-ties formula
+        assert rank_correlation(x, y) == pytest.approx(spearman, abs=1e-12)
+        assert rank_correlation(x, torch.exp(3 * x)) == pytest.approx(1.0)  # ranks ignore any increasing map
+        assert rank_correlation(x, -x) == pytest.approx(-1.0)
+    near = torch.tensor([1.0, 1.0 + 4e-16, 0.5], dtype=torch.float64)  # a max-flow of 1 that came out as 1 + 4e-16
+    assert rank_correlation(near, torch.tensor([3.0, 3.0, 1.0])) == pytest.approx(1.0)
+    assert rank_correlation(near, torch.tensor([3.0, 3.0, 1.0]), atol=0.0) < 1.0
+
+
+@pytest.mark.parametrize("x, y, kwargs, error, match", [
+    (torch.rand(3), torch.rand(4), {}, ValueError, "same items"),
+    (torch.rand(1), torch.rand(1), {}, ValueError, "at least 2"),
+    (torch.rand(2, 2), torch.rand(2, 2), {}, ValueError, "1-D"),
+    (torch.ones(3), torch.rand(3), {}, ValueError, "tied"),
+    (torch.tensor([1.0, float("nan")]), torch.rand(2), {}, ValueError, "finite"),
+    (torch.arange(3), torch.rand(3), {}, TypeError, "floating"),
+    (torch.rand(3), torch.rand(3), {"atol": -1.0}, ValueError, "atol"),
+])
+def test_rank_correlation_rejects_bad_input(x, y, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        rank_correlation(x, y, **kwargs)
 
 
 # --- bad input gives clear errors ------------------------------------------------------------
