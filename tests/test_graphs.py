@@ -264,8 +264,9 @@ def test_flow_by_hand_on_two_tokens():
     So the flow is 0.35, where rollout (products, not minimums) gives 0.275."""
     layers = torch.tensor([[[0.6, 0.4], [0.2, 0.8]], [[0.9, 0.1], [0.5, 0.5]]], dtype=torch.float64)
     F = attention_flow(layers)
-    expected = torch.tensor([[0.95 * 0 + 0.8 + 0.05, 0.2 + 0.05],      # min(.95,.8)+min(.05,.1), min(.95,.2)+min(.05,.9)
-                             [0.25 + 0.1, 0.2 + 0.75]], dtype=torch.float64)  # min(.25,.8)+min(.75,.1), ...
+    expected = torch.tensor([[0.8 + 0.05, 0.2 + 0.05],   # min(.95, .8) + min(.05, .1), min(.95, .2) + min(.05, .9)
+                             [0.25 + 0.1, 0.2 + 0.75]],  # min(.25, .8) + min(.75, .1), min(.25, .2) + min(.75, .9)
+                            dtype=torch.float64)
     torch.testing.assert_close(F, expected, atol=1e-12, rtol=0)
     assert attention_rollout(layers)[1, 0].item() == pytest.approx(0.275, abs=1e-12)
     assert F[1, 0].item() > attention_rollout(layers)[1, 0].item() + 0.07  # not the same quantity
