@@ -262,7 +262,7 @@ def test_the_reply_reader_builds_no_object():
                  pickle.dumps(io.BytesIO(b"")), pickle.dumps([[[[]]]] * 3)):
         with pytest.raises(_sandbox._Forged):
             _sandbox._loads(data)
-    good = _sandbox._run_guarded(sm, "softmax", (torch.tensor([1.0, 2.0]),), {}, None)
+    good = _sandbox._run_guarded(sm, check_softmax.lab.refusal, (torch.tensor([1.0, 2.0]),), {}, None)
     assert _sandbox._loads(good)["result"][0] == "ok"
 
 
@@ -518,3 +518,27 @@ def test_a_huge_result_is_refused_before_it_is_built(harm_run):
 
 def test_the_kernel_checks_on_afterwards(harm_run):
     assert harm_run["results"]["after"]["correct"] and harm_run["rc"] == 0, harm_run
+
+
+# ------------------------------------------------------------------ each lab defined once
+
+def test_each_lab_is_one_spec_graded_by_one_loop():
+    """Every checker is a registered :class:`Lab` (its refusal, messages, inputs, reference and
+    mistakes in one place), its mistakes are listed in MISTAKES, the package table comes from
+    the specs, and no lab module keeps a grading loop of its own."""
+    import inspect
+    import re
+
+    from attnlib.exercises import labs
+    from attnlib.exercises.labs import _core
+
+    checkers = [name for name in labs.__all__ if name.startswith("check_")]
+    assert sorted(checkers) == sorted(_core.LABS), (checkers, sorted(_core.LABS))
+    for name in checkers:
+        lab = getattr(labs, name).lab
+        assert lab is _core.LABS[name] and lab.key in labs.MISTAKES, name
+        assert f"| :func:`{name}` | ``{lab.writes}`` | {lab.contract} |" in labs.__doc__, name
+    for module in {inspect.getmodule(getattr(labs, n).lab.cases) for n in checkers}:
+        source = inspect.getsource(module)
+        assert not re.search(r"for \w+, case in enumerate\(", source), module.__name__
+        assert "_later_results(" not in source and "_showing(" not in source, module.__name__

@@ -9,18 +9,7 @@ On the first input where the two differ, it recognises the classic mistakes list
 :data:`MISTAKES` by computing each mistake's output on that input (a fingerprint) and naming
 the one the learner's output matches, with that input, the expected and the actual result.
 
-| checker | the learner writes | contract |
-|---|---|---|
-| :func:`check_softmax` | ``softmax(x, dim=-1)`` | same shape; entries in [0, 1]; sum 1 along ``dim``; no overflow at 1e4 |
-| :func:`check_attention` | ``attention(q, k, v, mask=None) -> (out, weights)`` | ``softmax(Q K^T / sqrt(d_k))`` with a boolean mask (True = may attend) |
-| :func:`check_causal_mask` | ``causal_mask(T)`` | ``(T, T)`` bool, True where ``j <= i`` |
-| :func:`check_split_heads` | ``split_heads(x, n_heads)`` | ``(B, T, d_model) -> (B, H, T, d_head)`` |
-| :func:`check_online_softmax_attention` | ``online_softmax_attention(q, k, v, block_size)`` | unmasked attention, keys visited in blocks with a running max and sum |
-| :func:`check_multi_head_attention` | ``multi_head_attention(x, W_q, W_k, W_v, W_o, n_heads)`` | ``(B, T, d_model) -> (B, T, d_model)``: heads split, attended, merged and projected, as :class:`attnlib.MultiHeadAttention` without biases |
-| :func:`check_attention_backward` | ``attention_backward(q, k, v, d_out) -> (dq, dk, dv)`` | the gradients of unmasked attention, derived by hand (autograd refused), checked against ``torch.autograd`` |
-| :func:`check_apply_rope` | ``apply_rope(x, positions)`` | each pair ``(m, m + d/2)`` of row ``t`` rotated by ``positions[t] * 10000^(-2m/d)``, as :func:`attnlib.apply_rope` (``pairing="half"``) |
-| :func:`check_rope_attention` | ``rope_attention(q, k, v, positions)`` | ``softmax(R(q) R(k)^T / sqrt(d_k)) v``: q and k rotated, v not |
-| :func:`check_decode_step` | ``decode_step(q_new, k_new, v_new, cache_k, cache_v) -> (out, cache_k, cache_v)`` | new key and value appended along time, then the one query over every cached position |
+{LAB_TABLE}
 
 Nothing the learner writes raises through a checker: an exception, a wrong type or shape, NaN
 all become a :class:`LabFeedback` (a :class:`~attnlib.exercises.core.Feedback` that also
@@ -94,7 +83,7 @@ True
 """
 from __future__ import annotations
 
-from ._core import ATOL, LARGE_SCORE, REAL_LAYER, RTOL, LabFeedback
+from ._core import ATOL, LABS, LARGE_SCORE, REAL_LAYER, RTOL, Lab, LabFeedback, Refusal, lab_table
 from ._sandbox import CHECK_TIME_LIMIT_S, TIME_LIMIT_S
 from .attention import check_attention
 from .backward import check_attention_backward
@@ -108,8 +97,10 @@ from .rope_lab import check_apply_rope, check_rope_attention
 from .softmax import check_softmax
 
 __all__ = [
-    "LabFeedback", "MISTAKES", "mistakes_markdown", "check_softmax", "check_attention",
+    "LabFeedback", "Lab", "Refusal", "LABS", "lab_table", "MISTAKES", "mistakes_markdown", "check_softmax", "check_attention",
     "check_causal_mask", "check_split_heads", "check_online_softmax_attention", "check_attention_backward",
     "check_multi_head_attention", "check_apply_rope", "check_rope_attention", "check_decode_step",
     "RTOL", "ATOL", "LARGE_SCORE", "REAL_LAYER", "TIME_LIMIT_S", "CHECK_TIME_LIMIT_S",
 ]
+
+__doc__ = __doc__.replace("{LAB_TABLE}", lab_table([name for name in __all__ if name.startswith("check_")]))

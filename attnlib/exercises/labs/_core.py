@@ -106,55 +106,129 @@ def _fail(message: str, diagnosis: str, hint: str | None = None):
     raise _Done(LabFeedback(False, message, hint, diagnosis))
 
 
-#: The lab of each checker (keys of ``MISTAKES``), and the name of its function in feedback.
-_LAB_OF = {"check_softmax": ("softmax", "softmax"), "check_attention": ("attention", "attention"),
-           "check_causal_mask": ("causal_mask", "causal mask"), "check_split_heads": ("split_heads", "split_heads"),
-           "check_online_softmax_attention": ("online_softmax", "online softmax attention"),
-           "check_attention_backward": ("attention_backward", "attention backward"),
-           "check_multi_head_attention": ("multi_head", "multi-head attention"),
-           "check_apply_rope": ("rope", "apply_rope"), "check_rope_attention": ("rope", "attention with RoPE"),
-           "check_decode_step": ("kv_cache", "decode step")}
+@dataclass(frozen=True)
+class Refusal:
+    """The library calls a lab refuses, because they would do its job, and what to say.
 
-#: What each lab refuses and what to write instead (``library_call`` feedback).
-_REFUSED = {
-    "softmax": ("writing the softmax yourself, so a library softmax (torch.softmax, F.softmax, x.softmax, "
-                "log_softmax, nn.Softmax, attnlib.softmax) is not accepted here",
-                "Build it from torch.exp, each slice's maximum (x.amax(dim=dim, keepdim=True)) and a sum "
-                "(keepdim=True). Outside this lab, do use the library's softmax."),
-    "attention": ("writing attention yourself, so ready-made attention (F.scaled_dot_product_attention, "
-                  "nn.MultiheadAttention, attnlib's attention functions) is not accepted here",
-                  "Compute the scores q @ k.transpose(-2, -1) / sqrt(d_k), fill the masked ones with -inf, take "
-                  "the softmax over the keys (torch.softmax is fine in this lab) and multiply by v."),
-    "causal_mask": ("building the mask yourself, so a ready-made causal mask (attnlib.causal_mask, "
-                    "nn.Transformer.generate_square_subsequent_mask) is not accepted here",
-                    "Compare positions: i = torch.arange(T), then i[None, :] <= i[:, None]; or "
-                    "torch.tril(torch.ones(T, T, dtype=torch.bool))."),
-    "split_heads": ("writing the reshape yourself, so attnlib.split_heads is not accepted here",
-                    "Reshape (B, T, d_model) to (B, T, H, d_head), then transpose(1, 2)."),
-    "multi_head": ("writing the multi-head forward pass yourself, so ready-made attention "
-                   "(F.scaled_dot_product_attention, nn.MultiheadAttention, attnlib's attention functions and "
-                   "MultiHeadAttention) and attnlib's split_heads / merge_heads are not accepted here",
-                   "Project (x @ W_q), reshape to (B, T, H, d_head) and transpose(1, 2); scores q @ k.transpose(-2, "
-                   "-1) / sqrt(d_head), torch.softmax over the keys, times v; transpose back, reshape to "
-                   "(B, T, d_model) and multiply by W_o."),
-    "online_softmax": ("the online softmax itself, so ready-made attention (F.scaled_dot_product_attention, "
-                       "nn.MultiheadAttention, attnlib.tiled_attention and attnlib's other attention functions) "
-                       "and attnlib's online softmax (online_softmax, online_softmax_step) are not accepted here",
-                       "Loop over blocks of keys, keeping for every query a running maximum, a running sum and "
-                       "a running output, rescaled by exp(m_old - m_new) when the maximum grows."),
-    "attention_backward": ("deriving the gradients yourself, so autograd (torch.autograd.grad, .backward(), "
-                           "torch.func's grad, vjp and jacobians) is not accepted here",
-                           "Recompute A = softmax(q k^T / sqrt(d_k)), then dA = d_out v^T, dv = A^T d_out, "
-                           "dS = A * (dA - rowsum(dA * A)), dq = dS k / sqrt(d_k), dk = dS^T q / sqrt(d_k)."),
-    "rope": ("writing the rotation yourself, so attnlib's RoPE (apply_rope, rope_scores, rope_frequencies) "
-             "and Hugging Face's apply_rotary_pos_emb are not accepted here",
-             "Compute theta = 10000 ** (-2 * torch.arange(d // 2) / d), the angles positions[:, None] * theta, "
-             "and rotate each pair (x[..., m], x[..., m + d // 2]) with their cos and sin."),
-    "kv_cache": ("one decoding step written out, so ready-made attention (F.scaled_dot_product_attention, "
-                 "nn.MultiheadAttention, attnlib's attention functions) and attnlib.KVCache are not accepted here",
-                 "torch.cat the new key and value onto the caches along dim=-2, then compute the scores "
-                 "q_new @ cache_k.transpose(-2, -1) / sqrt(d_k), their softmax (torch.softmax is fine) and @ cache_v."),
-}
+    ``torch``: names of torch functions and ATen operations (``softmax``, ``_softmax``), as a
+    torch function mode or a dispatch mode sees them; ``torch_parts``: substrings of such names
+    (``scaled_dot_product``).  ``attnlib``: qualnames of attnlib functions, exact (``=softmax``)
+    or as substrings (``attention``).  ``python``: ``(module prefix, qualnames, shown)`` for other
+    Python functions, a qualname exact (lower case) or ``~part``; ``shown`` a format with
+    ``{module}`` and ``{qualname}``.  ``about`` and ``instead`` make the feedback: "This lab is
+    about ``about``. ``instead``"."""
+
+    about: str
+    instead: str
+    torch: tuple = ()
+    torch_parts: tuple = ()
+    attnlib: tuple = ()
+    python: tuple = ()
+
+    def torch_refused(self, name: str) -> bool:
+        """Whether a torch function or ATen op of this ``name`` does the lab's job (an overload,
+        ``_softmax.default``, is its packet's name)."""
+        name = name.split(".", 1)[0]
+        return name in self.torch or any(part in name for part in self.torch_parts)
+
+    def python_refused(self, module: str, qualname: str) -> str | None:
+        """The name to show when the Python function ``module.qualname`` does the lab's job."""
+        q = qualname.lower()
+        if module.startswith("attnlib") and not module.startswith("attnlib.exercises"):
+            if any(q == rule[1:] if rule.startswith("=") else rule in q for rule in self.attnlib):
+                import attnlib
+                return f"attnlib.{qualname}" if getattr(attnlib, qualname, None) is not None else f"{module}.{qualname}"
+            return None
+        if module.startswith(("torch._decomp", "torch._refs", "torch._prims")):   # Python decompositions of ops
+            if self.torch_refused(q.rsplit(".", 1)[-1].lstrip("_")):
+                return f"{module}.{qualname}"
+        for prefix, names, shown in self.python:
+            if module.startswith(prefix) and any(q == n if not n.startswith("~") else n[1:] in q for n in names):
+                return shown.format(module=module, qualname=qualname)
+        return None
+
+
+@dataclass(frozen=True)
+class Lab:
+    """One code lab, defined once: what the learner writes, what is refused, the inputs, the
+    reference, the mistakes it recognises (their fingerprints) and every message.  The one
+    grading loop, :func:`grade`, runs any of them.
+
+    ``key``: its entry in ``MISTAKES`` (several checkers may share one, as the two RoPE labs
+    do); ``checker``: the function's public name; ``what``: how feedback names the learner's
+    function; ``writes``: the signature the learner writes; ``contract``: one line (the package
+    docstring's table is made from these, :func:`lab_table`); ``refusal``.
+
+    Grading hooks, each given a case (:class:`_Case`): ``cases()``, ``reference(case)``,
+    ``convert(got, case, expected)`` (the learner's result in the graded form, or a failure),
+    ``right(got, expected)``, ``fingerprints(case)`` (``{mistake key: what it returns}``),
+    ``matches(got, fingerprint)``, ``usable(got)`` (a later result in the graded form, or
+    None), ``show(case, key, expected, got)`` (text after a named mistake, or None),
+    ``generic(case, expected, got)`` (the failure when no mistake matches), ``success(cases)``;
+    optional ``errors`` (``(text in the exception, mistake key)``), ``on_raised(fn, err, case,
+    index, passed)`` (a mistake key and text to name, or None), ``precheck(case, expected,
+    got)`` (failures to look for before the fingerprints), ``matrix(case)`` (the online
+    lab's score-matrix watch), ``sort_found`` (try shorter combinations of mistakes first)."""
+
+    key: str
+    checker: str
+    what: str
+    writes: str
+    contract: str
+    refusal: Refusal
+    cases: Callable
+    reference: Callable
+    convert: Callable
+    right: Callable
+    fingerprints: Callable
+    matches: Callable
+    usable: Callable
+    generic: Callable
+    success: Callable
+    show: Callable | None = None
+    errors: tuple = ()
+    on_raised: Callable | None = None
+    precheck: Callable | None = None
+    matrix: Callable | None = None
+    sort_found: bool = True
+    doc: str = ""
+
+    def checker_function(self):
+        """The public ``check_...(fn) -> LabFeedback`` of this lab (docstring ``doc``)."""
+        lab = self
+
+        def check(fn) -> LabFeedback:
+            return run_lab(lab, fn)
+
+        check.__name__ = check.__qualname__ = self.checker
+        check.__doc__ = self.doc
+        check.lab = self
+        return check
+
+
+#: What every lab that is about attention refuses besides attnlib's own: PyTorch's fused
+#: attention (any ``scaled_dot_product`` or ``multi_head_attention`` op) and
+#: ``nn.MultiheadAttention``.
+READY_MADE_ATTENTION = dict(
+    torch_parts=("scaled_dot_product", "multi_head_attention"),
+    python=(("torch.nn.modules", ("multiheadattention.forward",), "torch.nn.MultiheadAttention"),))
+
+#: Every lab, by checker name (filled as the lab modules are imported).
+LABS: dict = {}
+
+
+def lab_table(checkers) -> str:
+    """The Markdown table of the labs named in ``checkers``: checker, what the learner writes,
+    contract (from each :class:`Lab`)."""
+    rows = ["| checker | the learner writes | contract |", "|---|---|---|"]
+    rows += [f"| :func:`{name}` | ``{LABS[name].writes}`` | {LABS[name].contract} |" for name in checkers]
+    return "\n".join(rows)
+
+
+def register(lab: Lab):
+    """Record ``lab`` in :data:`LABS` and return its checker function."""
+    LABS[lab.checker] = lab
+    return lab.checker_function()
 
 
 def _names(items: list) -> str:
@@ -169,9 +243,9 @@ class _Learner:
     whole check (:attr:`verdict`); a timeout or an ended process fails the input it happened
     on; printed output is counted and quoted at the end (:meth:`annotate`)."""
 
-    def __init__(self, fn, lab: str, what: str):
-        self.fn, self.lab, self.what = fn, lab, what
-        self.sandbox = Sandbox(fn, lab)
+    def __init__(self, fn, lab: Lab):
+        self.fn, self.lab, self.what = fn, lab, lab.what
+        self.sandbox = Sandbox(fn, lab.refusal)
         self.verdict: LabFeedback | None = None
         self.output, self.output_chars = "", 0
 
@@ -232,7 +306,7 @@ class _Learner:
                 "in this notebook. Remove the assignment and compute the result instead.", None, "tampered")
             raise _Done(self.verdict)
         if reply.get("forbidden"):
-            about, instead = _REFUSED[self.lab]
+            about, instead = self.lab.refusal.about, self.lab.refusal.instead
             self.verdict = LabFeedback(
                 False, f"Your {what} calls {_names(reply['forbidden'][:1])} (seen on {case.label}). This lab is about "
                 f"{about}. {instead}", None, "library_call")
@@ -279,32 +353,69 @@ class _Learner:
         return LabFeedback(fb.correct, fb.message + "\n" + "\n".join(notes), fb.hint, fb.diagnosis)
 
 
-def _lab(func):
-    """Decorator of the checkers: the learner's function runs through a :class:`_Learner`
-    (isolated, timed, watched), and whatever happens, a :class:`LabFeedback` comes back."""
-    lab, what = _LAB_OF[func.__name__]
-
-    @functools.wraps(func)
-    def wrapper(fn, *args, **kwargs):
-        if not callable(fn):
-            return LabFeedback(False, f"Expected your function itself (e.g. `{func.__name__[6:]}` without "
-                               f"parentheses), got a {type(fn).__name__}.", None, "not_callable")
-        learner = _Learner(fn, lab, what)
+def run_lab(lab: Lab, fn) -> LabFeedback:
+    """Check the learner's ``fn`` with ``lab``: it runs through a :class:`_Learner` (isolated,
+    timed, watched), and whatever happens, a :class:`LabFeedback` comes back."""
+    if not callable(fn):
+        return LabFeedback(False, f"Expected your function itself (e.g. `{lab.checker[6:]}` without "
+                           f"parentheses), got a {type(fn).__name__}.", None, "not_callable")
+    learner = _Learner(fn, lab)
+    try:
         try:
-            try:
-                fb = func(learner, *args, **kwargs)
-            except _Done as done:
-                fb = done.feedback
-            except Exception as err:  # noqa: BLE001 - a learner's function must never raise through
-                fb = LabFeedback(False, f"Your function could not be checked ({type(err).__name__}: {err}).",
-                                 None, "raised")
-            if learner.verdict is not None:
-                fb = learner.verdict
-            return learner.annotate(fb)
-        finally:
-            learner.close()
+            fb = grade(lab, learner)
+        except _Done as done:
+            fb = done.feedback
+        except Exception as err:  # noqa: BLE001 - a learner's function must never raise through
+            fb = LabFeedback(False, f"Your function could not be checked ({type(err).__name__}: {err}).",
+                             None, "raised")
+        if learner.verdict is not None:
+            fb = learner.verdict
+        return learner.annotate(fb)
+    finally:
+        learner.close()
 
-    return wrapper
+
+def grade(lab: Lab, fn) -> LabFeedback:
+    """The one grading loop of every lab.  Input after input, smallest first: call the
+    learner's function (a :class:`_Learner`, or a plain function, run as is); convert what it
+    returned; go on if it equals the reference; else find the mistakes whose fingerprints it
+    matches, narrow them with the later inputs, and name the one that fits, on the smallest
+    input that shows it alone; else fail with the lab's generic message.  Raises
+    :class:`_Done` with the failure; returns the success feedback."""
+    cases = lab.cases()
+    reference = lambda c: c.memo("ref", lambda: lab.reference(c))        # noqa: E731
+    fingerprints = lambda c: c.memo("fp", lambda: lab.fingerprints(c))   # noqa: E731
+    passed: list = []
+    for i, case in enumerate(cases):
+        expected = reference(case)
+        try:
+            got = _call(fn, case, lab.what, matrix=lab.matrix(case) if lab.matrix else None)
+        except _Raised as r:
+            hint = lab.on_raised(fn, r.err, case, i, passed) if lab.on_raised else None
+            _raised(r.err, case, lab, lab.errors, i, hint)
+        got = lab.convert(got, case, expected)
+        if lab.right(got, expected):
+            passed.append(case)
+            continue
+        if lab.precheck is not None:
+            lab.precheck(case, expected, got)
+        found = [key for key, value in fingerprints(case).items() if value is not None and lab.matches(got, value)]
+        if lab.sort_found:
+            found.sort(key=len)
+        if found:
+            def matches(key, c, g):
+                value = fingerprints(c).get(key)
+                return value is not None and lab.matches(g, value)
+
+            later = _later_results(fn, cases, i, lab.usable)
+            key = _pick(found, later, matches)[0]
+            case, got = _showing(key, found, (case, got), later, matches, lambda c, g: lab.right(g, reference(c)))
+            expected = reference(case)
+            show = (lambda: lab.show(case, key, expected, got)) if lab.show else None
+            _wrong(case, lab.what, key, expected if isinstance(expected, torch.Tensor) else None,
+                   got if isinstance(got, torch.Tensor) else None, lab=lab.key, show=show)
+        lab.generic(case, expected, got)
+    return LabFeedback(True, lab.success(cases))
 
 
 def _fmt(t: torch.Tensor) -> str:
@@ -484,16 +595,14 @@ def _sums_text(got: torch.Tensor, dim: int, shape) -> str:
     return (" Your result: " + "; ".join(parts) + ".") if parts else ""
 
 
-def _raised(err: BaseException, case: _Case, what: str, patterns, index: int, batched_hint: str | None = None):
-    """Fail for an exception, naming a known mistake when its message gives it away."""
+def _raised(err: BaseException, case: _Case, lab: Lab, patterns, index: int, batched_hint: tuple | None = None):
+    """Fail for an exception, naming a known mistake when its message gives it away
+    (``patterns``: ``(text in the message, mistake key)``), or the mistake of
+    ``batched_hint`` (``(key, text)``) when an earlier input passed."""
     text = f"{type(err).__name__}: {err}"
-    lab = {"softmax": "softmax", "attention": "attention", "causal mask": "causal_mask",
-           "split_heads": "split_heads", "online softmax attention": "online_softmax",
-           "attention backward": "attention_backward", "multi-head attention": "multi_head",
-           "apply_rope": "rope", "attention with RoPE": "rope", "decode step": "kv_cache"}[what]
     for needle, key in patterns:
         if needle in text:
-            _fail(_raised_message(err, case, ) + " " + _describe([key], lab), key)
+            _fail(_raised_message(err, case) + " " + _describe([key], lab.key), key)
     if batched_hint and index > 0:
         _fail(_raised_message(err, case) + " " + batched_hint[1], batched_hint[0])
     _fail(_raised_message(err, case), "raised",

@@ -111,57 +111,7 @@ def isolation() -> str:
     return "process" if sys.platform.startswith("linux") else "inprocess"
 
 
-# ------------------------------------------------------------------------ what each lab refuses
-
-#: The names of torch functions (``func.__name__`` as a TorchFunctionMode sees it: function,
-#: method, ``torch.ops`` overload) that would do each lab's job.
-def _torch_forbidden(lab: str, name: str) -> bool:
-    name = name.split(".", 1)[0]  # an aten overload (``_softmax.default``) is its packet's name
-    if lab == "softmax":
-        return name in ("softmax", "log_softmax", "_softmax", "_log_softmax", "softmin")
-    if lab in ("attention", "online_softmax", "multi_head", "kv_cache"):
-        return "scaled_dot_product" in name or "multi_head_attention" in name
-    if lab == "attention_backward":  # autograd: torch.autograd.grad, Tensor.backward (torch.func goes through grad)
-        return name in ("grad", "backward", "_run_backward", "run_backward")
-    return False
-
-
-def _python_forbidden(lab: str, module: str, qualname: str) -> str | None:
-    """The name to show when the Python function ``module.qualname`` would do ``lab``'s job."""
-    q = qualname.lower()
-    if module.startswith("attnlib") and not module.startswith("attnlib.exercises"):
-        hit = {"softmax": q in ("softmax", "online_softmax"),
-               "attention": "attention" in q,
-               "causal_mask": "causal_mask" in q or "causal_block" in q,
-               "split_heads": "split_heads" in q,
-               "online_softmax": "attention" in q or "online_softmax" in q,
-               "multi_head": "attention" in q or "split_heads" in q or "merge_heads" in q,
-               "rope": "rope" in q,
-               "kv_cache": "attention" in q or "kvcache" in q}.get(lab, False)
-        if hit:
-            import attnlib
-            return f"attnlib.{qualname}" if getattr(attnlib, qualname, None) is not None else f"{module}.{qualname}"
-        return None
-    if module.startswith(("torch._decomp", "torch._refs", "torch._prims")):   # Python decompositions of ops
-        leaf = q.rsplit(".", 1)[-1].lstrip("_")
-        if _torch_forbidden(lab, leaf):
-            return f"{module}.{qualname}"
-    if lab == "softmax" and module.startswith("scipy.special") and q in ("softmax", "log_softmax"):
-        return f"scipy.special.{qualname}"
-    if lab == "rope" and module.startswith("transformers") and "rotary" in q:
-        return f"{module}.{qualname}"
-    if lab in ("attention", "online_softmax", "multi_head", "kv_cache") and module.startswith("torch.nn.modules") \
-            and qualname in ("MultiheadAttention.forward",):
-        return "torch.nn.MultiheadAttention"
-    if lab == "attention_backward" and (
-            (module.startswith("torch.autograd") and q in ("grad", "backward", "vjp", "jacobian"))
-            or (module == "torch._tensor" and q == "tensor.backward")
-            or (module.startswith("torch._functorch") and q in ("grad", "grad_and_value", "vjp", "jacrev", "jacfwd"))):
-        return "Tensor.backward" if q == "tensor.backward" else f"{module.split('.')[0]}.{'func' if 'functorch' in module else 'autograd'}.{qualname}"
-    if lab == "causal_mask" and module.startswith("torch.nn.modules.transformer") and "square_subsequent_mask" in q:
-        return f"torch.nn.{qualname.lstrip('_')}" if "." in qualname else f"torch.nn.modules.transformer.{qualname}"
-    return None
-
+# ------------------------------------------------------------------------ refused everywhere
 
 def _python_not_allowed(module: str, qualname: str) -> str | None:
     """The name to show when ``module.qualname`` is refused in every lab: compilers that run
@@ -190,12 +140,13 @@ def _torch_name(func) -> str:
 # -------------------------------------------------------------------------------- the watches
 
 class _Watch:
-    """What one call of the learner's function did: library calls refused in ``lab``, and (when
+    """What one call of the learner's function did: library calls its lab's ``refusal``
+    (:class:`~._core.Refusal`) names, and (when
     ``matrix`` is a dict ``{"shape": (T_q, T_k) or None, "min_elements": n or None}``) the
     first score-matrix-sized tensor or array it made."""
 
-    def __init__(self, lab: str, matrix: dict | None, events_fd: int | None = None):
-        self.lab, self.spec = lab, matrix
+    def __init__(self, refusal, matrix: dict | None, events_fd: int | None = None):
+        self.refusal, self.spec = refusal, matrix
         self.forbidden: list[str] = []
         self.not_allowed: list[str] = []
         self.matrix: tuple | None = None
@@ -271,7 +222,7 @@ class _Watch:
         if verdict is None:
             module = frame.f_globals.get("__name__", "") if isinstance(frame.f_globals, dict) else ""
             module, qualname = str(module), getattr(code, "co_qualname", code.co_name)
-            hit = _python_forbidden(self.lab, module, qualname)
+            hit = self.refusal.python_refused(module, qualname)
             verdict = self._codes[code] = (("forbidden", hit) if hit else
                                            ("not_allowed", _python_not_allowed(module, qualname)))
         kind, name = verdict
@@ -371,7 +322,7 @@ class _Mode(_TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", None)
-        if isinstance(name, str) and _torch_forbidden(self.watch.lab, name):
+        if isinstance(name, str) and self.watch.refusal.torch_refused(name):
             shown = _torch_name(func)
             if shown not in self.watch.forbidden:
                 self.watch.forbidden.append(shown)
@@ -399,7 +350,7 @@ class _Dispatch(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
-        if isinstance(name, str) and _torch_forbidden(self.watch.lab, name):
+        if isinstance(name, str) and self.watch.refusal.torch_refused(name):
             self.watch.record("forbidden", f"torch.ops.aten.{name.split('.', 1)[0]}")
         result = func(*args, **(kwargs or {}))
         if self.watch.spec is not None:
@@ -727,11 +678,11 @@ class _Capture(io.TextIOBase):
         return "".join(self.kept)
 
 
-def _run_guarded(fn, lab: str, args, kwargs, matrix: dict | None, events_fd: int | None = None) -> bytes:
+def _run_guarded(fn, refusal, args, kwargs, matrix: dict | None, events_fd: int | None = None) -> bytes:
     """Run ``fn(*args, **kwargs)`` under every watch; the reply as bytes (builtins only).  The
     result is serialised while the watches are still on: a value that runs code when it is read
     is watched as the function is."""
-    watch = _Watch(lab, matrix, events_fd)
+    watch = _Watch(refusal, matrix, events_fd)
     capture = _Capture(OUTPUT_EXCERPT_CHARS * 4)
     saved_out, saved_err = sys.stdout, sys.stderr
     saved_profile = _getprofile()
@@ -865,7 +816,7 @@ def _no_grandchildren() -> None:
 _ACTIVE: list = []
 
 
-def _child(fn, lab: str, req: int, resp: int, events: int) -> None:
+def _child(fn, refusal, req: int, resp: int, events: int) -> None:
     """The child's whole life: serve calls until the parent closes the pipe; never returns."""
     code = 0
     try:
@@ -897,7 +848,7 @@ def _child(fn, lab: str, req: int, resp: int, events: int) -> None:
             except (EOFError, OSError):
                 break
             args, kwargs, matrix = pickle.loads(request)
-            reply = _run_guarded(fn, lab, args, kwargs, matrix, events)
+            reply = _run_guarded(fn, refusal, args, kwargs, matrix, events)
             _write_all(resp, reply, None)
     except BaseException:  # noqa: BLE001 - the child must never return into the kernel's code
         code = 70
@@ -922,12 +873,12 @@ class Sandbox:
 
     Args:
         fn: the learner's function.
-        lab: which lab's library calls to refuse (a key of ``MISTAKES``).
+        refusal: the lab's :class:`~._core.Refusal` (which library calls to refuse).
         mode: ``"process"`` or ``"inprocess"``; default :func:`isolation`.
     """
 
-    def __init__(self, fn, lab: str, mode: str | None = None):
-        self.fn, self.lab = fn, lab
+    def __init__(self, fn, refusal, mode: str | None = None):
+        self.fn, self.refusal = fn, refusal
         self.mode = mode or isolation()
         self.pid: int | None = None
         self._req = self._resp = self._events = None
@@ -948,7 +899,7 @@ class Sandbox:
             warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork of a threaded process
             pid = os.fork()
         if pid == 0:
-            _child(self.fn, self.lab, req_r, resp_w, ev_w)  # never returns
+            _child(self.fn, self.refusal, req_r, resp_w, ev_w)  # never returns
         try:
             os.setpgid(pid, pid)      # also here: whichever of the two runs first, the group exists
         except OSError:
@@ -1012,13 +963,13 @@ class Sandbox:
         start = time.monotonic()
         try:
             if self.mode != "process":
-                return Reply(status="ok", **_loads(_run_guarded(self.fn, self.lab, args, kwargs, matrix)))
+                return Reply(status="ok", **_loads(_run_guarded(self.fn, self.refusal, args, kwargs, matrix)))
             if self.pid is None:
                 try:
                     self._start()
                 except OSError:  # no fork possible now (out of processes or memory): run it here
                     self.mode = "inprocess"
-                    return Reply(status="ok", **_loads(_run_guarded(self.fn, self.lab, args, kwargs, matrix)))
+                    return Reply(status="ok", **_loads(_run_guarded(self.fn, self.refusal, args, kwargs, matrix)))
             deadline = start + limit
             try:
                 _write_all(self._req, pickle.dumps((args, kwargs, matrix), protocol=4), deadline)
@@ -1037,7 +988,7 @@ class Sandbox:
             if status == "error" and "forked subprocess" in payload[2]:  # CUDA cannot start in a fork
                 self.close()
                 self.mode = "inprocess"
-                return Reply(status="ok", **_loads(_run_guarded(self.fn, self.lab, args, kwargs, matrix)))
+                return Reply(status="ok", **_loads(_run_guarded(self.fn, self.refusal, args, kwargs, matrix)))
             return reply
         except BaseException:
             self.close()

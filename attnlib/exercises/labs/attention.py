@@ -10,9 +10,9 @@ from ...attention import scaled_dot_product_attention
 from ...masks import causal_mask
 from ...softmax import softmax
 from ._core import (
-    LabFeedback, REAL_LAYER, _Case, _Done, _Raised, _as_tensor_result, _call, _close, _describe, _fail,
-    _finite, _fmt, _gen, _generic_tensor, _ints, _lab, _later_results, _pick, _raised, _randn, _real_head,
-    _shape, _showing, _sums_text, _wrong,
+    READY_MADE_ATTENTION, REAL_LAYER, Lab, Refusal, _Case, _Done, _Raised, _as_tensor_result, _call, _close,
+    _describe, _fail, _finite, _fmt, _gen, _generic_tensor, _ints, _randn, _real_head, _shape, _sums_text, _wrong,
+    register,
 )
 
 __all__ = ["check_attention"]
@@ -127,86 +127,6 @@ def _fitted_scale(case: _Case, weights: torch.Tensor):
     return c
 
 
-@_lab
-def check_attention(fn) -> LabFeedback:
-    """Check a learner's ``attention(q, k, v, mask=None) -> (out, weights)`` against
-    :func:`attnlib.scaled_dot_product_attention`.
-
-    Contract: ``weights = softmax(q k^T / sqrt(d_k))`` along the keys, with the keys where the
-    boolean ``mask`` is False removed before the softmax (True = may attend, as in PyTorch's
-    ``scaled_dot_product_attention``; the mask broadcasts to ``(..., T_q, T_k)``), and
-    ``out = weights @ v``.  The mask is passed as the fourth positional argument, and left out
-    when there is none.  No input has a fully masked row.
-
-    Inputs, smallest first: ``T_q=2, T_k=3, d_k=4, d_v=2`` without and with a mask; batches of
-    heads ``(2, 3, ...)`` with a padding mask ``(2, 1, 1, 7)``; ``(3, ...)`` with a ``(5, 7)``
-    mask; integer-valued q and k whose scores reach about 1e4; the real q, k, v of every head
-    of one encoder layer with a causal mask.
-
-    Ready-made attention (``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``,
-    attnlib's attention functions) is refused (``library_call``); ``torch.softmax`` is fine.
-    The function runs apart from the grader, at most :data:`TIME_LIMIT_S` seconds per input
-    (see :mod:`._sandbox`).
-
-    Shapes:
-        q: ``(..., T_q, d_k)``, k: ``(..., T_k, d_k)``, v: ``(..., T_k, d_v)``,
-        mask: broadcastable to ``(..., T_q, T_k)``; returns ``out`` ``(..., T_q, d_v)`` and
-        ``weights`` ``(..., T_q, T_k)``.
-
-    Returns:
-        :class:`LabFeedback`; keys of ``MISTAKES["attention"]`` name the mistakes (two at
-        once are recognised).  Never raises.
-
-    Source: Vaswani et al. (2017), "Attention Is All You Need", eq. (1).
-    """
-    cases = _attention_cases()
-    passed_2d = passed_batched = False
-    for i, case in enumerate(cases):
-        exp_out, exp_w = _reference_attention(case)
-        try:
-            got = _call(fn, case, "attention")
-        except _Raised as r:
-            hint = None
-            if case.args[0].dim() > 2 and passed_2d and _is_shape_error(r.err):
-                key = "mask_not_broadcast" if len(case.args) > 3 and passed_batched else "batched_transpose"
-                hint = (key, _describe([key], "attention"))
-            elif i == 0 and _is_shape_error(r.err):
-                _probe_square(fn)
-            _raised(r.err, case, "attention", (), i, hint)
-        out, w = _attention_pair(got, case, exp_out, exp_w)
-        if _close(out, exp_out) and _close(w, exp_w):
-            passed_2d = passed_2d or case.args[0].dim() == 2
-            passed_batched = passed_batched or case.args[0].dim() > 2
-            continue
-        fingerprints = case.memo("fp", lambda: _attention_fingerprints(case))
-        found = [key for key, (o, ww) in fingerprints.items() if _close(w, ww) and _close(out, o)]
-        if found:
-            def matches(key, c, g):
-                fp = c.memo("fp", lambda: _attention_fingerprints(c)).get(key)
-                return fp is not None and _close(g[1], fp[1]) and _close(g[0], fp[0])
-
-            later = _later_results(fn, cases, i, lambda g: _pair_or_none(g))
-            found.sort(key=len)
-            keys = _pick(found, later, matches)[0]
-            right = lambda c, g: _close(g[1], _reference_attention(c)[1]) and _close(g[0], _reference_attention(c)[0])  # noqa: E731
-            case, (out, w) = _showing(keys, found, (case, (out, w)), later, matches, right)
-            _wrong_attention(case, keys, _reference_attention(case)[1], w, out=out)
-        if w.shape == exp_w.shape and _close(w, exp_w):
-            _fail(f"On {case.label}, your weights are right but `out` is not `weights @ v`"
-                  + (f": shape {_shape(out)}, expected {_shape(exp_out)}." if out.shape != exp_out.shape else "."),
-                  "wrong_values")
-        if w.shape == exp_w.shape and (len(case.args) == 3):
-            c = _fitted_scale(case, w)
-            if c is not None:
-                _wrong_attention(case, ("other_scale",), exp_w, w,
-                                 f" Your weights are softmax(c q k^T) with c = {c:.4g}; the scale is "
-                                 f"1/sqrt(d_k) = {1 / math.sqrt(case.args[0].shape[-1]):.4g}.")
-        _generic_tensor(case, "attention weights", exp_w, w, extra=_sums_text(w, -1, exp_w.shape))
-    return LabFeedback(True, f"Your attention matches attnlib.scaled_dot_product_attention on all {len(cases)} "
-                       "inputs: T_q != T_k, boolean masks that broadcast, batches of heads, scores near 1e4 and "
-                       "a real layer with a causal mask.")
-
-
 def _reference_attention(case: _Case) -> tuple:
     """attnlib's ``(out, weights)`` on ``case``, in float64."""
     return scaled_dot_product_attention(*(a.double() if a.is_floating_point() else a for a in case.args))
@@ -267,18 +187,105 @@ def _attention_pair(got, case: _Case, exp_out: torch.Tensor, exp_w: torch.Tensor
 
 
 def _wrong_attention(case: _Case, keys, exp_w, w, extra: str = "", out=None):
-    def show():
-        text = extra
-        if not _finite(w):
-            n = int((~torch.isfinite(w.detach().double())).sum())
-            return text + f" Your weights have {n} NaN or infinite value(s) out of {w.numel()}."
-        if "out_from_scores" in keys and case.small:
-            exp_out = _reference_attention(case)[0]
-            return text + f"\n  expected out: {_fmt(exp_out)}\n  your out:     {_fmt(out)}" if out is not None else text
-        if case.small and w.numel() <= 12:
-            text += f"\n  expected weights: {_fmt(exp_w)}\n  your weights:     {_fmt(w)}"
-            if w.shape == exp_w.shape and _finite(w):
-                text += f"\n  (your rows sum to {_fmt(w.double().sum(-1))})"
-        return text
+    _wrong(case, "attention", keys, exp_w, w, show=lambda: _attention_show(case, keys, exp_w, w, extra, out))
 
-    _wrong(case, "attention", keys, exp_w, w, show=show)
+
+def _attention_show(case: _Case, keys, exp_w, w, extra: str = "", out=None) -> str:
+    """The text after a named mistake: the weights (or ``out``) expected and the learner's."""
+    text = extra
+    if not _finite(w):
+        n = int((~torch.isfinite(w.detach().double())).sum())
+        return text + f" Your weights have {n} NaN or infinite value(s) out of {w.numel()}."
+    if "out_from_scores" in keys and case.small:
+        exp_out = _reference_attention(case)[0]
+        return text + f"\n  expected out: {_fmt(exp_out)}\n  your out:     {_fmt(out)}" if out is not None else text
+    if case.small and w.numel() <= 12:
+        text += f"\n  expected weights: {_fmt(exp_w)}\n  your weights:     {_fmt(w)}"
+        if w.shape == exp_w.shape and _finite(w):
+            text += f"\n  (your rows sum to {_fmt(w.double().sum(-1))})"
+    return text
+
+
+def _on_raised(fn, err, case: _Case, index: int, passed: list):
+    """A shape error on a batch after 2-D inputs passed names the batched mistake; one on the
+    first input (``T_q != T_k``) sends the learner's function to a square input."""
+    if case.args[0].dim() > 2 and any(c.args[0].dim() == 2 for c in passed) and _is_shape_error(err):
+        key = ("mask_not_broadcast" if len(case.args) > 3 and any(c.args[0].dim() > 2 for c in passed)
+               else "batched_transpose")
+        return key, _describe([key], "attention")
+    if index == 0 and _is_shape_error(err):
+        _probe_square(fn)
+    return None
+
+
+def _attention_generic(case: _Case, expected, got):
+    (exp_out, exp_w), (out, w) = expected, got
+    if w.shape == exp_w.shape and _close(w, exp_w):
+        _fail(f"On {case.label}, your weights are right but `out` is not `weights @ v`"
+              + (f": shape {_shape(out)}, expected {_shape(exp_out)}." if out.shape != exp_out.shape else "."),
+              "wrong_values")
+    if w.shape == exp_w.shape and (len(case.args) == 3):
+        c = _fitted_scale(case, w)
+        if c is not None:
+            _wrong_attention(case, ("other_scale",), exp_w, w,
+                             f" Your weights are softmax(c q k^T) with c = {c:.4g}; the scale is "
+                             f"1/sqrt(d_k) = {1 / math.sqrt(case.args[0].shape[-1]):.4g}.")
+    _generic_tensor(case, "attention weights", exp_w, w, extra=_sums_text(w, -1, exp_w.shape))
+
+
+CHECK_ATTENTION_DOC = """Check a learner's ``attention(q, k, v, mask=None) -> (out, weights)`` against
+    :func:`attnlib.scaled_dot_product_attention`.
+
+    Contract: ``weights = softmax(q k^T / sqrt(d_k))`` along the keys, with the keys where the
+    boolean ``mask`` is False removed before the softmax (True = may attend, as in PyTorch's
+    ``scaled_dot_product_attention``; the mask broadcasts to ``(..., T_q, T_k)``), and
+    ``out = weights @ v``.  The mask is passed as the fourth positional argument, and left out
+    when there is none.  No input has a fully masked row.
+
+    Inputs, smallest first: ``T_q=2, T_k=3, d_k=4, d_v=2`` without and with a mask; batches of
+    heads ``(2, 3, ...)`` with a padding mask ``(2, 1, 1, 7)``; ``(3, ...)`` with a ``(5, 7)``
+    mask; integer-valued q and k whose scores reach about 1e4; the real q, k, v of every head
+    of one encoder layer with a causal mask.
+
+    Ready-made attention (``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``,
+    attnlib's attention functions) is refused (``library_call``); ``torch.softmax`` is fine.
+    The function runs apart from the grader, at most :data:`TIME_LIMIT_S` seconds per input
+    (see :mod:`._sandbox`).
+
+    Shapes:
+        q: ``(..., T_q, d_k)``, k: ``(..., T_k, d_k)``, v: ``(..., T_k, d_v)``,
+        mask: broadcastable to ``(..., T_q, T_k)``; returns ``out`` ``(..., T_q, d_v)`` and
+        ``weights`` ``(..., T_q, T_k)``.
+
+    Returns:
+        :class:`LabFeedback`; keys of ``MISTAKES["attention"]`` name the mistakes (two at
+        once are recognised).  Never raises.
+
+    Source: Vaswani et al. (2017), "Attention Is All You Need", eq. (1).
+    """
+
+LAB = Lab(
+    key="attention", checker="check_attention", what="attention",
+    writes='attention(q, k, v, mask=None) -> (out, weights)',
+    contract="``softmax(Q K^T / sqrt(d_k))`` with a boolean mask (True = may attend)",
+    refusal=Refusal(
+        about="writing attention yourself, so ready-made attention (F.scaled_dot_product_attention, "
+              "nn.MultiheadAttention, attnlib's attention functions) is not accepted here",
+        instead="Compute the scores q @ k.transpose(-2, -1) / sqrt(d_k), fill the masked ones with -inf, take the "
+                "softmax over the keys (torch.softmax is fine in this lab) and multiply by v.",
+        attnlib=("attention",), **READY_MADE_ATTENTION),
+    cases=_attention_cases,
+    reference=_reference_attention,
+    convert=lambda got, c, expected: _attention_pair(got, c, *expected),
+    right=lambda got, expected: _close(got[0], expected[0]) and _close(got[1], expected[1]),
+    fingerprints=_attention_fingerprints,
+    matches=lambda got, fp: _close(got[1], fp[1]) and _close(got[0], fp[0]),
+    usable=_pair_or_none,
+    show=lambda c, key, expected, got: _attention_show(c, key, expected[1], got[1], out=got[0]),
+    generic=_attention_generic,
+    success=lambda cases: (f"Your attention matches attnlib.scaled_dot_product_attention on all {len(cases)} inputs: "
+                           "T_q != T_k, boolean masks that broadcast, batches of heads, scores near 1e4 and a real "
+                           "layer with a causal mask."),
+    on_raised=_on_raised, doc=CHECK_ATTENTION_DOC)
+
+check_attention = register(LAB)

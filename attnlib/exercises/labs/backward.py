@@ -9,8 +9,8 @@ import torch
 from ...attention import scaled_dot_product_attention
 from ...softmax import softmax
 from ._core import (
-    LabFeedback, REAL_LAYER, _Case, _Raised, _as_tensor_result, _call, _close, _fail, _finite, _fmt,
-    _generic_tensor, _ints, _lab, _later_results, _pick, _raised, _randn, _real_head, _shape, _showing, _wrong,
+    REAL_LAYER, Lab, Refusal, _Case, _as_tensor_result, _close, _fail, _finite, _fmt, _generic_tensor, _ints,
+    _randn, _real_head, _shape, register,
 )
 
 __all__ = ["check_attention_backward"]
@@ -145,9 +145,7 @@ def _show(case: _Case, got: tuple, expected: tuple):
     return text
 
 
-@_lab
-def check_attention_backward(fn) -> LabFeedback:
-    """Check a learner's ``attention_backward(q, k, v, d_out) -> (dq, dk, dv)`` against the
+CHECK_ATTENTION_BACKWARD_DOC = """Check a learner's ``attention_backward(q, k, v, d_out) -> (dq, dk, dv)`` against the
     gradients ``torch.autograd`` computes through :func:`attnlib.scaled_dot_product_attention`.
 
     Contract: with ``A = softmax(q k^T / sqrt(d_k))`` (no mask) and ``out = A v``, ``d_out``
@@ -176,33 +174,40 @@ def check_attention_backward(fn) -> LabFeedback:
     the backward pass of Dao et al. (2022), "FlashAttention", algorithm 4 (with ``D_i =
     rowsum(dO_i * O_i) = rowsum(dA_i * A_i)``).
     """
-    cases = _backward_cases()
-    for i, case in enumerate(cases):
-        expected = _reference_backward(case)
-        try:
-            got = _call(fn, case, "attention backward")
-        except _Raised as r:
-            _raised(r.err, case, "attention backward", (), i)
-        got = _triple(got, case, expected)
-        if _all_close(got, expected):
-            continue
-        fingerprints = case.memo("fp", lambda: _backward_fingerprints(case))
-        found = sorted((key for key, fp in fingerprints.items() if _all_close(got, fp)), key=len)
-        if found:
-            later = _later_results(fn, cases, i, _triple_or_none)
 
-            def matches(key, c, g):
-                return _all_close(g, c.memo("fp", lambda: _backward_fingerprints(c)).get(key))
+def _backward_generic(case, expected, got):
+    for g, e, name in zip(got, expected, _NAMES):
+        if not _close(g, e):
+            right = [n for n, g2, e2 in zip(_NAMES, got, expected) if _close(g2, e2)]
+            _generic_tensor(case, name, e, g, extra=f" (Right: {', '.join(right)}.)" if right else "")
 
-            keys = _pick(found, later, matches)[0]
-            case, got = _showing(keys, found, (case, got), later, matches,
-                                 lambda c, g: _all_close(g, _reference_backward(c)))
-            _wrong(case, "attention backward", keys, None, got, lab="attention_backward",
-                   show=_show(case, got, _reference_backward(case)))
-        for g, e, name in zip(got, expected, _NAMES):
-            if not _close(g, e):
-                right = [n for n, g2, e2 in zip(_NAMES, got, expected) if _close(g2, e2)]
-                _generic_tensor(case, name, e, g, extra=f" (Right: {', '.join(right)}.)" if right else "")
-    return LabFeedback(True, f"Your attention backward matches torch.autograd through "
-                       f"attnlib.scaled_dot_product_attention on all {len(cases)} inputs: dq, dk and dv, with "
-                       "T_q != T_k, batches of heads, large scores and a real layer.")
+
+LAB = Lab(
+    key="attention_backward", checker="check_attention_backward", what="attention backward",
+    writes='attention_backward(q, k, v, d_out) -> (dq, dk, dv)',
+    contract=("the gradients of unmasked attention, derived by hand (autograd refused), checked against "
+              "``torch.autograd``"),
+    refusal=Refusal(
+        about="deriving the gradients yourself, so autograd (torch.autograd.grad, .backward(), torch.func's grad, vjp "
+              "and jacobians) is not accepted here",
+        instead="Recompute A = softmax(q k^T / sqrt(d_k)), then dA = d_out v^T, dv = A^T d_out, "
+                "dS = A * (dA - rowsum(dA * A)), dq = dS k / sqrt(d_k), dk = dS^T q / sqrt(d_k).",
+        torch=("grad", "backward", "_run_backward", "run_backward"),
+        python=(("torch.autograd", ("grad", "backward", "vjp", "jacobian"), "torch.autograd.{qualname}"),
+                ("torch._tensor", ("tensor.backward",), "Tensor.backward"),
+                ("torch._functorch", ("grad", "grad_and_value", "vjp", "jacrev", "jacfwd"), "torch.func.{qualname}"))),
+    cases=_backward_cases,
+    reference=_reference_backward,
+    convert=_triple,
+    right=_all_close,
+    fingerprints=_backward_fingerprints,
+    matches=_all_close,
+    usable=_triple_or_none,
+    show=lambda case, key, expected, got: _show(case, got, expected)(),
+    generic=_backward_generic,
+    success=lambda cases: (f"Your attention backward matches torch.autograd through "
+                           f"attnlib.scaled_dot_product_attention on all {len(cases)} inputs: dq, dk and dv, with "
+                           "T_q != T_k, batches of heads, large scores and a real layer."),
+    doc=CHECK_ATTENTION_BACKWARD_DOC)
+
+check_attention_backward = register(LAB)

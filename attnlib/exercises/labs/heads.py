@@ -4,10 +4,7 @@ from __future__ import annotations
 import torch
 
 from ...multihead import split_heads
-from ._core import (
-    LabFeedback, _Case, _Raised, _as_tensor_result, _call, _close, _fail, _lab, _later_results, _pick,
-    _raised, _real_head, _shape, _showing, _wrong,
-)
+from ._core import Lab, Refusal, _Case, _as_tensor_result, _close, _fail, _real_head, _shape, register
 
 __all__ = ["check_split_heads"]
 
@@ -66,9 +63,7 @@ _SPLIT_ERRORS = (("got float", "float_d_head"),
                  ("must be tuple of ints", "float_d_head"), ("received an invalid combination", "float_d_head"))
 
 
-@_lab
-def check_split_heads(fn) -> LabFeedback:
-    """Check a learner's ``split_heads(x, n_heads)`` against :func:`attnlib.split_heads`.
+CHECK_SPLIT_HEADS_DOC = """Check a learner's ``split_heads(x, n_heads)`` against :func:`attnlib.split_heads`.
 
     Contract: ``(B, T, d_model) -> (B, H, T, d_head)`` with ``d_head = d_model // H``; head
     ``h`` holds features ``h*d_head : (h+1)*d_head`` of every token, in token order.
@@ -88,32 +83,35 @@ def check_split_heads(fn) -> LabFeedback:
 
     Source: Vaswani et al. (2017), section 3.2.2 (multi-head attention).
     """
-    cases = _split_cases()
-    for i, case in enumerate(cases):
-        x, H = case.args
-        expected = split_heads(x, H)
-        try:
-            got = _call(fn, case, "split_heads")
-        except _Raised as r:
-            _raised(r.err, case, "split_heads", _SPLIT_ERRORS, i)
-        got = _as_tensor_result(got, case, "split_heads")
-        if _close(got, expected):
-            continue
-        found = [key for key, value in _split_variants(x, H).items() if _close(got, value)]
-        if found:
-            later = _later_results(fn, cases, i, lambda g: g if isinstance(g, torch.Tensor) else None)
-            matches = lambda key, c, g: _close(g, c.memo("v", lambda: _split_variants(*c.args))[key])  # noqa: E731
-            key = _pick(found, later, matches)[0]
-            case, got = _showing(key, found, (case, got), later, matches,
-                                 lambda c, g: _close(g, split_heads(*c.args)))
-            x, H = case.args
-            expected = split_heads(x, H)
-            _wrong(case, "split_heads", key, expected, got,
-                   show=lambda: (f" Your result has shape {_shape(got)}, expected {_shape(expected)}."
-                                 if got.shape != expected.shape else "") + _trace(x, got, H))
-        if got.shape != expected.shape:
-            _fail(f"On {case.label}, your result has shape {_shape(got)}; expected {_shape(expected)} "
-                  f"(B, H, T, d_head).", "wrong_shape")
-        _fail(f"On {case.label}, your heads hold the wrong numbers." + _trace(x, got, H), "wrong_values")
-    return LabFeedback(True, f"Your split_heads matches attnlib.split_heads on all {len(cases)} inputs: every "
-                       "head holds its own contiguous slice of features of every token, in order.")
+
+def _split_generic(case, expected, got):
+    x, H = case.args
+    if got.shape != expected.shape:
+        _fail(f"On {case.label}, your result has shape {_shape(got)}; expected {_shape(expected)} "
+              f"(B, H, T, d_head).", "wrong_shape")
+    _fail(f"On {case.label}, your heads hold the wrong numbers." + _trace(x, got, H), "wrong_values")
+
+
+LAB = Lab(
+    key="split_heads", checker="check_split_heads", what="split_heads",
+    writes='split_heads(x, n_heads)',
+    contract="``(B, T, d_model) -> (B, H, T, d_head)``",
+    refusal=Refusal(
+        about="writing the reshape yourself, so attnlib.split_heads is not accepted here",
+        instead="Reshape (B, T, d_model) to (B, T, H, d_head), then transpose(1, 2).",
+        attnlib=("split_heads",)),
+    cases=_split_cases,
+    reference=lambda c: split_heads(*c.args),
+    convert=lambda got, c, expected: _as_tensor_result(got, c, "split_heads"),
+    right=_close,
+    fingerprints=lambda c: _split_variants(*c.args),
+    matches=_close,
+    usable=lambda g: g if isinstance(g, torch.Tensor) else None,
+    show=lambda c, key, expected, got: ((f" Your result has shape {_shape(got)}, expected {_shape(expected)}."
+                                         if got.shape != expected.shape else "") + _trace(c.args[0], got, c.args[1])),
+    generic=_split_generic,
+    success=lambda cases: (f"Your split_heads matches attnlib.split_heads on all {len(cases)} inputs: every head holds "
+                           "its own contiguous slice of features of every token, in order."),
+    errors=_SPLIT_ERRORS, sort_found=False, doc=CHECK_SPLIT_HEADS_DOC)
+
+check_split_heads = register(LAB)

@@ -7,8 +7,8 @@ import torch
 
 from ...attention import scaled_dot_product_attention
 from ._core import (
-    LabFeedback, REAL_LAYER, _Case, _fail, _finite, _Raised, _call, _close, _generic_tensor, _ints, _lab,
-    _later_results, _pick, _raised, _randn, _real_head, _shape, _showing, _wrong,
+    READY_MADE_ATTENTION, REAL_LAYER, Lab, Refusal, _Case, _close, _fail, _finite, _generic_tensor, _ints, _randn,
+    _real_head, _shape, register,
 )
 
 __all__ = ["check_decode_step", "reference_decode_step"]
@@ -97,9 +97,7 @@ def _as_triple(got, case: _Case):
     return tuple(got)
 
 
-@_lab
-def check_decode_step(fn) -> LabFeedback:
-    """Check a learner's ``decode_step(q_new, k_new, v_new, cache_k, cache_v)`` against
+CHECK_DECODE_STEP_DOC = """Check a learner's ``decode_step(q_new, k_new, v_new, cache_k, cache_v)`` against
     :func:`reference_decode_step` (``torch.cat`` along time and
     :func:`attnlib.scaled_dot_product_attention`).
 
@@ -124,32 +122,43 @@ def check_decode_step(fn) -> LabFeedback:
     Source: the incremental decoding of Transformer decoders (Vaswani et al. 2017; Pope et al.
     2023, "Efficiently Scaling Transformer Inference", section 2).
     """
-    cases = _kv_cases()
-    names = ("out", "cache_k", "cache_v")
-    for i, case in enumerate(cases):
-        expected = case.memo("ref", lambda: reference_decode_step(*(a.double() for a in case.args)))
-        try:
-            got = _call(fn, case, "decode step")
-        except _Raised as r:
-            _raised(r.err, case, "decode step", _KV_ERRORS, i)
-        got = _as_triple(got, case)
-        if all(_close(g, e) for g, e in zip(got, expected)):
-            continue
-        fingerprints = case.memo("fp", lambda: _kv_fingerprints(case))
-        found = [key for key, variants in fingerprints.items() if _matches(got, variants)]
-        if found:
-            later = _later_results(fn, cases, i, lambda g: tuple(g) if isinstance(g, (tuple, list)) and len(g) == 3
-                                   and all(isinstance(t, torch.Tensor) and _finite(t) for t in g) else None)
-            matches = lambda key, c, g: _matches(g, c.memo("fp", lambda: _kv_fingerprints(c)).get(key))  # noqa: E731
-            right = lambda c, g: all(_close(a, b) for a, b in zip(  # noqa: E731
-                g, c.memo("ref", lambda: reference_decode_step(*(a.double() for a in c.args)))))
-            key = _pick(found, later, matches)[0]
-            case, got = _showing(key, found, (case, got), later, matches, right)
-            ref = case.memo("ref", lambda: reference_decode_step(*(a.double() for a in case.args)))
-            shapes = ", ".join(f"{n} {_shape(g)} (expected {_shape(e)})" for n, g, e in zip(names, got, ref))
-            _wrong(case, "decode step", key, ref[0], got[0], lab="kv_cache", show=lambda: f"\n  yours: {shapes}")
-        for name, g, e in zip(names, got, expected):
-            if not _close(g, e):
-                _generic_tensor(case, name, e, g)
-    return LabFeedback(True, f"Your decode_step matches attnlib on all {len(cases)} inputs: the new key and value "
-                       "appended along time, then one query over every cached position, scaled by 1/sqrt(d_k).")
+
+_NAMES = ("out", "cache_k", "cache_v")
+
+
+def _kv_show(case, key, expected, got):
+    shapes = ", ".join(f"{n} {_shape(g)} (expected {_shape(e)})" for n, g, e in zip(_NAMES, got, expected))
+    return f"\n  yours: {shapes}"
+
+
+def _kv_generic(case, expected, got):
+    for name, g, e in zip(_NAMES, got, expected):
+        if not _close(g, e):
+            _generic_tensor(case, name, e, g)
+
+
+LAB = Lab(
+    key="kv_cache", checker="check_decode_step", what="decode step",
+    writes='decode_step(q_new, k_new, v_new, cache_k, cache_v) -> (out, cache_k, cache_v)',
+    contract="new key and value appended along time, then the one query over every cached position",
+    refusal=Refusal(
+        about="one decoding step written out, so ready-made attention (F.scaled_dot_product_attention, "
+              "nn.MultiheadAttention, attnlib's attention functions) and attnlib.KVCache are not accepted here",
+        instead="torch.cat the new key and value onto the caches along dim=-2, then compute the scores "
+                "q_new @ cache_k.transpose(-2, -1) / sqrt(d_k), their softmax (torch.softmax is fine) and @ cache_v.",
+        attnlib=("attention", "kvcache"), **READY_MADE_ATTENTION),
+    cases=_kv_cases,
+    reference=lambda c: reference_decode_step(*(a.double() for a in c.args)),
+    convert=lambda got, c, expected: _as_triple(got, c),
+    right=lambda got, expected: all(_close(g, e) for g, e in zip(got, expected)),
+    fingerprints=_kv_fingerprints,
+    matches=_matches,
+    usable=lambda g: (tuple(g) if isinstance(g, (tuple, list)) and len(g) == 3
+                      and all(isinstance(t, torch.Tensor) and _finite(t) for t in g) else None),
+    show=_kv_show,
+    generic=_kv_generic,
+    success=lambda cases: (f"Your decode_step matches attnlib on all {len(cases)} inputs: the new key and value "
+                           "appended along time, then one query over every cached position, scaled by 1/sqrt(d_k)."),
+    errors=_KV_ERRORS, sort_found=False, doc=CHECK_DECODE_STEP_DOC)
+
+check_decode_step = register(LAB)

@@ -7,8 +7,8 @@ import torch
 
 from ...multihead import MultiHeadAttention
 from ._core import (
-    REAL_LAYER, LabFeedback, _Case, _Raised, _as_tensor_result, _call, _close, _fmt, _generic_tensor, _lab,
-    _later_results, _pick, _raised, _randn, _real_head, _shape, _showing, _wrong,
+    READY_MADE_ATTENTION, REAL_LAYER, Lab, Refusal, _Case, _as_tensor_result, _close, _fmt, _generic_tensor, _randn,
+    _real_head, _shape, register,
 )
 
 __all__ = ["check_multi_head_attention", "reference_multi_head_attention"]
@@ -115,9 +115,7 @@ _MHA_ERRORS = (("got float", "float_d_head"), ("must be tuple of ints", "float_d
                ("received an invalid combination", "float_d_head"))
 
 
-@_lab
-def check_multi_head_attention(fn) -> LabFeedback:
-    """Check a learner's ``multi_head_attention(x, W_q, W_k, W_v, W_o, n_heads)`` against
+CHECK_MULTI_HEAD_ATTENTION_DOC = """Check a learner's ``multi_head_attention(x, W_q, W_k, W_v, W_o, n_heads)`` against
     :class:`attnlib.MultiHeadAttention` (no biases; :func:`reference_multi_head_attention`).
 
     Contract (row-vector convention, Vaswani et al. 2017, section 3.2.2):
@@ -144,39 +142,45 @@ def check_multi_head_attention(fn) -> LabFeedback:
 
     Source: Vaswani et al. (2017), "Attention Is All You Need", section 3.2.2.
     """
-    cases = _mha_cases()
-    for i, case in enumerate(cases):
-        expected = reference_multi_head_attention(*case.args)
-        try:
-            got = _call(fn, case, "multi-head attention")
-        except _Raised as r:
-            _raised(r.err, case, "multi-head attention", _MHA_ERRORS, i)
-        if isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], torch.Tensor):
-            got = got[0]                                           # (out, weights) is accepted: out is graded
-        got = _as_tensor_result(got, case, "multi-head attention")
-        if _close(got, expected):
-            continue
-        found = [key for key, value in case.memo("fp", lambda: _mha_fingerprints(case)).items()
-                 if _close(got, value)]
-        if found:
-            def matches(key, c, g):
-                return _close(g, c.memo("fp", lambda: _mha_fingerprints(c))[key])
 
-            def usable(g):
-                if isinstance(g, (tuple, list)) and len(g) == 2 and isinstance(g[0], torch.Tensor):
-                    g = g[0]
-                return g if isinstance(g, torch.Tensor) else None
+def _out_only(got):
+    """``(out, weights)`` is accepted: ``out`` is graded."""
+    if isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], torch.Tensor):
+        return got[0]
+    return got
 
-            later = _later_results(fn, cases, i, usable)
-            key = _pick(found, later, matches)[0]
-            case, got = _showing(key, found, (case, got), later, matches,
-                                 lambda c, g: _close(g, reference_multi_head_attention(*c.args)))
-            expected = reference_multi_head_attention(*case.args)
-            err = (got.detach().double() - expected).abs()
-            _wrong(case, "multi-head attention", key, expected, got, lab="multi_head",
-                   show=lambda: (f"\n  expected out[0, 0] (token 0): {_fmt(expected[0, 0])}"
-                                 f"\n  your out[0, 0]:               {_fmt(got[0, 0])}"
-                                 if case.small else f" Largest difference {float(err.max()):.3g}."))
-        _generic_tensor(case, "output", expected, got)
-    return LabFeedback(True, f"Your multi_head_attention matches attnlib.MultiHeadAttention on all {len(cases)} "
-                       "inputs: 1 to 12 heads, batches, and a real encoder layer with its own weights.")
+
+def _mha_show(case, key, expected, got):
+    if case.small:
+        return (f"\n  expected out[0, 0] (token 0): {_fmt(expected[0, 0])}"
+                f"\n  your out[0, 0]:               {_fmt(got[0, 0])}")
+    return f" Largest difference {float((got.detach().double() - expected).abs().max()):.3g}."
+
+
+LAB = Lab(
+    key="multi_head", checker="check_multi_head_attention", what="multi-head attention",
+    writes='multi_head_attention(x, W_q, W_k, W_v, W_o, n_heads)',
+    contract=("``(B, T, d_model) -> (B, T, d_model)``: heads split, attended, merged and projected, as "
+              ":class:`attnlib.MultiHeadAttention` without biases"),
+    refusal=Refusal(
+        about="writing the multi-head forward pass yourself, so ready-made attention (F.scaled_dot_product_attention, "
+              "nn.MultiheadAttention, attnlib's attention functions and MultiHeadAttention) and attnlib's split_heads / "
+              "merge_heads are not accepted here",
+        instead="Project (x @ W_q), reshape to (B, T, H, d_head) and transpose(1, 2); scores q @ k.transpose(-2, -1) / "
+                "sqrt(d_head), torch.softmax over the keys, times v; transpose back, reshape to (B, T, d_model) and "
+                "multiply by W_o.",
+        attnlib=("attention", "split_heads", "merge_heads"), **READY_MADE_ATTENTION),
+    cases=_mha_cases,
+    reference=lambda c: reference_multi_head_attention(*c.args),
+    convert=lambda got, c, expected: _as_tensor_result(_out_only(got), c, "multi-head attention"),
+    right=_close,
+    fingerprints=_mha_fingerprints,
+    matches=_close,
+    usable=lambda g: _out_only(g) if isinstance(_out_only(g), torch.Tensor) else None,
+    show=_mha_show,
+    generic=lambda c, expected, got: _generic_tensor(c, "output", expected, got),
+    success=lambda cases: (f"Your multi_head_attention matches attnlib.MultiHeadAttention on all {len(cases)} "
+                           "inputs: 1 to 12 heads, batches, and a real encoder layer with its own weights."),
+    errors=_MHA_ERRORS, sort_found=False, doc=CHECK_MULTI_HEAD_ATTENTION_DOC)
+
+check_multi_head_attention = register(LAB)

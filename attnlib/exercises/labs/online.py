@@ -8,9 +8,8 @@ import torch
 from ...softmax import softmax
 from ...tiled import tiled_attention
 from ._core import (
-    LabFeedback, REAL_LAYER, _Case, _Raised, _as_tensor_result, _call, _close, _finite,
-    _generic_tensor, _ints, _lab, _later_results, _pick, _raised, _randn, _real_head, _shape, _showing,
-    _wrong,
+    READY_MADE_ATTENTION, REAL_LAYER, Lab, Refusal, _Case, _as_tensor_result, _close, _finite, _generic_tensor,
+    _ints, _randn, _real_head, _shape, register,
 )
 
 __all__ = ["check_online_softmax_attention"]
@@ -150,9 +149,7 @@ def _matrix_watch(case: _Case) -> dict | None:
     return spec or None
 
 
-@_lab
-def check_online_softmax_attention(fn) -> LabFeedback:
-    """Check a learner's ``online_softmax_attention(q, k, v, block_size)`` against
+CHECK_ONLINE_SOFTMAX_ATTENTION_DOC = """Check a learner's ``online_softmax_attention(q, k, v, block_size)`` against
     :func:`attnlib.tiled_attention` (exact attention without a mask).
 
     Contract: returns ``out = softmax(q k^T / sqrt(d_k)) v``, computed by visiting the keys
@@ -188,25 +185,28 @@ def check_online_softmax_attention(fn) -> LabFeedback:
     Source: Milakov & Gimelshein (2018), algorithm 3; Dao et al. (2022), "FlashAttention",
     algorithm 1.
     """
-    cases = _online_cases()
-    for i, case in enumerate(cases):
-        q, k, v, block = case.args
-        expected = _reference_online(case)
-        try:
-            got = _call(fn, case, "online softmax attention", matrix=_matrix_watch(case))
-        except _Raised as r:
-            _raised(r.err, case, "online softmax attention", (), i)
-        got = _as_tensor_result(got, case, "online softmax attention")
-        if _close(got, expected):
-            continue
-        fingerprints = case.memo("fp", lambda: _online_fingerprints(case))
-        found = sorted((key for key, value in fingerprints.items() if _close(got, value)), key=len)
-        if found:
-            later = _later_results(fn, cases, i, lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None)
-            matches = lambda key, c, g: _close(g, c.memo("fp", lambda: _online_fingerprints(c)).get(key))  # noqa: E731
-            keys = _pick(found, later, matches)[0]
-            case, got = _showing(keys, found, (case, got), later, matches, lambda c, g: _close(g, _reference_online(c)))
-            _wrong(case, "online softmax attention", keys, _reference_online(case), got, lab="online_softmax")
-        _generic_tensor(case, "output", expected, got)
-    return LabFeedback(True, f"Your online softmax attention matches attnlib.tiled_attention on all {len(cases)} "
-                       "inputs, block by block, without ever holding the (T_q, T_k) score matrix.")
+
+LAB = Lab(
+    key="online_softmax", checker="check_online_softmax_attention", what="online softmax attention",
+    writes='online_softmax_attention(q, k, v, block_size)',
+    contract="unmasked attention, keys visited in blocks with a running max and sum",
+    refusal=Refusal(
+        about="the online softmax itself, so ready-made attention (F.scaled_dot_product_attention, "
+              "nn.MultiheadAttention, attnlib.tiled_attention and attnlib's other attention functions) and attnlib's "
+              "online softmax (online_softmax, online_softmax_step) are not accepted here",
+        instead="Loop over blocks of keys, keeping for every query a running maximum, a running sum and a running "
+                "output, rescaled by exp(m_old - m_new) when the maximum grows.",
+        attnlib=("attention", "online_softmax"), **READY_MADE_ATTENTION),
+    cases=_online_cases,
+    reference=_reference_online,
+    convert=lambda got, c, expected: _as_tensor_result(got, c, "online softmax attention"),
+    right=_close,
+    fingerprints=_online_fingerprints,
+    matches=_close,
+    usable=lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None,
+    generic=lambda c, expected, got: _generic_tensor(c, "output", expected, got),
+    success=lambda cases: (f"Your online softmax attention matches attnlib.tiled_attention on all {len(cases)} "
+                           "inputs, block by block, without ever holding the (T_q, T_k) score matrix."),
+    matrix=_matrix_watch, doc=CHECK_ONLINE_SOFTMAX_ATTENTION_DOC)
+
+check_online_softmax_attention = register(LAB)

@@ -10,8 +10,8 @@ import torch
 from ...attention import scaled_dot_product_attention
 from ...positions import apply_rope
 from ._core import (
-    LabFeedback, REAL_LAYER, _Case, _Raised, _as_tensor_result, _call, _close, _finite, _generic_tensor, _ints,
-    _lab, _later_results, _pick, _raised, _randn, _real_head, _shape, _showing, _wrong,
+    REAL_LAYER, Lab, Refusal, _Case, _as_tensor_result, _close, _finite, _generic_tensor, _ints, _randn, _real_head,
+    _shape, register,
 )
 
 __all__ = ["check_apply_rope", "check_rope_attention", "rope_variant"]
@@ -99,9 +99,7 @@ def _reference_rope(case: _Case) -> torch.Tensor:
     return apply_rope(x.double(), positions, BASE, pairing="half")
 
 
-@_lab
-def check_apply_rope(fn) -> LabFeedback:
-    """Check a learner's ``apply_rope(x, positions)`` against :func:`attnlib.apply_rope`
+CHECK_APPLY_ROPE_DOC = """Check a learner's ``apply_rope(x, positions)`` against :func:`attnlib.apply_rope`
     (``pairing="half"``, base 10000).
 
     Contract: ``x`` ``(..., T, d)`` with ``d`` even, ``positions`` an int tensor ``(T,)``; the
@@ -122,27 +120,33 @@ def check_apply_rope(fn) -> LabFeedback:
 
     Source: Su et al. (2021), "RoFormer", eq. (34); the rotate-half layout of GPT-NeoX and Llama.
     """
-    cases = _rope_cases()
-    for i, case in enumerate(cases):
-        expected = _reference_rope(case)
-        try:
-            got = _call(fn, case, "apply_rope")
-        except _Raised as r:
-            _raised(r.err, case, "apply_rope", (), i)
-        got = _as_tensor_result(got, case, "apply_rope")
-        if _close(got, expected):
-            continue
-        fingerprints = case.memo("fp", lambda: _rope_fingerprints(case))
-        found = sorted((key for key, outs in fingerprints.items() if _matches_any(got, outs)), key=len)
-        if found:
-            later = _later_results(fn, cases, i, lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None)
-            matches = lambda key, c, g: _matches_any(g, c.memo("fp", lambda: _rope_fingerprints(c)).get(key))  # noqa: E731
-            keys = _pick(found, later, matches)[0]
-            case, got = _showing(keys, found, (case, got), later, matches, lambda c, g: _close(g, _reference_rope(c)))
-            _wrong(case, "apply_rope", keys, _reference_rope(case), got, lab="rope")
-        _generic_tensor(case, "rotated x", expected, got)
-    return LabFeedback(True, f"Your apply_rope matches attnlib.apply_rope on all {len(cases)} inputs: each pair "
-                       "(m, m + d/2) turned by position * 10000^(-2m/d).")
+
+#: What the RoPE labs refuse (both: the rotation is the lab's job).
+_ROPE_REFUSAL = Refusal(
+    about="writing the rotation yourself, so attnlib's RoPE (apply_rope, rope_scores, rope_frequencies) and Hugging "
+          "Face's apply_rotary_pos_emb are not accepted here",
+    instead="Compute theta = 10000 ** (-2 * torch.arange(d // 2) / d), the angles positions[:, None] * theta, and "
+            "rotate each pair (x[..., m], x[..., m + d // 2]) with their cos and sin.",
+    attnlib=("rope",), python=(("transformers", ("~rotary",), "{module}.{qualname}"),))
+
+APPLY_LAB = Lab(
+    key="rope", checker="check_apply_rope", what="apply_rope",
+    writes='apply_rope(x, positions)',
+    contract="each pair ``(m, m + d/2)`` of row ``t`` rotated by ``positions[t] * 10000^(-2m/d)``",
+    refusal=_ROPE_REFUSAL,
+    cases=_rope_cases,
+    reference=_reference_rope,
+    convert=lambda got, c, expected: _as_tensor_result(got, c, "apply_rope"),
+    right=_close,
+    fingerprints=_rope_fingerprints,
+    matches=_matches_any,
+    usable=lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None,
+    generic=lambda c, expected, got: _generic_tensor(c, "rotated x", expected, got),
+    success=lambda cases: (f"Your apply_rope matches attnlib.apply_rope on all {len(cases)} inputs: each pair "
+                           "(m, m + d/2) turned by position * 10000^(-2m/d)."),
+    doc=CHECK_APPLY_ROPE_DOC)
+
+check_apply_rope = register(APPLY_LAB)
 
 
 # ------------------------------------------------------------------------- RoPE inside attention
@@ -196,9 +200,7 @@ def _use_fingerprints(case: _Case) -> dict:
     return out
 
 
-@_lab
-def check_rope_attention(fn) -> LabFeedback:
-    """Check a learner's ``rope_attention(q, k, v, positions)``: attention (no mask) of
+CHECK_ROPE_ATTENTION_DOC = """Check a learner's ``rope_attention(q, k, v, positions)``: attention (no mask) of
     queries and keys rotated by RoPE at ``positions``, the values left as they are,
     ``softmax(R(q) R(k)^T / sqrt(d_k)) v``, against :func:`attnlib.apply_rope` and
     :func:`attnlib.scaled_dot_product_attention`.
@@ -216,25 +218,22 @@ def check_rope_attention(fn) -> LabFeedback:
 
     Source: Su et al. (2021), section 3.4.2 (RoPE rotates queries and keys only).
     """
-    cases = _attention_cases()
-    for i, case in enumerate(cases):
-        expected = _reference_rope_attention(case)
-        try:
-            got = _call(fn, case, "attention with RoPE")
-        except _Raised as r:
-            _raised(r.err, case, "attention with RoPE", (), i)
-        got = _as_tensor_result(got, case, "attention with RoPE")
-        if _close(got, expected):
-            continue
-        fingerprints = case.memo("fp", lambda: _use_fingerprints(case))
-        found = sorted((key for key, outs in fingerprints.items() if _matches_any(got, outs)), key=len)
-        if found:
-            later = _later_results(fn, cases, i, lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None)
-            matches = lambda key, c, g: _matches_any(g, c.memo("fp", lambda: _use_fingerprints(c)).get(key))  # noqa: E731
-            keys = _pick(found, later, matches)[0]
-            case, got = _showing(keys, found, (case, got), later, matches,
-                                 lambda c, g: _close(g, _reference_rope_attention(c)))
-            _wrong(case, "attention with RoPE", keys, _reference_rope_attention(case), got, lab="rope")
-        _generic_tensor(case, "output", expected, got)
-    return LabFeedback(True, f"Your attention with RoPE matches attnlib on all {len(cases)} inputs: q and k rotated "
-                       "at their positions, v left as it is, scores scaled by 1/sqrt(d_k).")
+
+USE_LAB = Lab(
+    key="rope", checker="check_rope_attention", what="attention with RoPE",
+    writes='rope_attention(q, k, v, positions)',
+    contract="``softmax(R(q) R(k)^T / sqrt(d_k)) v``: q and k rotated, v not",
+    refusal=_ROPE_REFUSAL,
+    cases=_attention_cases,
+    reference=_reference_rope_attention,
+    convert=lambda got, c, expected: _as_tensor_result(got, c, "attention with RoPE"),
+    right=_close,
+    fingerprints=_use_fingerprints,
+    matches=_matches_any,
+    usable=lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None,
+    generic=lambda c, expected, got: _generic_tensor(c, "output", expected, got),
+    success=lambda cases: (f"Your attention with RoPE matches attnlib on all {len(cases)} inputs: q and k rotated at "
+                           "their positions, v left as it is, scores scaled by 1/sqrt(d_k)."),
+    doc=CHECK_ROPE_ATTENTION_DOC)
+
+check_rope_attention = register(USE_LAB)

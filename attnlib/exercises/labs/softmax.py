@@ -7,9 +7,8 @@ import torch
 
 from ...softmax import softmax
 from ._core import (
-    LARGE_SCORE, LabFeedback, REAL_LAYER, _Case, _Raised, _as_tensor_result, _call, _close, _finite,
-    _generic_tensor, _lab, _later_results, _pick, _raised, _randn, _real_head, _shape, _showing, _sums_text,
-    _wrong,
+    LARGE_SCORE, REAL_LAYER, Lab, Refusal, _Case, _as_tensor_result, _close, _finite, _generic_tensor, _randn,
+    _real_head, _shape, _sums_text, register,
 )
 
 __all__ = ["check_softmax"]
@@ -76,9 +75,7 @@ def _softmax_variants(x: torch.Tensor, dim: int) -> dict:
 _SOFTMAX_ERRORS = (("return_types", "max_returns_pair"), ("must match the size", "missing_keepdim"))
 
 
-@_lab
-def check_softmax(fn) -> LabFeedback:
-    """Check a learner's ``softmax(x, dim=-1)`` against :func:`attnlib.softmax`.
+DOC = """Check a learner's ``softmax(x, dim=-1)`` against :func:`attnlib.softmax`.
 
     Contract: returns a tensor of ``x``'s shape with entries in ``[0, 1]`` that sum to 1 along
     ``dim`` (any dim, negative too), exact for scores of any size (``x`` up to ``1e4``, where
@@ -102,28 +99,30 @@ def check_softmax(fn) -> LabFeedback:
 
     Source: the max-subtracted softmax (chapter 4); Bridle (1990).
     """
-    cases = _softmax_cases()
-    for i, case in enumerate(cases):
-        x, dim = case.args[0], case.kwargs["dim"]
-        expected = softmax(x.double(), dim=dim)
-        try:
-            got = _call(fn, case, "softmax")
-        except _Raised as r:
-            _raised(r.err, case, "softmax", _SOFTMAX_ERRORS, i)
-        got = _as_tensor_result(got, case, "softmax")
-        if _close(got, expected):
-            continue
-        variants_of = lambda c: c.memo("variants", lambda: _softmax_variants(c.args[0], c.kwargs["dim"]))  # noqa: E731
-        matches = lambda key, c, g: _close(g, variants_of(c).get(key))  # noqa: E731
-        variants = variants_of(case)
-        found = [key for key, value in variants.items() if _close(got, value)]
-        if found:
-            later = _later_results(fn, cases, i, lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None)
-            key = _pick(found, later, matches)[0]
-            right = lambda c, g: _close(g, softmax(c.args[0].double(), dim=c.kwargs["dim"]))  # noqa: E731
-            case, got = _showing(key, found, (case, got), later, matches, right)
-            _wrong(case, "softmax", key, softmax(case.args[0].double(), dim=case.kwargs["dim"]), got)
-        _generic_tensor(case, "softmax", expected, got,
-                        extra=_sums_text(got, dim, expected.shape))
-    return LabFeedback(True, f"Your softmax matches attnlib.softmax on all {len(cases)} inputs: small ones along "
-                       f"each axis, scores of +-{int(LARGE_SCORE)}, batches of heads and a real layer's scores.")
+
+LAB = Lab(
+    key="softmax", checker="check_softmax", what="softmax",
+    writes='softmax(x, dim=-1)',
+    contract="same shape; entries in [0, 1]; sum 1 along ``dim``; no overflow at 1e4",
+    refusal=Refusal(
+        about="writing the softmax yourself, so a library softmax (torch.softmax, F.softmax, x.softmax, log_softmax, "
+              "nn.Softmax, attnlib.softmax) is not accepted here",
+        instead="Build it from torch.exp, each slice's maximum (x.amax(dim=dim, keepdim=True)) and a sum "
+                "(keepdim=True). Outside this lab, do use the library's softmax.",
+        torch=("softmax", "log_softmax", "_softmax", "_log_softmax", "softmin"),
+        attnlib=("=softmax", "=online_softmax"),
+        python=(("scipy.special", ("softmax", "log_softmax"), "scipy.special.{qualname}"),)),
+    cases=_softmax_cases,
+    reference=lambda c: softmax(c.args[0].double(), dim=c.kwargs["dim"]),
+    convert=lambda got, c, expected: _as_tensor_result(got, c, "softmax"),
+    right=_close,
+    fingerprints=lambda c: _softmax_variants(c.args[0], c.kwargs["dim"]),
+    matches=_close,
+    usable=lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None,
+    generic=lambda c, expected, got: _generic_tensor(c, "softmax", expected, got,
+                                                     extra=_sums_text(got, c.kwargs["dim"], expected.shape)),
+    success=lambda cases: (f"Your softmax matches attnlib.softmax on all {len(cases)} inputs: small ones along each "
+                           f"axis, scores of +-{int(LARGE_SCORE)}, batches of heads and a real layer's scores."),
+    errors=_SOFTMAX_ERRORS, sort_found=False, doc=DOC)
+
+check_softmax = register(LAB)
