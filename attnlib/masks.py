@@ -1,5 +1,5 @@
-"""Causal and padding masks, conversion between boolean and additive masks, and the one path
-that applies a mask to attention scores (chapter 5).
+"""Causal, padding and document masks, conversion between boolean and additive masks, and the
+one path that applies a mask to attention scores (chapter 5).
 
 Convention (the same as ``torch.nn.functional.scaled_dot_product_attention``):
 a boolean mask holds ``True`` where a query **may attend** to a key; a float mask is
@@ -18,8 +18,11 @@ import torch
 
 from . import _validate
 
-__all__ = ["causal_mask", "sliding_window_mask", "causal_block", "padding_mask", "to_additive", "to_boolean",
-           "prepare_mask", "apply_mask"]
+__all__ = ["causal_mask", "sliding_window_mask", "causal_block", "padding_mask", "document_ids", "document_mask",
+           "to_additive", "to_boolean", "prepare_mask", "apply_mask", "ALIGNS"]
+
+#: Where the causal triangle of a ``(T_q, T_k)`` mask is anchored (:func:`causal_mask`).
+ALIGNS = ("top_left", "bottom_right")
 
 
 def causal_block(q_start: int, q_end: int, k_start: int, k_end: int, *, device=None) -> torch.Tensor:
@@ -48,31 +51,62 @@ def causal_block(q_start: int, q_end: int, k_start: int, k_end: int, *, device=N
     return cols <= rows                                            # (n_q, n_k)
 
 
-def causal_mask(T_q: int, T_k: int | None = None, *, device=None) -> torch.Tensor:
-    """Boolean look-ahead mask: query ``i`` may attend to keys ``0..i``.
+def causal_mask(T_q: int, T_k: int | None = None, *, align: str = "top_left", device=None) -> torch.Tensor:
+    """Boolean look-ahead mask: ``True`` where query ``i`` may attend to key ``j``.
 
-    The lower triangle is aligned to the top-left corner, as in PyTorch's
-    ``scaled_dot_product_attention(is_causal=True)``: entry ``(i, j)`` is ``j <= i``
-    also when ``T_q != T_k``.  A length of 0 gives an empty mask.
+    For a square mask (``T_k = T_q``, the default) query ``i`` sees keys ``0..i``.  When
+    ``T_q != T_k`` the triangle can be anchored at either corner, and the two choices are
+    different masks (they agree only when ``T_q == T_k``):
+
+    * ``align="top_left"`` (the default): entry ``(i, j)`` is ``j <= i``, the first query is
+      the first position.  This is what PyTorch's
+      ``scaled_dot_product_attention(is_causal=True)`` does, and ``attnlib``'s ``is_causal``
+      (``torch.nn.attention.bias.causal_upper_left``).
+    * ``align="bottom_right"``: the ``T_q`` queries are the **last** ``T_q`` of the ``T_k``
+      positions, query ``i`` at absolute position ``T_k - T_q + i``, so entry ``(i, j)`` is
+      ``j <= T_k - T_q + i``: the last query sees every key.  This is the mask of decoding with a
+      KV cache (``T_k - T_q`` tokens cached, ``T_q`` new ones; what
+      :meth:`attnlib.KVCache.attend` applies) and of PyTorch's
+      ``torch.nn.attention.bias.causal_lower_right`` and FlashAttention 2's ``causal=True``.
+      With ``T_q > T_k`` the first ``T_q - T_k`` queries sit before position 0 and have no key
+      at all (fully masked rows, as in ``causal_lower_right``).
+
+    A length of 0 gives an empty mask.
 
     Shapes:
         result: ``(T_q, T_k)`` bool, ``T_k`` defaulting to ``T_q``.
 
     Raises:
         TypeError: ``T_q`` or ``T_k`` is not an int; ``device`` is not a device or name.
-        ValueError: ``T_q`` or ``T_k`` is negative; ``device`` names no available device.
+        ValueError: ``T_q`` or ``T_k`` is negative; ``align`` is not ``"top_left"`` or
+            ``"bottom_right"``; ``device`` names no available device.
 
     Source: the decoder's masking in Vaswani et al. (2017), "Attention Is All You Need",
-    section 3.2.3.
+    section 3.2.3; the two alignments as PyTorch names them (``torch.nn.attention.bias``,
+    ``CausalVariant.UPPER_LEFT`` / ``LOWER_RIGHT``) and FlashAttention 2.1's change of
+    ``causal=True`` to bottom-right (Dao 2023, the flash-attn README).
 
     >>> causal_mask(3).int()
     tensor([[1, 0, 0],
             [1, 1, 0],
             [1, 1, 1]], dtype=torch.int32)
+    >>> causal_mask(2, 4).int()                          # top-left: queries at positions 0, 1
+    tensor([[1, 0, 0, 0],
+            [1, 1, 0, 0]], dtype=torch.int32)
+    >>> causal_mask(2, 4, align="bottom_right").int()    # queries at positions 2, 3
+    tensor([[1, 1, 1, 0],
+            [1, 1, 1, 1]], dtype=torch.int32)
     """
     T_q = _validate.non_negative_int(T_q, "T_q")
     T_k = T_q if T_k is None else _validate.non_negative_int(T_k, "T_k")
-    return causal_block(0, T_q, 0, T_k, device=_validate.device(device))
+    _validate.choice(align, ALIGNS, "align")
+    device = _validate.device(device)
+    if align == "top_left":
+        return causal_block(0, T_q, 0, T_k, device=device)
+    if T_q <= T_k:                                   # queries at positions T_k - T_q .. T_k - 1
+        return causal_block(T_k - T_q, T_k, 0, T_k, device=device)
+    rows = torch.arange(T_q, device=device)[:, None] + (T_k - T_q)   # (T_q, 1), the first ones negative
+    return torch.arange(T_k, device=device)[None, :] <= rows          # (T_q, T_k)
 
 
 def sliding_window_mask(T: int, window: int, *, device=None) -> torch.Tensor:
@@ -132,6 +166,84 @@ def padding_mask(attention_mask) -> torch.Tensor:
         bad = m[(m != 0) & (m != 1)].flatten()[:3].tolist()
         raise ValueError(f"attention_mask must hold only 0 and 1, found values such as {bad}")
     return m.bool()[:, None, None, :]  # (B, 1, 1, T): broadcast over heads and queries
+
+
+def document_ids(lengths, *, device=None) -> torch.Tensor:
+    """The document id of each position of a packed row: ``lengths = (3, 2)`` gives
+    ``(0, 0, 0, 1, 1)``, document ``d`` holding ``lengths[d]`` consecutive positions.
+
+    Shapes:
+        lengths: ``n_docs`` ints (list, tuple or 1-D integer tensor); result:
+        ``(sum(lengths),)`` int64.
+
+    Raises:
+        TypeError: ``lengths`` is not a sequence of ints.  ValueError: a length below 1, or no
+            length at all.
+
+    >>> document_ids([3, 2])
+    tensor([0, 0, 0, 1, 1])
+    """
+    if isinstance(lengths, torch.Tensor):
+        if lengths.dim() != 1 or lengths.dtype.is_floating_point or lengths.dtype.is_complex \
+                or lengths.dtype == torch.bool:
+            raise TypeError(f"lengths must be 1-D ints, got a tensor of shape {tuple(lengths.shape)} "
+                            f"and dtype {lengths.dtype}")
+        lengths = lengths.tolist()
+    if not isinstance(lengths, (list, tuple)):
+        raise TypeError(f"lengths must be a list, tuple or 1-D integer tensor, got {type(lengths).__name__}")
+    if not lengths:
+        raise ValueError("lengths must name at least one document")
+    lengths = [_validate.positive_int(n, f"lengths[{d}]") for d, n in enumerate(lengths)]
+    device = _validate.device(device)
+    return torch.repeat_interleave(torch.arange(len(lengths), device=device),
+                                   torch.tensor(lengths, device=device))
+
+
+def document_mask(ids, *, causal: bool = False) -> torch.Tensor:
+    """Block-diagonal mask for **packed sequences**: several documents written one after the
+    other in one row, each attending only to itself.  Entry ``(i, j)`` is ``True`` (may attend)
+    when positions ``i`` and ``j`` belong to the same document, ``ids[i] == ids[j]``; with
+    ``causal=True`` also ``j <= i`` (a decoder trained on packed documents).
+
+    Packing fills a batch without padding; the mask keeps the documents from reading each other,
+    so that every output equals the one of its document run alone (tested).  Positions must
+    restart at each document as well (the mask says nothing about them).  Documents need not be
+    contiguous: equal ids are one document wherever they stand.
+
+    Shapes:
+        ids: ``(T,)`` or ``(B, T)`` integer document ids (:func:`document_ids` builds them from
+        lengths).  Result: ``(T, T)`` bool, or ``(B, 1, T, T)`` for ``(B, T)`` ids (broadcast
+        over the heads, as :func:`padding_mask`).
+
+    Raises:
+        TypeError: ``ids`` is not an integer tensor or array; ``causal`` is not a bool.
+        ValueError: ``ids`` is not 1-D or 2-D.
+
+    Source: "document masking" of packed training sequences, e.g. Llama 3
+    (Grattafiori et al. 2024, section 3.2: "an attention mask that prevents self-attention
+    between different documents within the same sequence"); Krell et al. (2021), "Efficient
+    Sequence Packing without Cross-contamination".
+
+    >>> document_mask(document_ids([2, 1])).int()
+    tensor([[1, 1, 0],
+            [1, 1, 0],
+            [0, 0, 1]], dtype=torch.int32)
+    >>> document_mask(document_ids([2, 1]), causal=True).int()
+    tensor([[1, 0, 0],
+            [1, 1, 0],
+            [0, 0, 1]], dtype=torch.int32)
+    """
+    causal = _validate.flag(causal, "causal")
+    ids = _validate.tensor(ids, "ids")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise TypeError(f"ids must hold integer document ids, got dtype {ids.dtype}")
+    if ids.dim() not in (1, 2):
+        raise ValueError(f"ids must be (T,) or (B, T) document ids, got shape {tuple(ids.shape)}")
+    same = ids[..., :, None] == ids[..., None, :]            # (..., T, T): same document
+    if causal:
+        T = ids.shape[-1]
+        same = same & causal_mask(T, device=ids.device)      # and not in the future
+    return same if ids.dim() == 1 else same[:, None]         # (T, T) or (B, 1, T, T)
 
 
 def to_additive(mask, dtype: torch.dtype = torch.float32) -> torch.Tensor:

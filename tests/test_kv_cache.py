@@ -266,3 +266,32 @@ def test_append_does_not_record_autograd_history():
     cache.append(k, k * 2)
     cache.append(k[:, :, :1], k[:, :, :1] * 2)
     assert not cache.keys.requires_grad and not cache.values.requires_grad
+
+
+@pytest.mark.parametrize("prompt, new", [(9, 4), (1, 12), (12, 1), (5, 8)])
+def test_the_cache_applies_the_bottom_right_causal_mask(prompt, new):
+    """A prompt of `prompt` tokens in the cache, then `new` tokens decoded one at a time or
+    appended as one chunk: both equal one call with causal_mask(new, prompt + new,
+    align="bottom_right") and PyTorch's causal_lower_right, and differ from the top-left mask
+    (is_causal=True) whenever the cache held anything before."""
+    from torch.nn.attention.bias import causal_lower_right
+
+    T = prompt + new
+    q, k, v = _qkv(2, 4, 2, T)
+    q_new = q[:, :, prompt:]                                             # (B, H, new, d_k)
+    one_call, _ = scaled_dot_product_attention(q_new, k, v, attnlib.causal_mask(new, T, align="bottom_right"),
+                                               enable_gqa=True)
+    torch.testing.assert_close(one_call, F.scaled_dot_product_attention(
+        q_new, k, v, attn_mask=causal_lower_right(new, T), enable_gqa=True), atol=1e-5, rtol=1e-5)
+    steps, chunk = KVCache(), KVCache()
+    steps.append(k[:, :, :prompt], v[:, :, :prompt])
+    chunk.append(k[:, :, :prompt], v[:, :, :prompt])
+    outs = []
+    for t in range(prompt, T):                                           # token by token
+        steps.append(k[:, :, t:t + 1], v[:, :, t:t + 1])
+        outs.append(steps.attend(q[:, :, t:t + 1]))
+    chunk.append(k[:, :, prompt:], v[:, :, prompt:])                     # all new tokens at once
+    torch.testing.assert_close(torch.cat(outs, dim=2), one_call, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(chunk.attend(q_new), one_call, atol=1e-6, rtol=1e-6)
+    top_left, _ = scaled_dot_product_attention(q_new, k, v, is_causal=True, enable_gqa=True)
+    assert (top_left - one_call).abs().max() > 1e-2

@@ -198,3 +198,179 @@ def test_prepare_mask_checks_and_reshapes():
         prepare_mask(torch.ones(3, 4, dtype=torch.int32), (2,), 3, 4, "cpu")
     with pytest.raises(TypeError, match="mask must be a torch.Tensor"):
         prepare_mask("causal", (2,), 3, 4, "cpu")
+
+
+# ------------------------------------------------- where the causal triangle sits when T_q != T_k
+
+ALIGN_SHAPES = [(1, 1), (4, 4), (3, 6), (1, 6), (6, 3), (2, 0), (0, 2)]
+
+
+@pytest.mark.parametrize("T_q,T_k", ALIGN_SHAPES)
+def test_causal_mask_alignments_equal_torchs_causal_biases(T_q, T_k):
+    """top_left is torch's causal_upper_left (and is_causal=True), bottom_right its
+    causal_lower_right: the same boolean matrix, cell for cell."""
+    from torch.nn.attention.bias import causal_lower_right, causal_upper_left
+
+    assert torch.equal(attnlib.causal_mask(T_q, T_k, align="top_left"), causal_upper_left(T_q, T_k)._materialize())
+    with pytest.warns(UserWarning) if T_q > T_k else _no_warning():
+        lower_right = causal_lower_right(T_q, T_k)._materialize()
+    assert torch.equal(attnlib.causal_mask(T_q, T_k, align="bottom_right"), lower_right)
+    assert torch.equal(attnlib.causal_mask(T_q, T_k), attnlib.causal_mask(T_q, T_k, align="top_left"))   # the default
+
+
+def _no_warning():
+    import contextlib
+    return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("T_q,T_k", [(3, 6), (1, 6), (6, 3), (5, 5)])
+def test_bottom_right_attention_equals_torchs_lower_right_kernel(T_q, T_k):
+    """Attention under align="bottom_right" equals F.scaled_dot_product_attention with
+    attn_mask=causal_lower_right (queries at positions T_k - T_q + i), and top_left equals
+    is_causal=True; the two differ whenever T_q != T_k.  Fully masked rows (T_q > T_k) are
+    zeros in attnlib; torch warns that its kernel may give NaN there, so they are compared only
+    where torch's output is finite."""
+    from torch.nn.attention.bias import causal_lower_right
+
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(2, 3, T_q, 8, generator=g, dtype=torch.float64)
+    k = torch.randn(2, 3, T_k, 8, generator=g, dtype=torch.float64)
+    v = torch.randn(2, 3, T_k, 5, generator=g, dtype=torch.float64)
+    ours_br, _ = attnlib.scaled_dot_product_attention(q, k, v, mask=attnlib.causal_mask(T_q, T_k, align="bottom_right"))
+    with pytest.warns(UserWarning) if T_q > T_k else _no_warning():
+        torch_br = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(T_q, T_k))
+    live = attnlib.causal_mask(T_q, T_k, align="bottom_right").any(-1)         # (T_q,) rows with a key
+    torch.testing.assert_close(ours_br[..., live, :], torch_br[..., live, :])
+    assert torch.equal(ours_br[..., ~live, :], torch.zeros_like(ours_br[..., ~live, :]))
+    ours_tl, _ = attnlib.scaled_dot_product_attention(q, k, v, mask=attnlib.causal_mask(T_q, T_k, align="top_left"))
+    torch.testing.assert_close(ours_tl, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    gap = (ours_br - ours_tl).abs().max().item()
+    assert (gap > 1e-3) == (T_q != T_k)
+
+
+@pytest.mark.parametrize("T_q,T_k", [(3, 6), (6, 3), (4, 4), (1, 5)])
+def test_bottom_right_is_the_formula(T_q, T_k):
+    """Entry (i, j) is j <= T_k - T_q + i; the last query sees every key, top_left's first
+    query sees key 0 only."""
+    mask = attnlib.causal_mask(T_q, T_k, align="bottom_right")
+    for i in range(T_q):
+        for j in range(T_k):
+            assert bool(mask[i, j]) == (j <= T_k - T_q + i)
+    if T_q and T_k:
+        assert bool(mask[-1].all())
+        assert int(attnlib.causal_mask(T_q, T_k)[0].sum()) == 1
+
+
+@pytest.mark.parametrize("bad", ["bottom-right", "lower_right", None, 1, "TOP_LEFT"])
+def test_causal_mask_bad_align(bad):
+    with pytest.raises(ValueError, match="align must be one of 'top_left', 'bottom_right'"):
+        attnlib.causal_mask(2, 4, align=bad)
+
+
+def test_causal_mask_bottom_right_device_and_empty(device):
+    assert attnlib.causal_mask(2, 5, align="bottom_right", device=device).device.type == device.type
+    assert attnlib.causal_mask(6, 3, align="bottom_right", device="meta").shape == (6, 3)
+    assert attnlib.causal_mask(0, 4, align="bottom_right").shape == (0, 4)
+
+
+# ------------------------------------------------- packed sequences: document (block-diagonal) masks
+
+from attnlib.masks import document_ids, document_mask  # noqa: E402
+
+
+@pytest.mark.parametrize("lengths", [[3], [3, 2], [1, 4, 2], [2, 2, 2, 1]])
+@pytest.mark.parametrize("causal", [False, True])
+def test_document_mask_is_block_diagonal(lengths, causal):
+    """The oracle: torch.block_diag of one all-True block per document (lower triangles with
+    causal=True)."""
+    blocks = [torch.ones(n, n, dtype=torch.bool) for n in lengths]
+    if causal:
+        blocks = [b.tril() for b in blocks]
+    expected = torch.block_diag(*blocks)
+    got = document_mask(document_ids(lengths), causal=causal)
+    assert got.dtype == torch.bool and torch.equal(got, expected)
+
+
+def test_document_ids_and_batched_masks():
+    assert document_ids([3, 1, 2]).tolist() == [0, 0, 0, 1, 2, 2]
+    assert document_ids(torch.tensor([2, 2])).tolist() == [0, 0, 1, 1]
+    ids = torch.stack([document_ids([2, 3]), document_ids([4, 1])])           # (B, T)
+    mask = document_mask(ids, causal=True)
+    assert mask.shape == (2, 1, 5, 5)
+    for b in range(2):
+        assert torch.equal(mask[b, 0], document_mask(ids[b], causal=True))
+    # equal ids are one document wherever they stand
+    assert document_mask(torch.tensor([0, 1, 0]))[0].tolist() == [True, False, True]
+
+
+def _packed_case(lengths, d_k=8, d_v=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    T = sum(lengths)
+    return (torch.randn(2, T, d_k, generator=g, dtype=torch.float64), torch.randn(2, T, d_k, generator=g, dtype=torch.float64),
+            torch.randn(2, T, d_v, generator=g, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_packed_attention_equals_each_document_alone(causal):
+    """Under the document mask every output equals the one of its document run alone
+    (PyTorch's kernel on that document, with is_causal for the causal variant), and torch's
+    kernel under the same mask agrees."""
+    lengths = [4, 1, 6, 3]
+    q, k, v = _packed_case(lengths)
+    mask = document_mask(document_ids(lengths), causal=causal)
+    out, weights = attnlib.scaled_dot_product_attention(q, k, v, mask=mask)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    start = 0
+    for n in lengths:
+        s = slice(start, start + n)
+        alone = F.scaled_dot_product_attention(q[:, s], k[:, s], v[:, s], is_causal=causal)
+        torch.testing.assert_close(out[:, s], alone)
+        assert not weights[:, s, :start].any() and not weights[:, s, start + n:].any()   # no weight outside it
+        start += n
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_no_leak_across_documents(causal):
+    """Changing the keys, values and queries of document 0 changes no output of the other
+    documents, to the last bit; without the mask (or with the plain causal mask) it changes them."""
+    lengths = [5, 4, 3]
+    q, k, v = _packed_case(lengths)
+    q2, k2, v2 = q.clone(), k.clone(), v.clone()
+    g = torch.Generator().manual_seed(9)
+    for t in (q2, k2, v2):
+        t[:, 2] = torch.randn(t.shape[0], t.shape[-1], generator=g, dtype=t.dtype)   # one token of document 0
+    mask = document_mask(document_ids(lengths), causal=causal)
+    out, _ = attnlib.scaled_dot_product_attention(q, k, v, mask=mask)
+    out2, _ = attnlib.scaled_dot_product_attention(q2, k2, v2, mask=mask)
+    assert torch.equal(out[:, 5:], out2[:, 5:])                                   # documents 1 and 2 untouched
+    assert (out[:, :5] - out2[:, :5]).abs().max() > 1e-3                          # document 0 did change
+    plain = attnlib.causal_mask(12) if causal else None
+    leak = (attnlib.scaled_dot_product_attention(q, k, v, mask=plain)[0]
+            - attnlib.scaled_dot_product_attention(q2, k2, v2, mask=plain)[0])[:, 5:].abs().max()
+    assert leak > 1e-3                                                           # the mask is what stops it
+
+
+def test_document_mask_causal_is_refused_by_the_causal_lab():
+    """document_mask(causal=True) builds its triangle with causal_mask, so a learner cannot hand
+    it to the causal-mask lab in place of writing the mask."""
+    from attnlib.exercises.labs import check_causal_mask
+
+    fb = check_causal_mask(lambda T: document_mask(torch.zeros(T, dtype=torch.long), causal=True))
+    assert not fb.correct and fb.diagnosis == "library_call"
+
+
+@pytest.mark.parametrize("call, err, text", [
+    (lambda: document_mask(torch.zeros(3)), TypeError, "integer document ids"),
+    (lambda: document_mask(torch.zeros(3, dtype=torch.bool)), TypeError, "integer document ids"),
+    (lambda: document_mask(torch.zeros(1, 2, 3, dtype=torch.long)), ValueError, r"\(T,\) or \(B, T\)"),
+    (lambda: document_mask([0, 0, 1]), TypeError, "ids"),
+    (lambda: document_mask(torch.zeros(3, dtype=torch.long), causal="yes"), TypeError, "causal must be True or False"),
+    (lambda: document_ids([2, 0]), ValueError, r"lengths\[1\] must be a positive int"),
+    (lambda: document_ids([]), ValueError, "at least one document"),
+    (lambda: document_ids([2.0, 1]), TypeError, r"lengths\[0\] must be a positive int"),
+    (lambda: document_ids(3), TypeError, "list, tuple or 1-D integer tensor"),
+    (lambda: document_ids(torch.tensor([2.0])), TypeError, "1-D ints"),
+])
+def test_document_mask_errors(call, err, text):
+    with pytest.raises(err, match=text):
+        call()
