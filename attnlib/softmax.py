@@ -1,4 +1,6 @@
-"""Softmax, temperature, entropy and the softmax Jacobian (chapters 1 and 4).
+"""Softmax, temperature, entropy and the softmax Jacobian (chapters 1 and 4), and two ways
+practice keeps the scores that enter softmax in range: soft-capping and QK normalisation
+(chapter 4).
 
 Shapes legend used across attnlib: ``B`` batch, ``H`` heads, ``T_q`` queries,
 ``T_k`` keys, ``d_k`` query/key width, ``d_v`` value width, ``d_model`` model width.
@@ -9,7 +11,7 @@ import torch
 
 from . import _validate
 
-__all__ = ["softmax", "entropy", "softmax_jacobian"]
+__all__ = ["softmax", "entropy", "softmax_jacobian", "soft_cap", "qk_norm_scores"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -136,3 +138,84 @@ def softmax_jacobian(weights) -> torch.Tensor:
         raise ValueError("weights must have at least one dimension (..., T_k), got a scalar")
     _validate.distribution(p, -1, "weights")
     return torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)  # (..., T_k, T_k)
+
+
+def soft_cap(scores, cap: float) -> torch.Tensor:
+    """Logit soft-capping: ``cap * tanh(scores / cap)``, the scores squashed smoothly into
+    ``(-cap, cap)``.
+
+    For ``|s|`` small against ``cap`` it is close to the identity (``tanh x = x - x^3/3 + ...``,
+    so the relative change is at most ``(s / cap)^2 / 3``: 0.3% at ``|s| = cap / 10``); it
+    is odd and increasing, so the order of the scores in a row is kept (up to ties where large
+    scores round to ``±cap`` in floating point); a score far above ``cap`` is pulled down to
+    about ``cap``.  A score of ``-inf`` (a masked key) stays ``-inf``, so capping after
+    masking keeps the mask; Gemma 2 caps before adding its mask, which gives the same weights.
+    ``+inf`` becomes ``cap``; NaN stays NaN.  Float16/bfloat16 inputs are computed in float32
+    and cast back.
+
+    Shapes:
+        scores: any shape, e.g. ``(..., T_q, T_k)``; result: same shape and dtype.
+
+    Raises:
+        TypeError: ``scores`` is not a floating tensor or numpy array; ``cap`` is not a real
+            number.
+        ValueError: ``cap`` is not a finite number > 0.
+
+    Source: Gemma Team (2024), "Gemma 2: Improving Open Language Models at a Practical Size",
+    which caps the attention logits at 50 and the final logits at 30.
+
+    >>> soft_cap(torch.tensor([0.5, 5.0, 500.0, -float("inf")]), cap=50.0)
+    tensor([ 0.5000,  4.9834, 50.0000,    -inf])
+    """
+    scores = _validate.floating(scores, "scores")
+    cap = _validate.real(cap, "cap", low=0.0, low_open=True)
+    x = scores.to(compute_dtype(scores.dtype))
+    capped = cap * torch.tanh(x / cap)
+    return torch.where(torch.isneginf(x), x, capped).to(scores.dtype)
+
+
+def qk_norm_scores(q, k, scale: float | None = None, eps: float = 1e-6) -> torch.Tensor:
+    """Scores with QK normalisation: ``LN(q) LN(k)^T * scale``, where ``LN`` normalises each
+    query and each key over its ``d_k`` entries to mean 0 and variance 1 (LayerNorm without
+    learned gain or bias) and ``scale`` is ``1/sqrt(d_k)`` by default.
+
+    A normalised vector has length ``sqrt(d_k)`` (a little less, by ``eps``), so by
+    Cauchy-Schwarz every score satisfies ``|s| <= d_k * |scale|``: ``sqrt(d_k)`` with the
+    default scale, whatever the size of ``q`` and ``k``.  Scaling a query or a key by a
+    positive number, or adding the same number to all its entries, leaves the scores
+    unchanged: the norms of ``W_Q`` and ``W_K`` no longer reach the softmax.  In a trained
+    model the LayerNorms have learned gains, which multiply this bound; the logits can then
+    grow only through them.  No mask is applied: mask the result as any scores.
+    Float16/bfloat16 inputs are computed in float32 and cast back.
+
+    Shapes:
+        q: ``(..., T_q, d_k)``, k: ``(..., T_k, d_k)`` with batch dimensions that broadcast;
+        result: ``(..., T_q, T_k)``, the dtype of ``q``.
+
+    Raises:
+        TypeError: ``q`` or ``k`` is not a floating tensor or numpy array, or they differ in
+            dtype; ``scale`` or ``eps`` is not a real number.
+        ValueError: ``q`` and ``k`` do not fit together (see
+            :func:`attnlib.attention.check_qk`); ``scale`` is NaN or infinite; ``eps`` is not
+            a finite number > 0.
+
+    Source: Dehghani et al. (2023), "Scaling Vision Transformers to 22 Billion Parameters",
+    section 2 (LayerNorm on the queries and keys); earlier, Henry et al. (2020),
+    "Query-Key Normalization for Transformers" (unit-length q and k with a learned scale).
+
+    >>> g = torch.Generator().manual_seed(0)
+    >>> q, k = torch.randn(2, 5, 16, generator=g), torch.randn(2, 7, 16, generator=g)
+    >>> s = qk_norm_scores(1000 * q, k)
+    >>> tuple(s.shape), bool(s.abs().max() <= 16 ** 0.5), torch.allclose(s, qk_norm_scores(q, k), atol=1e-4)
+    ((2, 5, 7), True, True)
+    """
+    from .attention import attention_scores, check_qk, resolve_scale  # attention imports this module
+
+    q, k = check_qk(q, k)
+    eps = _validate.real(eps, "eps", low=0.0, low_open=True)
+    d_k = q.shape[-1]
+    scale = resolve_scale(scale, d_k)
+    dtype = compute_dtype(q.dtype)
+    q_n = torch.nn.functional.layer_norm(q.to(dtype), (d_k,), eps=eps)   # (..., T_q, d_k), length ~ sqrt(d_k)
+    k_n = torch.nn.functional.layer_norm(k.to(dtype), (d_k,), eps=eps)   # (..., T_k, d_k)
+    return attention_scores(q_n, k_n, scale).to(q.dtype)                # (..., T_q, T_k)
