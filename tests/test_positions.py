@@ -229,3 +229,137 @@ def test_unknown_pairing_is_refused(bad):
         apply_rope(torch.randn(3, 4), pairing=bad)
     with pytest.raises(ValueError, match=r"pairing must be one of"):
         rope_scores(torch.randn(3, 4), torch.randn(3, 4), [0, 1, 2], [0, 1, 2], pairing=bad)
+
+
+# ------------------------------------------------- RoPE scaling: PI, NTK-aware, YaRN
+
+from attnlib.positions import rope_attention_factor  # noqa: E402
+
+rope_utils = pytest.importorskip("transformers.modeling_rope_utils")
+
+
+def _hf_config(d, base, rope_parameters, max_position_embeddings=2048):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(hidden_size=d * 2, num_attention_heads=2, head_dim=d, max_position_embeddings=max_position_embeddings,
+                       rope_parameters={"rope_theta": base, **rope_parameters})
+
+
+@pytest.mark.parametrize("d, base, factor", [(16, 10000.0, 2.0), (64, 10000.0, 4.0), (128, 500000.0, 8.0), (8, 10000.0, 1.5)])
+def test_linear_scaling_equals_hugging_face_and_interpolated_positions(d, base, factor):
+    """Position interpolation (Chen et al. 2023): Hugging Face's "linear" frequencies, and a
+    rotation at position p equal to the unscaled rotation at p / s."""
+    scaling = {"type": "linear", "factor": factor}
+    theirs, attention = rope_utils._compute_linear_scaling_rope_parameters(
+        _hf_config(d, base, {"rope_type": "linear", "factor": factor}))
+    torch.testing.assert_close(rope_frequencies(d, base, scaling=scaling).float(), theirs, rtol=1e-6, atol=0)
+    assert attention == 1.0 == rope_attention_factor(scaling)
+    x = torch.randn(2, 3, 50, d, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    pos = torch.arange(50, dtype=torch.float64) * 3
+    torch.testing.assert_close(apply_rope(x, pos, base, scaling=scaling), apply_rope(x, pos / factor, base))
+
+
+@pytest.mark.parametrize("d, base, factor", [(16, 10000.0, 2.0), (16, 10000.0, 4.0), (64, 10000.0, 4.0), (128, 500000.0, 8.0)])
+def test_ntk_scaling_equals_hugging_face_dynamic_ntk_at_that_length(d, base, factor):
+    """NTK-aware scaling with factor s is Hugging Face's dynamic NTK at the length s times the
+    trained one (its factor set to 1): base * s^(d/(d-2)); the fastest pair is untouched and the
+    slowest is divided by s."""
+    trained = 32
+    cfg = _hf_config(d, base, {"rope_type": "dynamic", "factor": 1.0}, max_position_embeddings=trained)
+    theirs, attention = rope_utils._compute_dynamic_ntk_parameters(cfg, seq_len=int(factor * trained))
+    ours = rope_frequencies(d, base, scaling={"type": "ntk", "factor": factor})
+    torch.testing.assert_close(ours.float(), theirs, rtol=2e-6, atol=0)
+    plain = rope_frequencies(d, base)
+    assert ours[0] == plain[0]
+    torch.testing.assert_close(ours[-1], plain[-1] / factor, rtol=1e-12, atol=0)
+    assert torch.all(ours <= plain) and torch.all(ours >= plain / factor)
+
+
+YARN_CASES = [(16, 10000.0, 4.0, 32), (16, 10000.0, 2.0, 32), (64, 10000.0, 8.0, 4096), (128, 500000.0, 4.0, 8192),
+              (32, 10000.0, 16.0, 64)]
+
+
+@pytest.mark.parametrize("d, base, factor, L", YARN_CASES)
+def test_yarn_equals_hugging_face(d, base, factor, L):
+    """YaRN's frequencies and attention factor equal Hugging Face's _compute_yarn_parameters
+    (the authors' NTK-by-parts ramp), and the whole rotation equals LlamaRotaryEmbedding +
+    apply_rotary_pos_emb with rope_type "yarn" (cos and sin multiplied by the factor)."""
+    params = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": L}
+    cfg = _hf_config(d, base, params, max_position_embeddings=int(factor * L))
+    theirs, attention = rope_utils._compute_yarn_parameters(cfg)
+    scaling = {"type": "yarn", "factor": factor, "original_length": L}
+    torch.testing.assert_close(rope_frequencies(d, base, scaling=scaling).float(), theirs, rtol=2e-6, atol=0)
+    assert rope_attention_factor(scaling) == pytest.approx(attention, rel=1e-12)
+    x = torch.randn(1, 2, 24, d, generator=torch.Generator().manual_seed(1))
+    positions = torch.arange(0, 24 * 7, 7)
+    rot = ml.LlamaRotaryEmbedding(cfg)
+    cos, sin = rot(x, positions[None])
+    hf, _ = ml.apply_rotary_pos_emb(x, x, cos, sin)
+    torch.testing.assert_close(apply_rope(x, positions, base, scaling=scaling), hf, atol=3e-5, rtol=3e-5)
+
+
+def test_yarn_keeps_fast_pairs_interpolates_slow_ones_and_sharpens():
+    """The parts of NTK-by-parts: pairs turning more than beta_fast times over the trained
+    length keep their frequency, pairs turning less than beta_slow times are divided by s,
+    the others lie between; the scores are multiplied by (0.1 ln s + 1)^2."""
+    d, L, s = 64, 4096, 8.0
+    scaling = {"type": "yarn", "factor": s, "original_length": L}
+    plain, yarn = rope_frequencies(d), rope_frequencies(d, scaling=scaling)
+    turns = L * plain / (2 * math.pi)
+    assert torch.equal(yarn[turns > 32], plain[turns > 32]) and bool((turns > 32).any())
+    torch.testing.assert_close(yarn[turns < 1], plain[turns < 1] / s, rtol=1e-15, atol=0)
+    mid = (turns >= 1) & (turns <= 32)
+    assert bool(mid.any()) and torch.all(yarn[mid] <= plain[mid]) and torch.all(yarn[mid] >= plain[mid] / s)
+    q = torch.randn(5, d, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    k = torch.randn(7, d, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    unscaled_q_at_0 = rope_scores(q, k, [0] * 5, [0] * 7)                   # offset 0: no rotation left
+    torch.testing.assert_close(rope_scores(q, k, [0] * 5, [0] * 7, scaling=scaling),
+                               unscaled_q_at_0 * (0.1 * math.log(s) + 1) ** 2)
+
+
+@pytest.mark.parametrize("scaling", [{"type": "linear", "factor": 3.0}, {"type": "ntk", "factor": 3.0},
+                                     {"type": "yarn", "factor": 3.0, "original_length": 32}])
+def test_scaled_scores_still_depend_on_the_offset_only(scaling):
+    g = torch.Generator().manual_seed(4)
+    q, k = torch.randn(4, 16, generator=g, dtype=torch.float64), torch.randn(4, 16, generator=g, dtype=torch.float64)
+    pos = torch.tensor([0.0, 5.0, 17.0, 90.0])
+    base_scores = rope_scores(q, k, pos, pos, scaling=scaling)
+    torch.testing.assert_close(rope_scores(q, k, pos + 1000, pos + 1000, scaling=scaling), base_scores)
+    assert (base_scores - rope_scores(q, k, pos, pos)).abs().max() > 1e-3      # and the scaling changes them
+
+
+@pytest.mark.parametrize("kind", ["linear", "ntk", "yarn"])
+def test_factor_one_changes_nothing(kind):
+    """s = 1 is the model as trained, bit for bit (YaRN with s = 1 interpolates by 1 and has
+    attention factor 1); scaling=None is the unscaled path."""
+    scaling = {"type": kind, "factor": 1.0, **({"original_length": 32} if kind == "yarn" else {})}
+    x = torch.randn(3, 40, 16, generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close(apply_rope(x, scaling=scaling), apply_rope(x), rtol=1e-7, atol=1e-7)
+    assert torch.equal(apply_rope(x, scaling=None), apply_rope(x))
+
+
+@pytest.mark.parametrize("scaling, err, text", [
+    ("linear", TypeError, "scaling must be None or a dict"),
+    ({"type": "linear"}, ValueError, "needs 'type'"),
+    ({"factor": 2.0}, ValueError, "needs 'type'"),
+    ({"type": "dynamic", "factor": 2.0}, ValueError, r"scaling\['type'\] must be one of 'linear', 'ntk', 'yarn'"),
+    ({"type": "linear", "factor": 0.5}, ValueError, r"scaling\['factor'\] must be >= 1.0"),
+    ({"type": "linear", "factor": "2"}, TypeError, r"scaling\['factor'\] must be a real number"),
+    ({"type": "linear", "factor": float("nan")}, ValueError, "finite"),
+    ({"type": "linear", "factor": 2.0, "original_length": 32}, ValueError, "takes the keys"),
+    ({"type": "yarn", "factor": 2.0}, ValueError, "needs 'original_length'"),
+    ({"type": "yarn", "factor": 2.0, "original_length": 0}, ValueError, "original_length'\\] must be a positive int"),
+    ({"type": "yarn", "factor": 2.0, "original_length": 32, "beta_fast": 1, "beta_slow": 2}, ValueError, "must exceed"),
+    ({"type": "yarn", "factor": 2.0, "original_length": 32, "alpha": 1}, ValueError, "takes the keys"),
+])
+def test_bad_scaling_is_refused(scaling, err, text):
+    for call in (lambda: rope_frequencies(16, scaling=scaling), lambda: apply_rope(torch.zeros(2, 16), scaling=scaling),
+                 lambda: rope_scores(torch.zeros(2, 16), torch.zeros(2, 16), [0, 1], [0, 1], scaling=scaling),
+                 lambda: rope_attention_factor(scaling)):
+        with pytest.raises(err, match=text):
+            call()
+
+
+def test_ntk_needs_two_pairs():
+    with pytest.raises(ValueError, match="d >= 4"):
+        rope_frequencies(2, scaling={"type": "ntk", "factor": 2.0})
