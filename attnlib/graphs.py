@@ -438,7 +438,7 @@ def attention_flow(layer_weights, *, residual: float = 0.5, positions=None, norm
       flow and rollout differ in general (the tests show a two-token example).
 
     Computed with networkx's ``maximum_flow_value`` (preflow-push, on one residual network
-    reused for every pair): 169 pairs on a 6-layer, 13-token graph take about half a second.
+    reused for every pair): the 169 pairs of a 6-layer, 13-token graph take about a second.
     With ``normalise=True`` each row is divided by its sum, as the authors' code
     (``compute_flows`` in github.com/samiraabnar/attention_flow) does before plotting.
 
