@@ -309,3 +309,131 @@ def test_chapters_reach_model_reading_through_its_namespace():
         used = set(pattern.findall(page.read_text(encoding="utf-8")))
         wrong = sorted(used & model_names - set(attnlib.__all__))
         assert not wrong, f"{page.name} uses attnlib.{wrong[0]}: write attnlib.<namespace>.{wrong[0]}"
+
+
+# ------------------------------------------------------------------ reading time (issue 37 item 10)
+def _reading_time():
+    sys.path.insert(0, str(ROOT / "_ext"))
+    import reading_time
+    return reading_time
+
+
+def test_reading_minutes_follow_the_stated_rule():
+    rt = _reading_time()
+    assert (rt.WORDS_PER_MINUTE, rt.SECONDS_PER_FIGURE) == (200, 15)      # the preface glues these
+    assert rt.reading_minutes(2000, 0) == 10                              # 2000 words at 200 a minute
+    assert rt.reading_minutes(2000, 4) == 11                              # + 4 x 15 s
+    assert rt.reading_minutes(2000, 2) == 11 and rt.reading_minutes(2000, 1) == 10   # 10.5 rounds up, 10.25 down
+    assert rt.reading_minutes(0, 0) == 1 and rt.reading_minutes(30, 0) == 1          # at least a minute
+    for bad in (-1, 1.5, True, None):
+        with pytest.raises(ValueError, match="non-negative int"):
+            rt.reading_minutes(bad, 0)
+    assert str(rt.WORDS_PER_MINUTE) in rt.RULE and f"{rt.SECONDS_PER_FIGURE} s" in rt.RULE
+
+
+def test_a_word_holds_a_letter_or_a_digit():
+    rt = _reading_time()
+    assert rt.count_words("Attention is two matrix products - and a softmax (3,072 numbers).") == 10
+    assert rt.count_words("T_q x d_k: q @ k.T / 8 ... --") == 6      # T_q x d_k: q k.T 8
+
+
+def test_the_count_skips_code_cells_and_folded_parts_but_not_captions():
+    """A doctree as myst-nb and sphinx-exercise make it: a code cell's code and outputs (printed,
+    HTML, Markdown) are not counted, its figure's caption and image are; a dropdown solution is
+    not; a formula is one word."""
+    from docutils import nodes
+    rt = _reading_time()
+    doc = nodes.document("", "")  # a bare document node is enough for the count
+    section = nodes.section()
+    section += nodes.title("", "A chapter title")                                        # 3
+    para = nodes.paragraph()
+    para += [nodes.Text("Scores "), nodes.math("", "S = QK^T / \\sqrt{d_k}"),              # 2 (a formula is one)
+             nodes.Text(" are "), nodes.emphasis("", "compared"), nodes.Text(" row-wise.")]  # 3
+    section += para
+    cell = nodes.container(classes=["cell"], nb_element="cell_code")
+    cell += nodes.container("", nodes.literal_block("", "print('many words of code here')"), classes=["cell_input"])
+    out = nodes.container(classes=["cell_output"])
+    out += nodes.literal_block("", "printed words that nobody counts")
+    out += nodes.raw("", "<div>an explorable's words</div>", format="html")
+    out += nodes.container("", nodes.paragraph("", "A Markdown output, rendered as paragraphs."), classes=["output", "text_markdown"])
+    figure = nodes.figure()
+    figure += nodes.image(uri="a.png")
+    figure += nodes.caption("", "Weights of one head.")                                   # 4
+    out += figure
+    cell += out
+    section += cell
+    solution = nodes.container(classes=["solution", "dropdown"])
+    solution += nodes.paragraph("", "Folded words are not read until opened.")
+    solution += nodes.image(uri="b.png")
+    section += solution
+    section += nodes.math_block("", "A = \\operatorname{softmax}(S)")                    # 1
+    doc += section
+    assert rt.count(doc) == (13, 1)
+
+
+def _write_tiny_book(root: Path) -> None:
+    """A Sphinx project with the book's parsers (myst-nb with stored outputs, sphinx-exercise)
+    and the extension: a chapter notebook and a page that is not a chapter."""
+    import base64
+    import nbformat
+    png = base64.b64encode(bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360f8cfc0f01f0005000201ee2f8e"
+        "0e0000000049454e44ae426082")).decode()
+    (root / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / '_ext')!r})\n"
+        "extensions = ['myst_nb', 'sphinx_exercise', 'reading_time']\n"
+        "nb_execution_mode = 'off'\nmyst_enable_extensions = ['dollarmath', 'colon_fence']\n"
+        "exclude_patterns = ['_build']\n")
+    (root / "index.md").write_text("# Tiny book\n\n```{toctree}\nchapters/01_tiny\nnotes\n```\n")
+    (root / "notes.md").write_text("# Notes\n\nNot a chapter, so no reading time here.\n")
+    (root / "chapters").mkdir()
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                           "language": "python"}})
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# A tiny chapter\n\nEight words of prose with $T^2$ in them."),  # 3 + 8
+        nbformat.v4.new_code_cell(
+            "print('words printed by code are not read as prose at all')",
+            metadata={"mystnb": {"figure": {"caption": "A caption of five words"}}},   # 5
+            outputs=[nbformat.v4.new_output("stream", name="stdout", text="words printed by code\n"),
+                     nbformat.v4.new_output("display_data", data={"image/png": png, "text/plain": "<Figure>"})]),
+        nbformat.v4.new_code_cell("Markdown('Markdown *shown* by code')", outputs=[
+            nbformat.v4.new_output("display_data", data={"text/markdown": "Markdown *shown* by code"})]),
+        nbformat.v4.new_markdown_cell(
+            "```{exercise} Two words\n:label: ex-tiny\n\nThe question has five words.\n```\n\n"     # 2 + 5
+            "```{solution} ex-tiny\n:class: dropdown\n\nThe folded answer is not counted by the rule.\n```\n"),
+    ]
+    nbformat.write(nb, str(root / "chapters" / "01_tiny.ipynb"))
+
+
+def test_the_extension_puts_the_line_under_each_chapters_title_only(tmp_path):
+    """A real Sphinx build of a tiny book (myst-nb, stored outputs, sphinx-exercise): the chapter's
+    page holds the line right after its h1, with the counts of the rule; the other pages do not."""
+    import html as html_module
+    from sphinx.cmd.build import build_main
+    rt = _reading_time()
+    _write_tiny_book(tmp_path)
+    out = tmp_path / "_build" / "html"
+    assert build_main(["-q", "-b", "html", str(tmp_path), str(out)]) == 0
+    page = (out / "chapters" / "01_tiny.html").read_text(encoding="utf-8")
+    m = re.search(r"</h1>\s*<p class=\"reading-time\" title=\"([^\"]*)\"><em>Reading time: about (\d+) minutes?</em> "
+                  r"\(([\d,]+) words?(?:, (\d+) figures?)?\)</p>", page)
+    assert m, "no reading-time line right under the chapter's title"
+    assert html_module.unescape(m.group(1)) == rt.RULE
+    words, figures = int(m.group(3).replace(",", "")), int(m.group(4) or 0)
+    # title 3, prose 8 (a formula is one word), the figure's caption 5, the exercise's title 2 and question 5
+    assert (words, figures) == (3 + 8 + 5 + 2 + 5, 1), (words, figures)
+    assert int(m.group(2)) == rt.reading_minutes(words, figures)
+    assert all(t in page for t in ("folded answer", "printed by code", "<em>shown</em> by code"))   # shown, not counted
+    for other in ("index.html", "notes.html"):
+        assert 'class="reading-time"' not in (out / other).read_text(encoding="utf-8"), other
+
+
+def test_the_book_loads_the_extension():
+    import yaml
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["sphinx"]["local_extensions"].get("reading_time") == "_ext/"
+    intro = (ROOT / "intro.md").read_text(encoding="utf-8")       # the preface states the rule, glued from it
+    assert 'glue("intro_words_per_minute", reading_time.WORDS_PER_MINUTE' in intro
+    assert 'glue("intro_seconds_per_figure", reading_time.SECONDS_PER_FIGURE' in intro
+    assert "{glue:text}`intro_words_per_minute` a minute" in intro and "{glue:text}`intro_seconds_per_figure` s" in intro
