@@ -190,3 +190,33 @@ def test_a_section_chosen_in_the_contents_panel_closes_it_on_a_phone(book, brows
         assert visit.errors == [] and visit.external == []
     finally:
         visit.close()
+
+
+# The data tables in exercise questions (chapter 3's weights A and values V[:, c]): at 390 px every
+# column lies inside the table's box, with nothing behind a sideways scroll.  Exercise 3.1's
+# answer needs row '!' of A to its last column, [SEP] (issue 38 item 9: it was hidden).
+QUESTION_TABLES = """() => [...document.querySelectorAll('.attn-exercise .attn-ex-question table')]
+  .filter(t => t.getClientRects().length)
+  .map(t => { const box = t.getBoundingClientRect();
+    return {exercise: t.closest('[data-exercise]')?.dataset.exercise || '?',
+            overflow: t.scrollWidth - t.clientWidth,
+            header: [...t.rows[0].cells].map(c => c.textContent.trim()),
+            hidden: [...t.rows[0].cells].filter(c => c.getBoundingClientRect().right > box.right + 1)
+                                        .map(c => c.textContent.trim())}; })"""
+
+
+def test_exercise_question_tables_fit_a_phone(book, browser):  # noqa: F811
+    rels = [p.relative_to(HTML).as_posix() for p in book_pages()]
+    rels = [r for r in rels if "attn-ex-question" in (book / r).read_text(encoding="utf-8")]
+    base, tables = serve(str(book)), []
+    for rel in rels:
+        visit = ScreenVisit(browser, base + rel, "phone", "light")
+        try:
+            tables += [dict(t, page=rel) for t in visit.page.evaluate(QUESTION_TABLES)]
+        finally:
+            visit.close()
+    row_entry = [t for t in tables if t["exercise"] == "3:row_entry"]
+    assert row_entry and row_entry[0]["header"][-1] == "[SEP]", row_entry   # the table the issue names is checked
+    wide = [t for t in tables if t["overflow"] > 1 or t["hidden"]]
+    assert not wide, "exercise tables that hide columns behind a sideways scroll at 390 px: " + "; ".join(
+        f"{t['page']} {t['exercise']}: {t['overflow']} px, hidden {t['hidden']}" for t in wide)
