@@ -24,6 +24,8 @@ three.  :func:`convert` builds the notebook:
   cell: a saved widget has no kernel behind it.
 * ``from myst_nb import glue`` becomes a small stand-in (:data:`GLUE_SHIM`,
   :func:`learner_source`), so the notebooks run without the book tools (myst-nb, Sphinx);
+  while this tool records a page's outputs, the stand-in also makes a training run log plain
+  text instead of a progress-bar widget (:data:`STATIC_BOOK_ENV`), as in the book;
   jupytext metadata is dropped, so opening or saving a generated notebook never touches
   ``chapters/*.md``.
 * The first cell (:func:`header_cell`) says where the notebook comes from and, for a chapter
@@ -50,12 +52,24 @@ ROOT = HERE.parent
 GLUE_PREFIX = "application/papermill.record/"   # myst_nb.ext.glue.GLUE_PREFIX
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 RECORD_ENV = "ATTNLIB_GLUE_RECORD"
+#: attnlib.transformer.STATIC_BOOK_ENV (this module imports no attnlib): set, a training run
+#: (``attnlib.induction.train``) logs one line of text instead of a tqdm progress-bar widget.
+STATIC_BOOK_ENV = "ATTNLIB_STATIC_BOOK"
 
 # Replaces `from myst_nb import glue` in the notebooks: the book's glue records a value for the
 # prose; the prose of a generated notebook already shows the values, so in a learner's session
 # it only displays what the book displays.  While this tool executes a page it records the
-# values the way myst_nb.glue does (display_data with "scrapbook" metadata).
-GLUE_SHIM = '''def glue(name, value, display=True):
+# values the way myst_nb.glue does (display_data with "scrapbook" metadata), and the page's
+# training runs log plain text, as in the book build (``exercise_pages.py`` sets the same
+# variable there): a progress-bar widget saved in the notebook has no kernel behind it and
+# would show only "run this cell" where the run's log belongs (issue 38 item 12).  In a
+# learner's own session nothing changes: the bar is live.
+GLUE_SHIM = '''import os as _os
+if _os.environ.get("%s"):   # `make notebooks` recording this notebook's outputs
+    _os.environ["%s"] = "1"   # so the saved output of a training run is its log, as text
+
+
+def glue(name, value, display=True):
     """The book's `glue` (myst_nb): the numbers it records are already written into this
     notebook's text (from the run that generated it); here it only shows `value` when
     display=True."""
@@ -68,7 +82,7 @@ GLUE_SHIM = '''def glue(name, value, display=True):
         publish_display_data({prefix + k: v for k, v in data.items()},
                              metadata={"scrapbook": {"name": name, "mime_prefix": prefix}})
     elif display:
-        show(value)''' % (RECORD_ENV, GLUE_PREFIX)
+        show(value)''' % (RECORD_ENV, STATIC_BOOK_ENV, RECORD_ENV, GLUE_PREFIX)
 _GLUE_IMPORT = re.compile(r"^from myst_nb import glue[ \t]*(#.*)?$", re.M)
 
 ADMONITIONS = {"admonition", "note", "tip", "hint", "important", "warning", "caution", "attention",

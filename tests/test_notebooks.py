@@ -1252,3 +1252,44 @@ def test_the_committed_record_names_the_same_heavy_chapters_as_the_notebooks():
     heavy = {r["notebook"] for r in rows if r["peak_mib"] > nc.HEAVY_MIB}
     noted = {nc.notebook_name(p) for p in nc.toc_pages() if "**Memory:**" in nc.header_cell(p).source}
     assert heavy and noted == heavy
+
+
+# ------------------------------------------------------------------ a training run's log (issue 38 item 12)
+TRAINING_PAGE = RUN_PAGE.split("# A page")[0] + '''# A page that trains
+
+```{code-cell} ipython3
+:tags: [remove-cell]
+from myst_nb import glue
+```
+
+Training, as chapter 6 does it (a few steps, not cached).
+
+```{code-cell} ipython3
+from attnlib import induction
+model, history = induction.train(n_layers=1, seed=0, steps=3, cache=False)
+```
+'''
+
+
+def test_a_training_cell_keeps_its_log_as_text_in_the_notebook(tmp_path, monkeypatch):
+    """When ``make notebooks`` executes a page itself (on mybinder.org, every page), the training
+    cell's output is the run's log in plain text, as in the book, not a tqdm widget that the saved
+    notebook replaces by 'Run this cell to show the interactive widget'.  A learner who runs the
+    cell again in JupyterLab still gets the live progress bar (the stand-in changes nothing
+    outside ``make notebooks``'s own run)."""
+    from attnlib.transformer import STATIC_BOOK_ENV
+    monkeypatch.delenv(STATIC_BOOK_ENV, raising=False)  # as in Binder's postBuild: no book build around it
+    page = tmp_path / "chapters" / "04_train.md"
+    page.parent.mkdir()
+    page.write_text(TRAINING_PAGE)
+    nb = mk.build_notebook(str(page.with_suffix("")), executed_dir=None, log=lambda *a: None)
+    train = next(c for c in _code_cells(nb) if "induction.train(" in c.source)
+    texts = [o.get("text") or "".join(o.get("data", {}).get("text/plain", "")) for o in train.outputs]
+    assert not any(nc.WIDGET_VIEW in o.get("data", {}) for o in train.outputs)
+    assert not any("Run this cell" in t for t in texts), texts
+    assert any(re.search(r"1-layer model, seed 0: 3 steps in [\d.]+ s, final loss [\d.]+", t) for t in texts), texts
+    # outside make notebooks's run (a learner's kernel) the stand-in leaves the progress bar alone
+    ns: dict = {}
+    exec(nc.learner_source("from myst_nb import glue\n"), ns)  # noqa: S102 - the shim itself
+    assert STATIC_BOOK_ENV not in os.environ
+    assert nc.STATIC_BOOK_ENV == STATIC_BOOK_ENV        # the shim names the variable attnlib reads
