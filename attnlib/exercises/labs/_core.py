@@ -503,6 +503,16 @@ def _finite(t: torch.Tensor) -> bool:
     return t.dtype == torch.bool or bool(torch.isfinite(t.detach().double()).all())
 
 
+def finite_tensor(got):
+    """``got`` if it is a tensor with no NaN or infinity (a later result worth comparing), else None."""
+    return got if isinstance(got, torch.Tensor) and _finite(got) else None
+
+
+def any_tensor(got):
+    """``got`` if it is a tensor, else None."""
+    return got if isinstance(got, torch.Tensor) else None
+
+
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 

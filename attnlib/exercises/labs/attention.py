@@ -10,9 +10,9 @@ from ...attention import scaled_dot_product_attention
 from ...masks import causal_mask
 from ...softmax import softmax
 from ._core import (
-    READY_MADE_ATTENTION, REAL_LAYER, Lab, Refusal, _Case, _Done, _Raised, _as_tensor_result, _call, _close,
-    _describe, _fail, _finite, _fmt, _gen, _generic_tensor, _ints, _randn, _real_head, _shape, _sums_text, _wrong,
-    register,
+    READY_MADE_ATTENTION, REAL_LAYER, _as_tensor_result, _call, _Case, _close, _describe, _Done, _fail, _finite,
+    _fmt, _gen, _generic_tensor, _ints, Lab, _Raised, _randn, _real_head, Refusal, register, _shape, _sums_text,
+    _wrong,
 )
 
 __all__ = ["check_attention"]

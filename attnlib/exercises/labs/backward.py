@@ -9,8 +9,8 @@ import torch
 from ...attention import scaled_dot_product_attention
 from ...softmax import softmax
 from ._core import (
-    REAL_LAYER, Lab, Refusal, _Case, _as_tensor_result, _close, _fail, _finite, _fmt, _generic_tensor, _ints,
-    _randn, _real_head, _shape, register,
+    REAL_LAYER, _as_tensor_result, _Case, _close, _fail, _finite, _fmt, _generic_tensor, _ints, Lab, _randn,
+    _real_head, Refusal, register, _shape,
 )
 
 __all__ = ["check_attention_backward"]

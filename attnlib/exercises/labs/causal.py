@@ -4,7 +4,9 @@ from __future__ import annotations
 import torch
 
 from ...masks import causal_mask
-from ._core import Lab, Refusal, _Case, _as_tensor_result, _close, _describe, _fail, _fmt, _shape, register
+from ._core import (
+    any_tensor, _as_tensor_result, _Case, _close, _describe, _fail, _fmt, Lab, Refusal, register, _shape,
+)
 
 __all__ = ["check_causal_mask"]
 
@@ -99,7 +101,7 @@ LAB = Lab(
     precheck=_causal_precheck,
     fingerprints=lambda c: _causal_variants(*c.args),
     matches=lambda got, value: _close(_as_bool(got, value), value),
-    usable=lambda g: g if isinstance(g, torch.Tensor) else None,
+    usable=any_tensor,
     show=_causal_show,
     generic=_causal_generic,
     success=lambda cases: (f"Your causal mask matches attnlib.causal_mask for T = "

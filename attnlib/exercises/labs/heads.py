@@ -4,7 +4,9 @@ from __future__ import annotations
 import torch
 
 from ...multihead import split_heads
-from ._core import Lab, Refusal, _Case, _as_tensor_result, _close, _fail, _real_head, _shape, register
+from ._core import (
+    any_tensor, _as_tensor_result, _Case, _close, _fail, Lab, _real_head, Refusal, register, _shape,
+)
 
 __all__ = ["check_split_heads"]
 
@@ -106,7 +108,7 @@ LAB = Lab(
     right=_close,
     fingerprints=lambda c: _split_variants(*c.args),
     matches=_close,
-    usable=lambda g: g if isinstance(g, torch.Tensor) else None,
+    usable=any_tensor,
     show=lambda c, key, expected, got: ((f" Your result has shape {_shape(got)}, expected {_shape(expected)}."
                                          if got.shape != expected.shape else "") + _trace(c.args[0], got, c.args[1])),
     generic=_split_generic,

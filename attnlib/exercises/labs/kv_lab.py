@@ -1,14 +1,13 @@
 """The KV-cache lab (chapter 10): ``check_decode_step``, one decoding step through a cache."""
 from __future__ import annotations
 
-import math
 
 import torch
 
 from ...attention import scaled_dot_product_attention
 from ._core import (
-    READY_MADE_ATTENTION, REAL_LAYER, Lab, Refusal, _Case, _close, _fail, _finite, _generic_tensor, _ints, _randn,
-    _real_head, _shape, register,
+    READY_MADE_ATTENTION, REAL_LAYER, _Case, _close, _fail, _finite, _generic_tensor, _ints, Lab, _randn,
+    _real_head, Refusal, register, _shape,
 )
 
 __all__ = ["check_decode_step", "reference_decode_step"]

@@ -7,8 +7,8 @@ import torch
 
 from ...multihead import MultiHeadAttention
 from ._core import (
-    READY_MADE_ATTENTION, REAL_LAYER, Lab, Refusal, _Case, _as_tensor_result, _close, _fmt, _generic_tensor, _randn,
-    _real_head, _shape, register,
+    READY_MADE_ATTENTION, REAL_LAYER, _as_tensor_result, _Case, _close, _fmt, _generic_tensor, Lab, _randn,
+    _real_head, Refusal, register, _shape,
 )
 
 __all__ = ["check_multi_head_attention", "reference_multi_head_attention"]

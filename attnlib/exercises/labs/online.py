@@ -8,8 +8,8 @@ import torch
 from ...softmax import softmax
 from ...tiled import tiled_attention
 from ._core import (
-    READY_MADE_ATTENTION, REAL_LAYER, Lab, Refusal, _Case, _as_tensor_result, _close, _finite, _generic_tensor,
-    _ints, _randn, _real_head, _shape, register,
+    READY_MADE_ATTENTION, REAL_LAYER, _as_tensor_result, _Case, _close, finite_tensor, _generic_tensor, _ints, Lab,
+    _randn, _real_head, Refusal, register, _shape,
 )
 
 __all__ = ["check_online_softmax_attention"]
@@ -203,7 +203,7 @@ LAB = Lab(
     right=_close,
     fingerprints=_online_fingerprints,
     matches=_close,
-    usable=lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None,
+    usable=finite_tensor,
     generic=lambda c, expected, got: _generic_tensor(c, "output", expected, got),
     success=lambda cases: (f"Your online softmax attention matches attnlib.tiled_attention on all {len(cases)} "
                            "inputs, block by block, without ever holding the (T_q, T_k) score matrix."),

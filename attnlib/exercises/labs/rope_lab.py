@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import itertools
-import math
 
 import torch
 
 from ...attention import scaled_dot_product_attention
 from ...positions import apply_rope
 from ._core import (
-    REAL_LAYER, Lab, Refusal, _Case, _as_tensor_result, _close, _finite, _generic_tensor, _ints, _randn, _real_head,
-    _shape, register,
+    REAL_LAYER, _as_tensor_result, _Case, _close, finite_tensor, _generic_tensor, _ints, Lab, _randn, _real_head,
+    Refusal, register, _shape,
 )
 
 __all__ = ["check_apply_rope", "check_rope_attention", "rope_variant"]
@@ -129,18 +128,17 @@ _ROPE_REFUSAL = Refusal(
             "rotate each pair (x[..., m], x[..., m + d // 2]) with their cos and sin.",
     attnlib=("rope",), python=(("transformers", ("~rotary",), "{module}.{qualname}"),))
 
+#: What the two RoPE labs share: the mistakes' list, the refusal and how results compare.
+_ROPE_SHARED = dict(key="rope", refusal=_ROPE_REFUSAL, right=_close, matches=_matches_any, usable=finite_tensor)
+
 APPLY_LAB = Lab(
-    key="rope", checker="check_apply_rope", what="apply_rope",
+    **_ROPE_SHARED, checker="check_apply_rope", what="apply_rope",
     writes='apply_rope(x, positions)',
     contract="each pair ``(m, m + d/2)`` of row ``t`` rotated by ``positions[t] * 10000^(-2m/d)``",
-    refusal=_ROPE_REFUSAL,
     cases=_rope_cases,
     reference=_reference_rope,
     convert=lambda got, c, expected: _as_tensor_result(got, c, "apply_rope"),
-    right=_close,
     fingerprints=_rope_fingerprints,
-    matches=_matches_any,
-    usable=lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None,
     generic=lambda c, expected, got: _generic_tensor(c, "rotated x", expected, got),
     success=lambda cases: (f"Your apply_rope matches attnlib.apply_rope on all {len(cases)} inputs: each pair "
                            "(m, m + d/2) turned by position * 10000^(-2m/d)."),
@@ -220,17 +218,13 @@ CHECK_ROPE_ATTENTION_DOC = """Check a learner's ``rope_attention(q, k, v, positi
     """
 
 USE_LAB = Lab(
-    key="rope", checker="check_rope_attention", what="attention with RoPE",
+    **_ROPE_SHARED, checker="check_rope_attention", what="attention with RoPE",
     writes='rope_attention(q, k, v, positions)',
     contract="``softmax(R(q) R(k)^T / sqrt(d_k)) v``: q and k rotated, v not",
-    refusal=_ROPE_REFUSAL,
     cases=_attention_cases,
     reference=_reference_rope_attention,
     convert=lambda got, c, expected: _as_tensor_result(got, c, "attention with RoPE"),
-    right=_close,
     fingerprints=_use_fingerprints,
-    matches=_matches_any,
-    usable=lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None,
     generic=lambda c, expected, got: _generic_tensor(c, "output", expected, got),
     success=lambda cases: (f"Your attention with RoPE matches attnlib on all {len(cases)} inputs: q and k rotated at "
                            "their positions, v left as it is, scores scaled by 1/sqrt(d_k)."),

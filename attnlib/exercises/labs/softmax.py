@@ -7,8 +7,8 @@ import torch
 
 from ...softmax import softmax
 from ._core import (
-    LARGE_SCORE, REAL_LAYER, Lab, Refusal, _Case, _as_tensor_result, _close, _finite, _generic_tensor, _randn,
-    _real_head, _shape, _sums_text, register,
+    LARGE_SCORE, REAL_LAYER, _as_tensor_result, _Case, _close, finite_tensor, _generic_tensor, Lab, _randn,
+    _real_head, Refusal, register, _shape, _sums_text,
 )
 
 __all__ = ["check_softmax"]
@@ -118,7 +118,7 @@ LAB = Lab(
     right=_close,
     fingerprints=lambda c: _softmax_variants(c.args[0], c.kwargs["dim"]),
     matches=_close,
-    usable=lambda g: g if isinstance(g, torch.Tensor) and _finite(g) else None,
+    usable=finite_tensor,
     generic=lambda c, expected, got: _generic_tensor(c, "softmax", expected, got,
                                                      extra=_sums_text(got, c.kwargs["dim"], expected.shape)),
     success=lambda cases: (f"Your softmax matches attnlib.softmax on all {len(cases)} inputs: small ones along each "
