@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["RUNNING", "BEARS", "PAIR", "PADDED_BATCH", "SINK_PROBES", "load_text", "words_of"]
+__all__ = ["RUNNING", "BEARS", "PAIR", "PADDED_BATCH", "SINK_PROBES", "load_text", "words_of",
+           "COREFERENCE_PAIRS"]
 
 _DATA = Path(__file__).parent / "data"
 _WORD = re.compile(r"[a-z]+(?:-[a-z]+)*|--|[^\sa-z]")
@@ -82,3 +83,48 @@ def words_of(text: str) -> list[str]:
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     return _WORD.findall(text.lower())
+
+
+#: Minimal pairs for the pronoun *it* (chapter 8, the test of layer 4, head 3), written for that
+#: test before it was run: ``(text_a, text_b, referent_a, referent_b)``.  The two sentences differ
+#: in one word, the adjective at the end (one word piece in both), and that word changes what
+#: *it* refers to: ``referent_a`` in ``text_a``, ``referent_b`` in ``text_b``, the two nouns of
+#: the sentence, each a single word piece occurring once, with *it* once.  The first follows the
+#: Winograd schema of Levesque et al. (2012), "The trophy doesn't fit into the brown suitcase
+#: because it's too large"; the others are written in its form: a property that fits only one of
+#: the two nouns.  The referent is the reading an English speaker gives; none is ambiguous in
+#: the way "The cat sat on the mat because it was warm." is.
+COREFERENCE_PAIRS = (
+    ("The trophy did not fit in the suitcase because it was too big.",
+     "The trophy did not fit in the suitcase because it was too small.", "trophy", "suitcase"),
+    ("The dog could not catch the ball because it was too slow.",
+     "The dog could not catch the ball because it was too fast.", "dog", "ball"),
+    ("The fish ate the worm because it was hungry.",
+     "The fish ate the worm because it was delicious.", "fish", "worm"),
+    ("The bird could not crack the seed because it was too weak.",
+     "The bird could not crack the seed because it was too hard.", "bird", "seed"),
+    ("The horse could not jump the fence because it was too tired.",
+     "The horse could not jump the fence because it was too high.", "horse", "fence"),
+    ("The boat could not cross the river because it was too small.",
+     "The boat could not cross the river because it was too wide.", "boat", "river"),
+    ("The truck could not cross the bridge because it was too heavy.",
+     "The truck could not cross the bridge because it was too weak.", "truck", "bridge"),
+    ("The dog drank the water because it was thirsty.",
+     "The dog drank the water because it was clean.", "dog", "water"),
+    ("The table would not fit through the door because it was too wide.",
+     "The table would not fit through the door because it was too narrow.", "table", "door"),
+    ("The ball broke the window because it was heavy.",
+     "The ball broke the window because it was thin.", "ball", "window"),
+    ("The cat ate the fish because it was hungry.",
+     "The cat ate the fish because it was fresh.", "cat", "fish"),
+    ("The mouse ran from the snake because it was scared.",
+     "The mouse ran from the snake because it was dangerous.", "mouse", "snake"),
+    ("The frog caught the fly because it was quick.",
+     "The frog caught the fly because it was slow.", "frog", "fly"),
+    ("The cow ate the grass because it was hungry.",
+     "The cow ate the grass because it was sweet.", "cow", "grass"),
+    ("The knife could not cut the bread because it was too blunt.",
+     "The knife could not cut the bread because it was too hard.", "knife", "bread"),
+    ("The plane could not land on the runway because it was too heavy.",
+     "The plane could not land on the runway because it was too short.", "plane", "runway"),
+)

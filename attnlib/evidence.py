@@ -32,7 +32,9 @@ Layers and heads are 0-based, as everywhere in attnlib.
 """
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 
 import torch
 
@@ -44,6 +46,7 @@ __all__ = [
     "reference_sentences", "uniform_weight", "positional_lifts", "positional_lift", "positional_baseline",
     "token_position", "pair_weights", "head_ablation", "layer_ablation", "ablation_table", "patching_effects",
     "probe_accuracy", "TAGGED_SENTENCES", "tagged_features", "pos_probe",
+    "binomial_test", "sign_test", "referent_shifts", "control_labels",
 ]
 
 _SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
@@ -532,13 +535,20 @@ def pos_probe(data: dict, layers, *, seed: int = 0, **probe_kwargs) -> dict:
       speech?";
     * ``shuffled``: the queries with the labels permuted over all words (seeded), the control
       for what a probe can fit without any relation between vectors and tags;
+    * ``control``, ``control_k``, ``control_random``: the control task of Hewitt & Liang (2019),
+      :func:`control_labels` (one random tag per word type), read from the queries, the keys
+      and the random views.  A word type seen in training can be memorised; one that is not
+      cannot.  *Selectivity* is a representation's accuracy minus its control accuracy
+      (``q - control``): high when the probe reads the tags, not the words;
 
     and ``majority``, the share of the most frequent tag.  ``data`` is
     :func:`tagged_features`'s result; other keyword arguments go to :func:`probe_accuracy`.
 
     Returns:
-        dict with ``q``, ``k``, ``random``, ``shuffled`` each ``(len(layers), H)`` float64
-        (held-out accuracy, 0 to 1), ``majority`` (float) and ``layers`` (list).
+        dict with ``q``, ``k``, ``random``, ``shuffled``, ``control``, ``control_k`` and
+        ``control_random``, each ``(len(layers), H)`` float64 (held-out accuracy, 0 to 1),
+        ``majority`` (float) and ``layers`` (list).  Adding the control probes leaves the
+        others unchanged: the probes are independent problems.
 
     Raises:
         IndexError: a layer out of range; as :func:`probe_accuracy`.
@@ -552,8 +562,170 @@ def pos_probe(data: dict, layers, *, seed: int = 0, **probe_kwargs) -> dict:
     random = torch.einsum("lnd,lhde->lhne", x, projections)
     y = data["labels"]
     shuffled = y[torch.randperm(N, generator=torch.Generator().manual_seed(seed))]
-    feats = torch.stack([q, k, random, q]).reshape(-1, N, d_k)                 # (4 L' H, N, d_k)
-    labels = torch.stack([y, y, y, shuffled])[:, None, None].expand(4, L, H, N).reshape(-1, N)
-    acc = probe_accuracy(feats, labels, data["groups"], seed=seed, **probe_kwargs).reshape(4, L, H)
-    return {"q": acc[0], "k": acc[1], "random": acc[2], "shuffled": acc[3], "layers": layers,
+    control = control_labels(data["words"], y, seed=seed)                       # (N,): one tag per word type
+    feats = torch.stack([q, k, random, q, q, k, random]).reshape(-1, N, d_k)     # (7 L' H, N, d_k)
+    labels = torch.stack([y, y, y, shuffled, control, control, control])[:, None, None].expand(7, L, H, N).reshape(-1, N)
+    acc = probe_accuracy(feats, labels, data["groups"], seed=seed, **probe_kwargs).reshape(7, L, H)
+    return {"q": acc[0], "k": acc[1], "random": acc[2], "shuffled": acc[3], "control": acc[4],
+            "control_k": acc[5], "control_random": acc[6], "layers": layers,
             "majority": float((y == y.mode().values).double().mean())}
+
+
+def control_labels(words, labels, *, seed: int = 0) -> torch.Tensor:
+    """The control task of Hewitt & Liang (2019, "Designing and interpreting probes with control
+    tasks", EMNLP): every word *type* gets one label, drawn at random from the empirical
+    distribution of the real ``labels``, and keeps it wherever it occurs.  A probe can score on
+    it only by memorising word types, so a probe's accuracy on the real labels minus its
+    accuracy on these (its *selectivity*) says how much of the accuracy is not memorisation.
+    Types are compared in lower case, as the course's uncased tokenizer reads them; they are
+    drawn in sorted order, so the labels depend on the set of words and the seed only.
+
+    Shapes:
+        ``words``: N str; ``labels``: ``(N,)`` int64 in ``0..C-1``.  Returns ``(N,)`` int64 in
+        ``0..C-1``, equal for equal types.
+
+    Raises:
+        TypeError: ``words`` is not a list or tuple of str, or ``labels`` not an int64 tensor.
+        ValueError: lengths differ, no words, or a negative label.
+    """
+    if isinstance(words, str) or not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
+        raise TypeError(f"words must be a list or tuple of str, got {type(words).__name__}")
+    if not isinstance(labels, torch.Tensor) or labels.dtype != torch.int64 or labels.dim() != 1:
+        raise TypeError(f"labels must be a 1-D int64 tensor, got {getattr(labels, 'dtype', type(labels))}")
+    if len(words) != labels.shape[0] or not words or int(labels.min()) < 0:
+        raise ValueError(f"words and labels must have the same non-zero length and labels be >= 0, got "
+                         f"{len(words)} words and labels {tuple(labels.shape)}")
+    types = sorted({w.lower() for w in words})
+    counts = torch.bincount(labels.cpu()).double()                              # (C,): the empirical distribution
+    drawn = torch.multinomial(counts, len(types), replacement=True,
+                              generator=torch.Generator().manual_seed(seed))     # (n_types,)
+    by_type = dict(zip(types, drawn.tolist()))
+    return torch.tensor([by_type[w.lower()] for w in words], dtype=torch.int64)
+
+
+# ----------------------------------------------------------------------------- tests of a claim
+def _binomial_pmf(n: int, p: Fraction) -> list:
+    """Exact probabilities of 0..n successes in n trials of probability p (Fractions)."""
+    return [math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in range(n + 1)]
+
+
+def binomial_test(k: int, n: int, p: float = 0.5, *, alternative: str = "two-sided") -> float:
+    """The exact binomial test: the probability, if each of ``n`` independent trials succeeds
+    with probability ``p``, of a count of successes at least as extreme as ``k``.
+
+    ``alternative="greater"``: P(X >= k); ``"less"``: P(X <= k); ``"two-sided"``: the sum of
+    P(X = j) over every j no more likely than k (with scipy's relative tolerance of 1e-7 for
+    ties), the definition of ``scipy.stats.binomtest``.  Computed in exact rational arithmetic
+    (``p`` is taken as the binary fraction a float holds), then rounded once to a float.
+
+    Shapes:
+        scalars in, a float in [0, 1] out (a probability, unitless).
+
+    Raises:
+        TypeError: ``k`` or ``n`` not an int, ``p`` not a real number.
+        ValueError: ``n < 1``, ``k`` outside ``0..n``, ``p`` outside [0, 1], or an unknown
+            ``alternative``.
+
+    >>> round(binomial_test(9, 10), 6)      # 2 * (C(10,9) + C(10,10)) / 2**10 = 22 / 1024
+    0.021484
+    """
+    n = _validate.positive_int(n, "n")
+    k = _validate.non_negative_int(k, "k")
+    if k > n:
+        raise ValueError(f"k must be in 0..n = 0..{n}, got {k}")
+    p = Fraction(_validate.real(p, "p", low=0.0, high=1.0))
+    _validate.choice(alternative, ("two-sided", "greater", "less"), "alternative")
+    pmf = _binomial_pmf(n, p)
+    if alternative == "greater":
+        total = sum(pmf[k:])
+    elif alternative == "less":
+        total = sum(pmf[:k + 1])
+    else:
+        limit = pmf[k] * Fraction(1 + 10 ** 7, 10 ** 7)
+        total = sum(x for x in pmf if x <= limit)
+    return min(1.0, float(total))
+
+
+def sign_test(differences, *, alternative: str = "two-sided") -> dict:
+    """The sign test (Dixon & Mood 1946): under the null hypothesis each paired difference is
+    as likely to be positive as negative, so the number of positive ones among the non-zero ones
+    is binomial with p = 1/2 (:func:`binomial_test`).  Zero differences carry no sign and are
+    left out.  It assumes only independent pairs, nothing about the size or the distribution of
+    the differences.
+
+    ``alternative="greater"`` tests for a tendency to be positive, ``"less"`` negative,
+    ``"two-sided"`` either.
+
+    Shapes:
+        ``differences``: a sequence or 1-D tensor of N finite real numbers.  Returns a dict with
+        ``n`` (non-zero differences), ``n_positive``, ``n_negative``, ``n_zero`` (ints) and
+        ``p_value`` (float in [0, 1]).
+
+    Raises:
+        TypeError: not a sequence of real numbers.  ValueError: NaN or infinity, or no
+            non-zero difference; an unknown ``alternative``.
+
+    >>> sign_test([0.2, 0.1, -0.05, 0.3, 0.0])["n_positive"]
+    3
+    """
+    if isinstance(differences, torch.Tensor):
+        if differences.dim() != 1:
+            raise ValueError(f"differences must be 1-D, got shape {tuple(differences.shape)}")
+        differences = differences.tolist()
+    if isinstance(differences, (str, bytes)) or not hasattr(differences, "__iter__"):
+        raise TypeError(f"differences must be a sequence of real numbers, got {type(differences).__name__}")
+    values = [_validate.real(d, "each difference") for d in differences]
+    positive, negative = sum(d > 0 for d in values), sum(d < 0 for d in values)
+    n = positive + negative
+    if n == 0:
+        raise ValueError("the sign test needs at least one non-zero difference")
+    return {"n": n, "n_positive": positive, "n_negative": negative, "n_zero": len(values) - n,
+            "p_value": binomial_test(positive, n, 0.5, alternative=alternative)}
+
+
+def referent_shifts(pairs, layer: int, head: int, *, query: str = "it", model=None, tokenizer=None) -> list:
+    """How a pronoun's weight on two nouns moves when one word changes its referent: the
+    measurement behind a minimal-pair test of "this head attends to what ``query`` refers to".
+
+    Each pair is ``(text_a, text_b, referent_a, referent_b)`` (as
+    :data:`attnlib.corpus.COREFERENCE_PAIRS`): ``query`` refers to ``referent_a`` in ``text_a``
+    and to ``referent_b`` in ``text_b``; the two texts should differ in one word.  With
+    ``w_a[x]`` the weight of ``query`` on noun ``x`` in ``text_a`` (:func:`pair_weights`):
+
+    * ``gain_a = w_a[referent_a] - w_b[referent_a]``: how much ``referent_a`` gains where it is
+      the referent; ``gain_b = w_b[referent_b] - w_a[referent_b]`` likewise;
+    * ``shift = (gain_a + gain_b) / 2``: the mean gain of a noun when the changed word makes it
+      the referent, one number per pair (positive: the weight follows the referent);
+    * ``winner_a`` / ``winner_b``: which of the two nouns gets more weight in each text, and
+      ``moved``: whether that winner differs between the texts.
+
+    Shapes:
+        returns one dict per pair with the texts, the referents, ``weights_a`` and ``weights_b``
+        (``{noun: weight}``, floats in [0, 1]), ``gain_a``, ``gain_b``, ``shift`` (differences of
+        weights, unitless, in [-1, 1]), ``winner_a``, ``winner_b`` (str) and ``moved`` (bool).
+
+    Raises:
+        TypeError: ``pairs`` is not a list or tuple of 4-tuples of str.
+        ValueError: as :func:`token_position` (a noun or the query missing or repeated).
+        IndexError: layer or head out of range.
+    """
+    if isinstance(pairs, str) or not isinstance(pairs, (list, tuple)) or not pairs or not all(
+            isinstance(pair, (list, tuple)) and len(pair) == 4 and all(isinstance(x, str) for x in pair)
+            for pair in pairs):
+        raise TypeError("pairs must be a non-empty list of (text_a, text_b, referent_a, referent_b) str tuples")
+    rows = []
+    for text_a, text_b, ref_a, ref_b in pairs:
+        row_a, row_b = pair_weights([text_a, text_b], layer, head, query, [ref_a, ref_b],
+                                    model=model, tokenizer=tokenizer)
+        wa, wb = row_a["weights"], row_b["weights"]
+        for text, w in ((text_a, wa), (text_b, wb)):
+            if None in w.values():
+                raise ValueError(f"{text!r} lacks one of the nouns {ref_a!r}, {ref_b!r}")
+        gain_a, gain_b = wa[ref_a] - wb[ref_a], wb[ref_b] - wa[ref_b]
+        winner_a = ref_a if wa[ref_a] >= wa[ref_b] else ref_b
+        winner_b = ref_a if wb[ref_a] >= wb[ref_b] else ref_b
+        rows.append({"text_a": text_a, "text_b": text_b, "referent_a": ref_a, "referent_b": ref_b,
+                     "weights_a": wa, "weights_b": wb, "gain_a": gain_a, "gain_b": gain_b,
+                     "shift": (gain_a + gain_b) / 2, "winner_a": winner_a, "winner_b": winner_b,
+                     "moved": winner_a != winner_b})
+    return rows

@@ -351,3 +351,204 @@ def test_pos_probe_matches_the_committed_bench_table(encoder):
         assert result[name][0].mean().item() == pytest.approx(record["per_layer"][name][2]["mean"], abs=0.02)
     assert result["majority"] == pytest.approx(record["majority"])
     assert result["q"].mean() > result["random"].mean() > 3 * result["shuffled"].mean()
+
+
+# ------------------------------------------------------------- the sign test and the minimal pairs (issue 37)
+def _hand_two_sided(n, p, outcomes):
+    """The two-sided p-value written out by hand: the listed outcomes' probabilities, summed."""
+    import math
+    return sum(math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in outcomes)
+
+
+def test_binomial_test_equals_values_computed_by_hand():
+    # symmetric: 9 of 10 heads, two-sided = 2 (C(10,9) + C(10,10)) / 2**10
+    assert evidence.binomial_test(9, 10) == pytest.approx(22 / 1024, rel=1e-12)
+    assert evidence.binomial_test(9, 10, alternative="greater") == pytest.approx(11 / 1024, rel=1e-12)
+    assert evidence.binomial_test(1, 10, alternative="less") == pytest.approx(11 / 1024, rel=1e-12)
+    # chapter 8's count: 11 of 16, two-sided = 2 (C(16,11) + ... + C(16,16)) / 2**16 = 2 * 6885 / 65536
+    assert evidence.binomial_test(11, 16) == pytest.approx(2 * 6885 / 65536, rel=1e-12)
+    assert evidence.binomial_test(8, 16) == 1.0                       # the most likely count: nothing is rarer
+    # scipy's documented example (binomtest(3, n=15, p=0.1, alternative='greater') = 0.18406106910639106),
+    # and 1 - P(0) - P(1) - P(2) by hand
+    by_hand = 1 - 0.9 ** 15 - 15 * 0.1 * 0.9 ** 14 - 105 * 0.01 * 0.9 ** 13
+    assert evidence.binomial_test(3, 15, 0.1, alternative="greater") == pytest.approx(by_hand, rel=1e-12)
+    assert by_hand == pytest.approx(0.18406106910639106, rel=1e-12)
+    # asymmetric two-sided: k = 6 of 10 at p = 0.3; the outcomes no more likely than 6 are 0 and 6..10
+    assert evidence.binomial_test(6, 10, 0.3) == pytest.approx(_hand_two_sided(10, 0.3, [0, 6, 7, 8, 9, 10]),
+                                                               rel=1e-12)
+    assert evidence.binomial_test(1, 10, 0.3) == pytest.approx(_hand_two_sided(10, 0.3, [0, 1, 5, 6, 7, 8, 9, 10]),
+                                                               rel=1e-12)
+
+
+def test_binomial_test_against_scipy_when_installed():
+    stats = pytest.importorskip("scipy.stats")
+    for k, n, p in [(0, 1, 0.5), (11, 16, 0.5), (3, 15, 0.1), (6, 10, 0.3), (1, 10, 0.3), (40, 50, 0.7), (2, 30, 0.2)]:
+        for alternative in ("two-sided", "greater", "less"):
+            ours = evidence.binomial_test(k, n, p, alternative=alternative)
+            assert ours == pytest.approx(stats.binomtest(k, n, p, alternative=alternative).pvalue, rel=1e-9)
+
+
+def test_binomial_test_errors():
+    with pytest.raises(ValueError, match="k must be in"):
+        evidence.binomial_test(11, 10)
+    with pytest.raises(ValueError, match="n must be a positive"):
+        evidence.binomial_test(0, 0)
+    with pytest.raises(TypeError, match="k must be"):
+        evidence.binomial_test(2.0, 10)
+    with pytest.raises(ValueError, match="p must be <= 1"):
+        evidence.binomial_test(2, 10, 1.5)
+    with pytest.raises(ValueError, match="alternative"):
+        evidence.binomial_test(2, 10, alternative="two_sided")
+
+
+def test_sign_test_counts_signs_drops_zeros_and_is_symmetric():
+    diffs = [0.3, 0.1, -0.2, 0.05, 0.0, 0.4, 0.2, 0.1, 0.3, 0.7, 0.01]
+    result = evidence.sign_test(diffs)
+    assert (result["n"], result["n_positive"], result["n_negative"], result["n_zero"]) == (10, 9, 1, 1)
+    assert result["p_value"] == pytest.approx(22 / 1024, rel=1e-12)        # the zero carries no sign
+    assert evidence.sign_test(torch.tensor(diffs, dtype=torch.float64))["p_value"] == result["p_value"]
+    flipped = [-d for d in diffs]
+    assert evidence.sign_test(flipped, alternative="less")["p_value"] == \
+        evidence.sign_test(diffs, alternative="greater")["p_value"] == pytest.approx(11 / 1024, rel=1e-12)
+    # only the signs count: scaling or reshaping the positive differences changes nothing
+    assert evidence.sign_test([d * 100 if d > 0 else d for d in diffs]) == result
+
+
+def test_sign_test_errors():
+    with pytest.raises(ValueError, match="non-zero"):
+        evidence.sign_test([0.0, 0.0])
+    with pytest.raises(ValueError, match="finite"):
+        evidence.sign_test([0.1, float("nan")])
+    with pytest.raises(TypeError, match="sequence"):
+        evidence.sign_test("0.1 0.2")
+    with pytest.raises(TypeError, match="real number"):
+        evidence.sign_test([0.1, "0.2"])
+    with pytest.raises(ValueError, match="1-D"):
+        evidence.sign_test(torch.ones(2, 2))
+
+
+def test_coreference_pairs_are_minimal_pairs_the_encoder_can_read(encoder):
+    _, tokenizer = encoder
+    assert len(corpus.COREFERENCE_PAIRS) >= 12
+    assert len({pair[0] for pair in corpus.COREFERENCE_PAIRS}) == len(corpus.COREFERENCE_PAIRS)
+    for text_a, text_b, ref_a, ref_b in corpus.COREFERENCE_PAIRS:
+        words_a, words_b = text_a.split(), text_b.split()
+        assert len(words_a) == len(words_b) and sum(a != b for a, b in zip(words_a, words_b)) == 1, text_a
+        tokens_a, tokens_b = tokenizer.tokenize(text_a), tokenizer.tokenize(text_b)
+        assert len(tokens_a) == len(tokens_b) and sum(a != b for a, b in zip(tokens_a, tokens_b)) == 1, text_a
+        for tokens in (tokens_a, tokens_b):
+            assert tokens.count("it") == tokens.count(ref_a) == tokens.count(ref_b) == 1 and ref_a != ref_b
+
+
+def test_referent_shifts_read_the_models_own_weights(encoder):
+    model, tokenizer = encoder
+    pairs = corpus.COREFERENCE_PAIRS[:2] + (("The cat sat on the mat because it was tired.",
+                                             "The cat sat on the mat because it was soft.", "cat", "mat"),)
+    rows = evidence.referent_shifts(pairs, 4, 3, model=model, tokenizer=tokenizer)
+    for row, (text_a, text_b, ref_a, ref_b) in zip(rows, pairs):
+        w = {}
+        for name, text in (("a", text_a), ("b", text_b)):       # oracle: the model's own weights
+            att = get_attentions(text, model=model, tokenizer=tokenizer)
+            A, t = att.head(4, 3), att.tokens
+            w[name] = {n: float(A[t.index("it"), t.index(n)]) for n in (ref_a, ref_b)}
+        assert row["weights_a"] == w["a"] and row["weights_b"] == w["b"]
+        gain_a, gain_b = w["a"][ref_a] - w["b"][ref_a], w["b"][ref_b] - w["a"][ref_b]
+        assert row["gain_a"] == pytest.approx(gain_a, abs=1e-12) and row["gain_b"] == pytest.approx(gain_b, abs=1e-12)
+        assert row["shift"] == pytest.approx((gain_a + gain_b) / 2, abs=1e-12)
+        assert row["winner_a"] == max(w["a"], key=w["a"].get) and row["winner_b"] == max(w["b"], key=w["b"].get)
+        assert row["moved"] == (row["winner_a"] != row["winner_b"])
+    # the book's pair: 'mat' gains where it is the referent, the winner stays 'cat'
+    book = rows[-1]
+    assert book["gain_b"] > 0.03 and book["winner_a"] == book["winner_b"] == "cat" and not book["moved"]
+
+
+def test_referent_shifts_swap_sign_when_the_pair_is_read_backwards(encoder):
+    """Naming the wrong referents (each text's referent swapped) must turn every shift round."""
+    model, tokenizer = encoder
+    pairs = corpus.COREFERENCE_PAIRS[:3]
+    swapped = [(a, b, rb, ra) for a, b, ra, rb in pairs]
+    right = evidence.referent_shifts(pairs, 4, 3, model=model, tokenizer=tokenizer)
+    wrong = evidence.referent_shifts(swapped, 4, 3, model=model, tokenizer=tokenizer)
+    for r, w in zip(right, wrong):
+        assert w["shift"] == pytest.approx(-r["shift"], abs=1e-12)
+
+
+def test_referent_shifts_errors(encoder):
+    model, tokenizer = encoder
+    with pytest.raises(TypeError, match="pairs"):
+        evidence.referent_shifts(("a", "b", "c", "d"), 4, 3, model=model, tokenizer=tokenizer)
+    with pytest.raises(TypeError, match="pairs"):
+        evidence.referent_shifts([("The cat sat.", "The dog sat.", "cat")], 4, 3, model=model, tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="lacks"):
+        evidence.referent_shifts([("The cat sat because it was tired.", "The dog sat because it was tired.",
+                                   "cat", "dog")], 4, 3, model=model, tokenizer=tokenizer)
+    with pytest.raises(IndexError):
+        evidence.referent_shifts(corpus.COREFERENCE_PAIRS[:1], 6, 3, model=model, tokenizer=tokenizer)
+
+
+# ------------------------------------------------------------- Hewitt & Liang's control task (issue 37)
+def test_control_labels_give_one_label_per_word_type_drawn_from_the_tags():
+    words = ["The", "cat", "the", "dog", "Cat", ".", "a", "dog", "."]
+    labels = torch.tensor([0, 1, 0, 1, 1, 2, 0, 1, 2])
+    control = evidence.control_labels(words, labels, seed=3)
+    assert control.dtype == torch.int64 and control.shape == labels.shape
+    by_type = {}
+    for w, c in zip(words, control.tolist()):
+        assert by_type.setdefault(w.lower(), c) == c              # one label per type, case ignored
+    assert torch.equal(control, evidence.control_labels(words, labels, seed=3))           # seeded
+    assert torch.equal(control, evidence.control_labels(list(reversed(words)), labels.flip(0), seed=3).flip(0))
+    # drawn from the empirical distribution: a tag that never occurs is never drawn
+    many = [f"w{i}" for i in range(2000)]
+    drawn = evidence.control_labels(many, torch.tensor([0] * 1500 + [2] * 500), seed=0)
+    assert set(drawn.tolist()) == {0, 2} and 0.70 < (drawn == 0).double().mean().item() < 0.80
+    seeds = {tuple(evidence.control_labels(many[:50], torch.tensor([0, 1] * 25), seed=s).tolist()) for s in range(3)}
+    assert len(seeds) == 3
+    # case is ignored, as the uncased tokenizer reads words: 'W7' and 'w7' are one type
+    cased = [f"W{i}" for i in range(50)] + [f"w{i}" for i in range(50)]
+    control = evidence.control_labels(cased, torch.tensor([0, 1, 2, 3] * 25), seed=0)
+    assert torch.equal(control[:50], control[50:]) and len(set(control.tolist())) > 1
+
+
+def test_control_labels_errors():
+    with pytest.raises(TypeError, match="words"):
+        evidence.control_labels("the cat", torch.tensor([0, 1]))
+    with pytest.raises(TypeError, match="labels"):
+        evidence.control_labels(["the", "cat"], torch.tensor([0.0, 1.0]))
+    with pytest.raises(ValueError, match="same non-zero length"):
+        evidence.control_labels(["the", "cat"], torch.tensor([0, 1, 1]))
+
+
+def test_a_probe_memorises_the_control_task_only_on_word_types_it_has_seen():
+    """Features that identify the word type (one-hot) let a probe learn the control task for
+    types in its training folds and nothing for unseen ones: the control task measures memory."""
+    gen = torch.Generator().manual_seed(0)
+    seen_types = [f"s{i}" for i in range(8)]                     # each in every fold
+    words, groups = [], []
+    for g in range(8):
+        words += seen_types + [f"u{g}_{i}" for i in range(8)]     # 8 types seen only in this group
+        groups += [g] * 16
+    labels = torch.randint(0, 4, (len(words),), generator=gen)
+    control = evidence.control_labels(words, labels, seed=1)
+    types = sorted(set(words))
+    onehot = torch.zeros(len(words), len(types))
+    onehot[torch.arange(len(words)), torch.tensor([types.index(w) for w in words])] = 1.0
+    groups = torch.tensor(groups)
+    acc_seen, acc_unseen = [], []
+    for mask_name in ("seen", "unseen"):
+        keep = torch.tensor([w.startswith("s") == (mask_name == "seen") for w in words])
+        acc = evidence.probe_accuracy(onehot[keep][None], control[keep], groups[keep], steps=200)
+        (acc_seen if mask_name == "seen" else acc_unseen).append(float(acc))
+    assert acc_seen[0] == 1.0                                     # every seen type memorised
+    assert acc_unseen[0] < 0.6                                    # unseen types: no better than guessing the tag mix
+
+
+def test_pos_probe_control_task_is_probe_accuracy_on_control_labels(encoder):
+    model, tokenizer = encoder
+    data = evidence.tagged_features(model=model, tokenizer=tokenizer)
+    result = evidence.pos_probe(data, [2])
+    control = evidence.control_labels(data["words"], data["labels"], seed=0)
+    q, k = data["q"][2], data["k"][2]                             # (H, N, d_k)
+    direct = evidence.probe_accuracy(torch.cat([q, k]), control, data["groups"]).reshape(2, -1)
+    assert torch.allclose(result["control"][0], direct[0]) and torch.allclose(result["control_k"][0], direct[1])
+    assert result["control_random"].shape == result["random"].shape
+    assert (result["q"] - result["control"]).min() > 0.3         # selective: tags, not memorised words
