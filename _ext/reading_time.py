@@ -57,11 +57,14 @@ def reading_minutes(words: int, figures: int) -> int:
     rounded to the nearest minute and at least 1.
 
     Raises:
-        ValueError: a count that is negative or not an int.
+        TypeError: a count that is not an int.
+        ValueError: a negative count.
     """
     for name, value in (("words", words), ("figures", figures)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+        if value < 0:
+            raise ValueError(f"{name} must be non-negative, got {value}")
     seconds = words * 60 / WORDS_PER_MINUTE + figures * SECONDS_PER_FIGURE
     return max(1, int(seconds / 60 + 0.5))
 

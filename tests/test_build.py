@@ -325,9 +325,11 @@ def test_reading_minutes_follow_the_stated_rule():
     assert rt.reading_minutes(2000, 4) == 11                              # + 4 x 15 s
     assert rt.reading_minutes(2000, 2) == 11 and rt.reading_minutes(2000, 1) == 10   # 10.5 rounds up, 10.25 down
     assert rt.reading_minutes(0, 0) == 1 and rt.reading_minutes(30, 0) == 1          # at least a minute
-    for bad in (-1, 1.5, True, None):
-        with pytest.raises(ValueError, match="non-negative int"):
+    for bad in (1.5, True, None):
+        with pytest.raises(TypeError, match="words must be an int"):
             rt.reading_minutes(bad, 0)
+    with pytest.raises(ValueError, match="figures must be non-negative"):
+        rt.reading_minutes(10, -1)
     assert str(rt.WORDS_PER_MINUTE) in rt.RULE and f"{rt.SECONDS_PER_FIGURE} s" in rt.RULE
 
 
