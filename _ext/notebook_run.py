@@ -26,6 +26,22 @@ if str(HERE) not in sys.path:
 from notebook_convert import RECORD_ENV, glue_outputs, learner_source  # noqa: E402
 
 EXECUTED = ROOT / "_build" / "jupyter_execute"
+#: Jupyter Book's execution cache (``execute_notebooks: cache`` in _config.yml).
+JUPYTER_CACHE = ROOT / "_build" / ".jupyter_cache"
+
+
+def cached_outputs(nb, cache_dir: Path = JUPYTER_CACHE):
+    """``nb`` with the outputs jupyter-cache keeps for its code, or None.  In cache mode myst-nb
+    writes ``_build/jupyter_execute/<page>.ipynb`` without outputs (they live in the cache), so
+    a learner's notebook made from that file alone would have none."""
+    if not cache_dir.is_dir():
+        return None
+    try:
+        from jupyter_cache import get_cache
+        _, merged = get_cache(str(cache_dir)).merge_match_into_notebook(nb)
+    except Exception:  # noqa: BLE001 - no record for this code (KeyError), an old cache, ...: execute instead
+        return None
+    return merged
 
 
 def code_only(nb):
@@ -51,7 +67,11 @@ def executed_run(page: str, source_nb, executed_dir: Path | None, timeout: int |
         done = executed_dir / f"{page}.ipynb"
         if done.is_file():
             nb = nbformat.read(str(done), as_version=4)
-            if [c.source for c in nb.cells if c.cell_type == "code"] == codes:
+            same = [c.source for c in nb.cells if c.cell_type == "code"] == codes
+            if same and codes and not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"):
+                nb = cached_outputs(nb, executed_dir.parent / ".jupyter_cache")   # cache mode: outputs kept there
+                same = nb is not None
+            if same:
                 glue = glue_outputs(nb)
                 sidecar = done.with_suffix(".glue.json")
                 if sidecar.is_file():
@@ -61,7 +81,7 @@ def executed_run(page: str, source_nb, executed_dir: Path | None, timeout: int |
                                       for k, v in out.get("data", {}).items()}
                 log(f"{page}: outputs of the book build ({done.relative_to(ROOT) if done.is_relative_to(ROOT) else done})")
                 return [c.get("outputs", []) for c in nb.cells if c.cell_type == "code"], glue
-            log(f"{page}: {done} does not match the source; executing it here")
+            log(f"{page}: {done} does not match the source, or its outputs are not in the cache; executing it here")
     from execute_notebook import execute_chapter
     run = code_only(source_nb)
     os.environ[RECORD_ENV] = "1"      # the kernel inherits it: the glue stand-in records values

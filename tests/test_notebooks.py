@@ -1293,3 +1293,43 @@ def test_a_training_cell_keeps_its_log_as_text_in_the_notebook(tmp_path, monkeyp
     exec(nc.learner_source("from myst_nb import glue\n"), ns)  # noqa: S102 - the shim itself
     assert STATIC_BOOK_ENV not in os.environ
     assert nc.STATIC_BOOK_ENV == STATIC_BOOK_ENV        # the shim names the variable attnlib reads
+
+
+def test_outputs_of_the_book_build_come_from_jupyter_cache(tmp_path, monkeypatch):
+    """In cache mode myst-nb writes _build/jupyter_execute/<page>.ipynb without outputs (they
+    live in _build/.jupyter_cache): the learner's notebook takes them from the cache, and a page
+    whose outputs the cache does not hold is executed, not written without outputs."""
+    import copy
+
+    import execute_notebook
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    import notebook_run
+
+    calls = []
+
+    def fake_execute(src, timeout=None, output=None, cwd=None):
+        calls.append(Path(src).name)
+        done = nbformat.read(str(src), as_version=4)
+        done.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="executed\n")]
+        nbformat.write(done, str(output))
+        return {"seconds": 0.0}
+
+    monkeypatch.setattr(execute_notebook, "execute_chapter", fake_execute)
+    executed = tmp_path / "jupyter_execute"
+    (executed / "chapters").mkdir(parents=True)
+    page = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    ran = copy.deepcopy(page)
+    ran.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="42\n")]
+    ran.cells[0].execution_count = 1
+    nbformat.write(page, str(executed / "chapters" / "p.ipynb"))     # what myst-nb leaves: no outputs
+    get_cache(str(tmp_path / ".jupyter_cache")).cache_notebook_bundle(
+        CacheBundleIn(ran, tmp_path / "p.ipynb"), check_validity=False)
+    outputs, _ = notebook_run.executed_run("chapters/p", page, executed, None, lambda *a: None)
+    assert outputs == [ran.cells[0].outputs] and calls == []
+
+    other = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")])
+    nbformat.write(other, str(executed / "chapters" / "q.ipynb"))
+    outputs, _ = notebook_run.executed_run("chapters/q", other, executed, None, lambda *a: None)
+    assert calls and outputs[0][0]["text"] == "executed\n"
