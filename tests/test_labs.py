@@ -852,6 +852,7 @@ REFUSED = [  # checker, a function that lets a library do the lab's job, the nam
     (check_causal_mask, lambda T: attnlib.causal_mask(T), "attnlib.causal_mask"),
     (check_causal_mask, lambda T: torch.nn.Transformer.generate_square_subsequent_mask(T) == 0,
      "generate_square_subsequent_mask"),
+    (check_causal_mask, lambda T: attnlib.masks.sliding_window_mask(T, T), "sliding_window_mask"),
     (check_split_heads, lambda x, n_heads: attnlib.split_heads(x, n_heads), "attnlib.split_heads"),
     (check_online_softmax_attention, lambda q, k, v, block_size: F.scaled_dot_product_attention(q, k, v),
      "scaled_dot_product_attention"),

@@ -88,11 +88,11 @@ LAB = Lab(
     writes='causal_mask(T)',
     contract="``(T, T)`` bool, True where ``j <= i``",
     refusal=Refusal(
-        about="building the mask yourself, so a ready-made causal mask (attnlib.causal_mask, "
-              "nn.Transformer.generate_square_subsequent_mask) is not accepted here",
+        about="building the mask yourself, so a ready-made causal mask (attnlib.causal_mask, attnlib's sliding-window "
+              "and document masks, nn.Transformer.generate_square_subsequent_mask) is not accepted here",
         instead="Compare positions: i = torch.arange(T), then i[None, :] <= i[:, None]; or "
                 "torch.tril(torch.ones(T, T, dtype=torch.bool)).",
-        attnlib=("causal_mask", "causal_block"),
+        attnlib=("causal_mask", "causal_block", "sliding_window", "document_mask"),
         python=(("torch.nn.modules.transformer", ("~square_subsequent_mask",), "torch.nn.{qualname}"),)),
     cases=lambda: [_Case(f"T = {T}", (T,), {}, True) for T in _CAUSAL_TS],
     reference=lambda c: causal_mask(*c.args),
