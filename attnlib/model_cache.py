@@ -16,8 +16,8 @@ An entry is keyed on everything that decides the result of a run (:func:`entry_k
 Change any of them and the key changes: the old entry is simply never read again.
 
 Where it lives (:func:`cache_dir`): the folder named by the environment variable
-``ATTNLIB_CACHE`` when it is set (the Makefile sets it to the project's ``_build/cache`` for the
-book, the tests, CI and the Binder test), otherwise the user's cache folder,
+``ATTNLIB_CACHE`` when it is set (CI's ``.ci/run`` sets it to the clone's ``_build/cache`` for the
+book, the tests and the Binder test; the Makefile does not), otherwise the user's cache folder,
 ``$XDG_CACHE_HOME/attnlib`` or ``~/.cache/attnlib`` (on mybinder.org that is inside the image,
 so the models trained while the image was built are there when a learner's session starts).
 Set ``ATTNLIB_CACHE=off`` to neither read nor write.
