@@ -244,3 +244,15 @@ def test_sentence_exercises_on_the_real_model_and_the_widget():
     too_long.set_answer("word " * 600)
     fb = too_long.check()
     assert not fb.correct and "512" in fb.message
+
+
+def test_claim_reads_fruit_against_the_uniform_weight_as_the_chapter_does(claim):
+    """Issue 37: the chapter reads the weight on 'fruit' as a multiple of the uniform weight; the
+    grader's message reads it the same way, from the data it is given."""
+    fruit = next(r for r in claim["rows"] if r["subject"] is None and r["previous"] == "fruit")
+    message = ch08.check_claim(ch08.CLAIM_OPTIONS[1], claim).message
+    ratio = fruit["w_previous"] / fruit["uniform"]
+    assert f"gets {fruit['w_previous']:.3f}, {ratio:.1f} times the uniform {fruit['uniform']:.3f}" in message
+    halved = {"rows": [dict(r, uniform=r["uniform"] * 2) if r is fruit else r for r in claim["rows"]],
+              "lift": claim["lift"]}
+    assert f"{ratio / 2:.1f} times the uniform" in ch08.check_claim(ch08.CLAIM_OPTIONS[1], halved).message

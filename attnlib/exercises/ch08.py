@@ -224,7 +224,9 @@ def check_claim(answer, data=None):
     if near_not_subject:
         r = near_not_subject[0]
         evidence_text += (f" In '{r['text']}' {r['other']!r} is no subject, yet as the token before 'flies' "
-                          f"it gets {r['w_previous']:.3f}.")
+                          f"it gets {r['w_previous']:.3f}, {r['w_previous'] / r['uniform']:.1f} times the uniform "
+                          f"{r['uniform']:.3f}: above uniform, as in the chapter's pair, where the weight on "
+                          "'fruit' is read the same way.")
     refuted = bool(far) and all(r["w_previous"] > (r["w_subject"] or 0) for r in far)
     correct = CLAIM_OPTIONS[1] if refuted else CLAIM_OPTIONS[0]
     feedback = {
