@@ -212,7 +212,7 @@ def test_example_weights_rows_are_distributions(data):
     assert int(exact[:, data["key"]].argmax()) == 3
 
 
-# --- claim: a claim about a head tested with minimal pairs -----------------------------------
+# --- claim: a claim about a head tested against a counterexample ---------------------------
 
 def _claim_data(other_beats_subject: bool) -> dict:
     rows = [["The cat sat on the mat because it was warm.", "cat", 0.381, "mat", 0.119],
@@ -220,10 +220,14 @@ def _claim_data(other_beats_subject: bool) -> dict:
     return {"rows": rows, "uniform": 0.077, "positional": 0.039}
 
 
-def test_claim_is_refuted_by_one_minimal_pair_and_every_wrong_verdict_says_why():
+def test_claim_is_refuted_by_one_counterexample_and_every_wrong_verdict_says_why():
     data = _claim_data(True)
     right = ch03.check_claim(ch03.CLAIM_OPTIONS[1], data)
     assert right.correct and "'dog' gets 0.125" in right.message and "'rug' gets 0.225" in right.message
+    # the refuting sentence changes two nouns at once: a counterexample, not a minimal pair (issue 37)
+    assert "counterexample" in right.message and "minimal pair" not in right.message
+    for option in ch03.CLAIM_OPTIONS:
+        assert "minimal pair" not in ch03.check_claim(option, data).message
     assert "uniform" in ch03.check_claim(ch03.CLAIM_OPTIONS[0], data).message
     assert "ablation" in ch03.check_claim(ch03.CLAIM_OPTIONS[2], data).message
     assert "0.039" in ch03.check_claim(ch03.CLAIM_OPTIONS[3], data).message

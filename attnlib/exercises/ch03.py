@@ -2,8 +2,8 @@
 
 All data come from the pretrained encoder: layer 0, head 5 on the real sentence "Hello there!",
 a 5-token example small enough to compute by hand (row and column view), and layer 4, head 3,
-the head the chapter reads, on the running sentence and its minimal pairs (a longer key; a
-claim tested with evidence).  Nothing is computed at
+the head the chapter reads, on the running sentence (a longer key) and on two other sentences
+(a claim tested with evidence).  Nothing is computed at
 import time: :func:`example` runs the model the first time a builder or a test asks.
 """
 from __future__ import annotations
@@ -275,8 +275,8 @@ define(3, "longer_key", kind="number", precision='A whole number.', title="A lon
 
 
 # --------------------------------------------------------------- reading a head with evidence
-# Layer 4, head 3: the head whose "it -> cat" weight the chapter tests.  Here the learner tests
-# another claim about it on a sentence the chapter does not show.
+# Layer 4, head 3: the head whose "it -> cat" weight chapter 8 tests (its section ch8-coref).  Here
+# the learner tests another claim about it, with two sentences chapter 3 does not show.
 EVIDENCE_LAYER, EVIDENCE_HEAD = 4, 3
 EVIDENCE_SENTENCES = (
     "The cat sat on the mat because it was warm.",
@@ -322,8 +322,9 @@ def check_claim(answer, data: dict | None = None):
     above = all(r[2] > data["uniform"] for r in data["rows"])
     if losing:
         s, subject, ws, other, wo = losing[0]
-        counter = (f"In '{s}' the subject {subject!r} gets {ws:.3f} and {other!r} gets {wo:.3f}: "
-                   "one minimal pair where the claim predicts the opposite is enough to refute it.")
+        counter = (f"In '{s}' the subject {subject!r} gets {ws:.3f} and {other!r} gets {wo:.3f}. The claim "
+                   "is about every sentence, so one counterexample, a sentence where it predicts the "
+                   "opposite, is enough to refute it.")
     else:
         counter = "In every sentence the subject gets more weight than the other noun."
     feedback = {
@@ -342,7 +343,8 @@ def check_claim(answer, data: dict | None = None):
             CLAIM_OPTIONS[3]: feedback[CLAIM_OPTIONS[3]]})
     return grade_choice(answer, CLAIM_OPTIONS, CLAIM_OPTIONS[1],
                         counter + " The baselines (uniform, position) can only show that a head "
-                        "prefers some content; the minimal pair decides which.", feedback,
+                        "prefers some content; a sentence where the claim and the head disagree shows "
+                        "that it is not the content claimed.", feedback,
                         hint="Compare the subject with the other noun sentence by sentence.")
 
 
