@@ -93,7 +93,9 @@ def words_of(text: str) -> list[str]:
 #: Winograd schema of Levesque et al. (2012), "The trophy doesn't fit into the brown suitcase
 #: because it's too large"; the others are written in its form: a property that fits only one of
 #: the two nouns.  The referent is the reading an English speaker gives; none is ambiguous in
-#: the way "The cat sat on the mat because it was warm." is.
+#: the way "The cat sat on the mat because it was warm." is.  In every pair ``referent_a`` is the
+#: subject and ``referent_b`` the object (not counterbalanced): a word that drew weight to the
+#: object for another reason would look like a referent effect.
 COREFERENCE_PAIRS = (
     ("The trophy did not fit in the suitcase because it was too big.",
      "The trophy did not fit in the suitcase because it was too small.", "trophy", "suitcase"),
