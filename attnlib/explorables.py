@@ -493,8 +493,74 @@ def _rounded(t: torch.Tensor, digits: int = 4) -> list:
     return [round(float(x), digits) for x in t.reshape(-1).tolist()]
 
 
+_SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
+
+
+def _offset_share_sums(weights: torch.Tensor, tokens, offsets) -> tuple[torch.Tensor, torch.Tensor]:
+    """The model lab's offset preference on one text, as sums and counts to pool over texts.
+
+    For a query ``i`` and the key ``j = i + o`` (both ordinary tokens: not ``[CLS]``, ``[SEP]``
+    or ``[PAD]``) of a text of ``T`` tokens (every token counted), the preference is
+    ``(A[i, j] - 1/T) / (1 - 1/T)``: 0 at the uniform weight ``1/T`` (a head that ignores its
+    input), 1 with all of the query's weight on that key, ``-1/(T - 1)`` with none.  Unlike the
+    lift ``T * A[i, j]`` (:func:`attnlib.evidence.positional_lifts`), which grows with ``T``,
+    its two reference points do not depend on the length, so a short sentence compares with
+    longer reference sentences.  The page's ``offsetShare`` (``static/xp_model.js``) is the same
+    formula on one text.
+
+    Shapes:
+        weights ``(L, H, T, T)`` rows summing to 1; tokens ``T`` str; returns the sums
+        ``(L, H, len(offsets))`` float64 and the counts ``(len(offsets),)`` float64 (pairs per
+        offset, the same for every head).
+
+    Raises:
+        ValueError: ``weights`` not ``(L, H, T, T)`` with ``T = len(tokens)``.
+    """
+    w = weights.double()
+    T = len(tokens)
+    if w.dim() != 4 or w.shape[-1] != T or w.shape[-2] != T:
+        raise ValueError(f"weights must be (L, H, T, T) with T = len(tokens) = {T}, got {tuple(w.shape)}")
+    ordinary = [i for i, t in enumerate(tokens) if t not in _SPECIAL]
+    keep = set(ordinary)
+    sums = torch.zeros(w.shape[0], w.shape[1], len(offsets), dtype=torch.float64)
+    counts = torch.zeros(len(offsets), dtype=torch.float64)
+    for k, o in enumerate(offsets):
+        rows = [i for i in ordinary if i + o in keep]
+        if rows:
+            q = torch.tensor(rows)
+            sums[:, :, k] = ((w[:, :, q, q + o] - 1 / T) / (1 - 1 / T)).sum(-1)
+            counts[k] = len(rows)
+    return sums, counts
+
+
+def _offset_shares(offsets, *, texts=None, model=None, tokenizer=None) -> torch.Tensor:
+    """The offset preference of :func:`_offset_share_sums` for every head, pooled over every
+    (query, key) pair of ``texts`` (default :func:`attnlib.evidence.reference_sentences`), each
+    text at its own length; one batched forward pass, padding masked.
+
+    Shapes:
+        returns ``(n_layers, H, len(offsets))`` float64 (unitless).
+
+    Raises:
+        ValueError: no pair of ordinary tokens at some offset in any text.
+    """
+    offsets = [int(o) for o in offsets]
+    texts = evidence.reference_sentences() if texts is None else list(texts)
+    batch = encoder.get_batch_attentions(texts, model=model, tokenizer=tokenizer)     # padding masked
+    total, counts = None, torch.zeros(len(offsets), dtype=torch.float64)
+    for b, tokens in enumerate(batch.tokens):
+        T = int(batch.attention_mask[b].sum())                                        # real tokens come first
+        weights = torch.stack([a[b, :, :T, :T] for a in batch.attentions]).cpu()      # (L, H, T, T)
+        sums, n = _offset_share_sums(weights, tokens[:T], offsets)
+        total = sums if total is None else total + sums
+        counts += n
+    if bool((counts == 0).any()):
+        raise ValueError(f"no pair of ordinary tokens at offset(s) {[o for o, n in zip(offsets, counts) if n == 0]}")
+    return total / counts
+
+
 def model_lab(text: str, text_b: str | None = None, *, mode: str = "one", layer: int = 0, head: int = 0,
-              ablation: bool = True, lift_offsets=(-1, 0, 1), model=None, tokenizer=None) -> Explorable:
+              ablation: bool = True, offsets=(-1, 0, 1), model=None, tokenizer=None) -> Explorable:
     """Chapter 8's model lab: the pretrained encoder on a sentence (or a minimal pair, or a
     sentence pair), any layer and head as a heatmap with its baselines, and one head switched
     off against the same measure for every head (the reference scale).
@@ -510,16 +576,18 @@ def model_lab(text: str, text_b: str | None = None, *, mode: str = "one", layer:
         layer, head: the head shown first.
         ablation: include the 72 single-head zero ablations of sentence A (cosine distance of
             the sentence vector, :func:`attnlib.evidence.layer_ablation` with ``mode="zero"``).
-        lift_offsets: offsets whose weight (in multiples of uniform) is compared with the
-            reference sentences (:func:`attnlib.evidence.positional_lifts`).
+        offsets: offsets whose preference (:func:`_offset_share_sums`: 0 at the uniform weight
+            ``1/T``, 1 with all of a query's weight on that key, whatever the length) the page
+            compares with the same measure over the reference sentences.
 
     Shapes:
         embeds per run ``(n_layers, H, T, T)`` weights, rounded to 4 decimals.
 
     Raises:
         TypeError: a text is not a str.  ValueError: ``mode`` unknown; ``text_b`` missing for a
-        pair; a text is empty or longer than :data:`MAX_TOKENS` tokens.  IndexError: ``layer``
-        or ``head`` outside the model.
+        pair; a text is empty or longer than :data:`MAX_TOKENS` tokens with ``[CLS]`` and
+        ``[SEP]`` (the message says which and how long: the lab in the book's page reads up to
+        512 once its model is loaded).  IndexError: ``layer`` or ``head`` outside the model.
     """
     mode = _validate_choice(mode)
     if mode != "one" and text_b is None:
@@ -527,6 +595,17 @@ def model_lab(text: str, text_b: str | None = None, *, mode: str = "one", layer:
     model, tokenizer = encoder.loading.model_and_tokenizer(model, tokenizer)
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     kw = {"model": model, "tokenizer": tokenizer}
+    # the length first, in the reader's terms (encoder.run would say "pass truncate=True", an
+    # argument the lab does not take, and a figure of more than MAX_TOKENS is unreadable)
+    for name, parts in ([("the two sentences", (text, text_b))] if mode == "pair" else
+                        [("sentence A", (text,))] + ([("sentence B", (text_b,))] if mode == "minimal" else [])):
+        if all(isinstance(p, str) for p in parts):
+            n = sum(len(tokenizer.tokenize(p)) for p in parts) + len(parts) + 1      # [CLS], one [SEP] each
+            if n > MAX_TOKENS:
+                raise ValueError(f"{name} {'have' if len(parts) > 1 else 'has'} {n} tokens with [CLS] and [SEP]; model_lab "
+                                 f"shows at most {MAX_TOKENS} in a notebook: shorten {'them' if len(parts) > 1 else 'it'} "
+                                 f"to {MAX_TOKENS} tokens or fewer (the lab in the book's page reads up to 512 once its "
+                                 "model is loaded)")
     runs = ([encoder.run(text, text_b, **kw)] if mode == "pair"
             else [encoder.run(t, **kw) for t in ([text] if mode == "one" else [text, text_b])])
     for r in runs:
@@ -543,7 +622,7 @@ def model_lab(text: str, text_b: str | None = None, *, mode: str = "one", layer:
             change = torch.tensor([float(1 - torch.nn.functional.cosine_similarity(
                 intact.mean(0), encoder.run(*pair, edits=[{"layer": l, "head": h, "mode": "zero"}], **kw).output.double().mean(0), dim=0))
                 for l in range(n_layers) for h in range(n_heads)])
-    lifts = evidence.positional_lifts(list(lift_offsets), **kw)             # (L, H, n_offsets)
+    shares = _offset_shares(list(offsets), **kw)                            # (L, H, n_offsets)
     data = {
         "n_layers": n_layers, "n_heads": n_heads, "layer": layer, "head": head, "mode": mode,
         "textA": text, "textB": text_b or "",
@@ -551,8 +630,8 @@ def model_lab(text: str, text_b: str | None = None, *, mode: str = "one", layer:
                   "attentions": _rounded(r.stacked("pattern"))} for r in runs],
         "ablation": None if change is None else {"text": None, "change": _rounded(change, 6)},
         "close_call": CLOSE_CALL,           # the minimal-pair rule the flip_pair exercise grades with
-        "lift": {"offsets": [int(o) for o in lift_offsets], "values": _rounded(lifts, 3),
-                 "n_texts": len(evidence.reference_sentences())},
+        "offset_share": {"offsets": [int(o) for o in offsets], "values": _rounded(shares, 4),
+                         "n_texts": len(evidence.reference_sentences())},
     }
     title = "The encoder on your own sentences: any layer and head, baselines, a minimal pair, a head switched off"
     return render("model", data, title, max(len(r.tokens) for r in runs))

@@ -137,9 +137,9 @@ def test_lab_runs_a_readers_minimal_pair_and_ablation(lab):
     page = lab.page
     uid = lab.page.get_attribute(".attnlib-xp[data-kind=model]", "id")
     root = f"#{uid}"
+    page.check(f"{root} [data-role=mode-minimal]")                      # shows sentence B
     page.fill(f"{root} [data-role=text-a]", "The bears ate the honey.")
     page.fill(f"{root} [data-role=text-b]", "The dogs ate the honey.")
-    page.check(f"{root} [data-role=mode-minimal]")
     page.click(f"{root} [data-role=run]")
     page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Ran in the browser')")
     summary = page.inner_text(f"{root} [data-role=pair-summary]")
@@ -460,9 +460,12 @@ def test_a_long_sentence_keeps_square_cells_and_a_tap_picks_the_row_under_it(bro
         page = visit.page
         root = _lab_run(page, SEVENTY)
         canvas = f"{root} [data-role=map-0] canvas"
-        drawn, shown, tall = page.evaluate(f"() => {{ const c = document.querySelector('{canvas}'), r = c.getBoundingClientRect();"
-                                           "return [parseFloat(c.style.width), r.width, r.height]; }")
-        assert abs(drawn - shown) < 0.5 and abs(shown - tall) < 0.5, (drawn, shown, tall)     # square, not squeezed
+        size = page.evaluate(f"() => {{ const c = document.querySelector('{canvas}'), r = c.getBoundingClientRect(),"
+                             f" b = document.querySelector('{root} [data-role=map-0]');"
+                             "return [parseFloat(c.style.width), r.width, parseFloat(c.style.height), r.height, b.scrollWidth, b.scrollHeight,"
+                             " c._geom.room + c._geom.T * c._geom.cell + 8]; }")
+        assert abs(size[0] - size[1]) < 0.5 and abs(size[2] - size[3]) < 0.5, size      # the canvas is not squeezed
+        assert size[4] == size[5] == size[6], size             # square cells: the box scrolls over a square heatmap
         page.evaluate(f"() => document.querySelector('{canvas}').scrollIntoView({{block: 'start'}})")
         box = page.query_selector(canvas).bounding_box()
         g = page.evaluate(f"() => document.querySelector('{canvas}')._geom")
@@ -536,7 +539,13 @@ def test_lab_works_by_keyboard_alone_and_names_every_control_by_its_visible_text
                                timeout=60_000)
         assert page.evaluate(ACTIVE)["role"] == "text-a", "after loading, the focus should go on to the sentence"
         page.keyboard.type("The bears ate the honey.")
+        page.keyboard.press("Shift+Tab")                                   # the mode's radio group: one sentence
+        assert page.evaluate(ACTIVE)["role"] == "mode-one"
+        page.keyboard.press("ArrowDown")                                   # a minimal pair: sentence B appears
+        assert page.evaluate(ACTIVE)["role"] == "mode-minimal"
         page.keyboard.press("Tab")
+        page.keyboard.press("Tab")
+        assert page.evaluate(ACTIVE)["role"] == "text-b"
         page.keyboard.press("Control+A")
         page.keyboard.type("The dogs ate the honey.")
         page.keyboard.press("Tab")
@@ -586,6 +595,9 @@ LABEL_CONTRAST = """(sel) => {
   return out; }"""
 
 
+TWO_FRAMES = "() => new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(ok)))"
+
+
 @pytest.mark.parametrize("opened_in", ["dark", "light"])
 def test_lab_text_and_heatmap_labels_are_legible_in_dark_mode(browser, themed, opened_in):  # noqa: F811
     """Dark from the start, or switched to dark after the lab has drawn (the theme's toggle)."""
@@ -594,6 +606,7 @@ def test_lab_text_and_heatmap_labels_are_legible_in_dark_mode(browser, themed, o
         page = visit.page
         page.evaluate(RECORD_LABELS)
         root = _lab_run(page, "The bears ate the honey.", "The dogs ate the honey.")
+        page.evaluate(TWO_FRAMES)                 # the repaints the run's layout scheduled are done, in the old theme
         page.evaluate("(sel) => document.querySelectorAll(sel + ' canvas').forEach(c => { c.__labels = []; })", root)
         if opened_in == "light":
             page.evaluate("() => document.documentElement.setAttribute('data-theme', 'dark')")
@@ -644,3 +657,297 @@ def test_the_page_encoder_names_the_edits_it_cannot_make(lab, edit, message):
     err = lab.page.evaluate("""async (edit) => { try { await window.attnlibModel.run('The cat sat.', null, {edits: [edit]});
       return null; } catch (e) { return e.message; } }""", edit)
     assert err is not None and message in err
+
+
+# ------------------------------------------------- issue 38: long texts, honest baselines, the sweep
+def _text_of(n_tokens: int) -> str:
+    """Words of the Gettysburg Address (repeated) making a text of exactly ``n_tokens`` tokens
+    with [CLS] and [SEP] (or one fewer where the next word takes two pieces)."""
+    words, tokenizer = corpus.load_text().split() * 4, encoder.load_encoder(device="cpu")[1]
+    lo, hi = 1, len(words)
+    while lo < hi:                                           # the longest prefix within n_tokens
+        mid = (lo + hi + 1) // 2
+        if len(tokenizer(" ".join(words[:mid]))["input_ids"]) <= n_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return " ".join(words[:lo])
+
+
+LONG_509 = _text_of(509)
+# Every fillRect and fillText of a canvas is counted and recorded with where it lands on the
+# canvas, in CSS pixels (the context's transform applied: the column labels are rotated).
+RECORD_PAINT = """(() => { const P = CanvasRenderingContext2D.prototype, text = P.fillText, rect = P.fillRect;
+  P.fillText = function (t, x, y) { const m = this.getTransform(), r = window.devicePixelRatio || 1;
+    (this.canvas.__painted = this.canvas.__painted || []).push({text: String(t), x: (m.a * x + m.c * y + m.e) / r,
+                                                                y: (m.b * x + m.d * y + m.f) / r});
+    return text.apply(this, arguments); };
+  P.fillRect = function () { this.canvas.__rects = (this.canvas.__rects || 0) + 1; return rect.apply(this, arguments); }; })();"""
+WINDOW = """(sel) => { const box = document.querySelector(sel), c = box.querySelector('canvas'), b = box.getBoundingClientRect(),
+    r = c.getBoundingClientRect(), g = c._geom;
+  return {dpr: window.devicePixelRatio || 1, width: c.width, height: c.height, cssWidth: r.width, cssHeight: r.height,
+          client: [box.clientWidth, box.clientHeight], scroll: [box.scrollWidth, box.scrollHeight], at: [box.scrollLeft, box.scrollTop],
+          offset: [r.left - b.left - box.clientLeft, r.top - b.top - box.clientTop], rects: c.__rects || 0,
+          painted: c.__painted || [], room: g.room, cell: g.cell, T: g.T}; }"""
+
+
+def _short(token: str) -> str:
+    return token if len(token) <= 14 else token[:13] + "\u2026"
+
+
+@pytest.mark.parametrize("viewport", ["phone", "desktop"])
+def test_a_509_token_heatmap_paints_only_its_window_and_keeps_its_labels_in_view(browser, themed, viewport):  # noqa: F811
+    """Issue 38 items 1 and 3: at 509 tokens the heatmap was one canvas of 6,000+ px a side, all
+    259,081 cells painted in one main-thread task of 0.4-1.2 s, its box scrolled sideways only and
+    its labels scrolled away with the cells.  Now the canvas is the box's visible window: a paint
+    fills the cells in view (not T^2), the backing store is no larger than the box, the box
+    scrolls both ways over a square extent, the row and column labels of the cells in view are
+    painted at its edges wherever it is scrolled (sticky), a click picks the row under it, and a
+    query picked elsewhere is scrolled into view.  (How long the main thread is busy is measured
+    by bench/bench_browser_model.py --long, not asserted here.)"""
+    visit = ScreenVisit(browser, themed + "light-column.html", viewport, "light")
+    try:
+        page = visit.page
+        page.evaluate(RECORD_PAINT)
+        root = _lab_run(page, LONG_509)
+        box = f"{root} [data-role=map-0]"
+        tokens = encoder.run(LONG_509).tokens
+        w = page.evaluate(WINDOW, box)
+        T, room, cell = w["T"], w["room"], w["cell"]
+        assert T == len(tokens) == 509
+        assert w["width"] <= w["client"][0] * w["dpr"] + 1 and w["height"] <= w["client"][1] * w["dpr"] + 1, \
+            f"the canvas is larger than its box: {w['width']}x{w['height']} for a {w['client']} box"
+        assert abs(w["cssWidth"] * w["dpr"] - w["width"]) < 1.5 and abs(w["cssHeight"] * w["dpr"] - w["height"]) < 1.5   # not stretched
+        assert w["scroll"][0] == w["scroll"][1] >= room + T * cell, f"square cells: the same extent both ways {w['scroll']}"
+        assert w["scroll"][1] > w["client"][1] and w["scroll"][0] > w["client"][0], "the box should scroll both ways"
+        assert 0 < w["rects"] < T * T / 20, f"{w['rects']} cells painted for a window of the heatmap"
+        # scroll the box to the middle: the canvas stays over the box, its labels are the rows and columns in view
+        sx, sy = 200 * cell + 5, 300 * cell + 5
+        page.evaluate("([sel, x, y]) => { const b = document.querySelector(sel), c = b.querySelector('canvas');"
+                      " c.__painted = []; c.__rects = 0; b.scrollTo(x, y); }", [box, sx, sy])
+        page.wait_for_function("(sel) => (document.querySelector(sel).querySelector('canvas').__painted || []).length > 0", arg=box)
+        page.wait_for_timeout(100)
+        w = page.evaluate(WINDOW, box)
+        assert w["at"] == [sx, sy], w["at"]
+        assert abs(w["offset"][0]) < 1 and abs(w["offset"][1]) < 1, f"the canvas scrolled out of its box: {w['offset']}"
+        assert 0 < w["rects"] < T * T / 20
+        labels = w["painted"]
+        for r in range(301, 305):                                    # row labels at the left edge, beside their rows
+            y = room + r * cell + cell / 2 - sy
+            assert any(abs(p["y"] - y) < 1 and p["x"] <= room and p["text"] == _short(tokens[r]) for p in labels), (r, tokens[r])
+        for c in range(201, 205):                                    # column labels along the top, above their columns
+            x = room + c * cell + cell / 2 - sx
+            assert any(abs(p["x"] - x) < 1 and p["y"] <= room and p["text"] == _short(tokens[c]) for p in labels), (c, tokens[c])
+        inside = [p for p in labels if not (-1 <= p["x"] <= w["cssWidth"] + 1 and -1 <= p["y"] <= w["cssHeight"] + 1)]
+        assert not inside, f"labels painted outside the canvas: {inside[:4]}"
+        # a click picks the row under it, wherever the box is scrolled
+        rect = page.query_selector(f"{box} canvas").bounding_box()
+        page.mouse.click(rect["x"] + room + 2, rect["y"] + room + 3.5 * cell)
+        assert page.eval_on_selector(f"{root} [data-role=query]", "e => e.value") == str((sy + int(3.5 * cell)) // cell)
+        # a query picked with the menu is scrolled into view
+        page.select_option(f"{root} [data-role=query]", "40")
+        w = page.evaluate(WINDOW, box)
+        top = room + 40 * cell - w["at"][1]
+        assert room <= top and top + cell <= w["client"][1], f"row 40 is out of view ({top} px; box {w['client']})"
+        assert visit.errors == []
+    finally:
+        visit.close()
+
+
+SHARE = re.compile(r"previous token: (-?\d+\.\d+) here, (-?\d+\.\d+) on the (\d+) reference sentences")
+
+
+def _share(weights, tokens, offset):
+    """The lab's offset preference, written here from its definition: the mean over ordinary
+    (query, key = query + offset) pairs of (A[q, k] - 1/T) / (1 - 1/T)."""
+    T = len(tokens)
+    ordinary = [t not in ("[CLS]", "[SEP]", "[PAD]") for t in tokens]
+    vals = [(float(weights[i][i + offset]) - 1 / T) / (1 - 1 / T) for i in range(T)
+            if 0 <= i + offset < T and ordinary[i] and ordinary[i + offset]]
+    return sum(vals) / len(vals)
+
+
+def test_the_reference_offset_preference_is_the_per_sentence_definition():
+    """explorables._offset_shares (batched, padding masked) against the definition applied to one
+    PyTorch run per reference sentence; and the invariant the readout exists for: a head that
+    puts all of every query's weight on the previous token scores 1 at any length, a uniform
+    head 0."""
+    got = xp._offset_shares([-1, 0, 1])                                # (L, H, 3)
+    sums, counts = np.zeros((6, 12, 3)), np.zeros(3)
+    for text in evidence.reference_sentences():
+        r = encoder.run(text)
+        T = len(r.tokens)
+        a = r.stacked("pattern").double().numpy()
+        ordinary = [t not in ("[CLS]", "[SEP]") for t in r.tokens]
+        for k, o in enumerate((-1, 0, 1)):
+            for i in range(T):
+                if 0 <= i + o < T and ordinary[i] and ordinary[i + o]:
+                    sums[:, :, k] += (a[:, :, i, i + o] - 1 / T) / (1 - 1 / T)
+                    counts[k] += 1
+    np.testing.assert_allclose(got.numpy(), sums / counts, atol=1e-5)
+    for T in (13, 44, 509):
+        tokens = ["[CLS]"] + ["w"] * (T - 2) + ["[SEP]"]
+        prev = torch.zeros(1, 1, T, T)
+        prev[0, 0, 0, 0] = 1.0
+        for i in range(1, T):
+            prev[0, 0, i, i - 1] = 1.0
+        s, n = xp._offset_share_sums(prev, tokens, [-1, 1])
+        np.testing.assert_allclose((s / n).numpy(), [[[1.0, -1 / (T - 1)]]], rtol=1e-12)
+        s, n = xp._offset_share_sums(torch.full((1, 1, T, T), 1 / T, dtype=torch.float64), tokens, [-1])
+        np.testing.assert_allclose((s / n).numpy(), [[[0.0]]], atol=1e-12)
+
+
+def test_the_baselines_readout_does_not_grow_with_the_sentences_length(lab):
+    """Issue 38 item 2: the readout gave T x weight, so a head that gives 1.000 to the previous
+    token read 13.00x on a 13-token sentence against 43.64x on the reference sentences, and
+    more on a longer one.  It now gives the offset preference, (A[q, q+o] - 1/T) / (1 - 1/T)
+    averaged over the ordinary queries, for the reader's sentence (the page's own weights) and
+    for the reference sentences (each at its own length): about 1.00 for the previous-token
+    head here at 13 and at 35 tokens."""
+    page = lab.page
+    root = "#" + page.get_attribute(".attnlib-xp[data-kind=model]", "id")
+    ref = float(xp._offset_shares([-1])[0, 2, 0])
+    seen = []
+    for text in (PAIR_12[0], " ".join([PAIR_12[0]] * 3)):
+        _lab_run(page, text)
+        page.select_option(f"{root} [data-role=layer]", "0")
+        page.select_option(f"{root} [data-role=head]", "2")
+        said = page.inner_text(f"{root} [data-role=baselines]")
+        m = SHARE.search(said)
+        assert m, said
+        got = page_run(page, text)
+        assert float(m.group(1)) == pytest.approx(_share(got["all"][0][0, 2], got["tokens"], -1), abs=0.006), said
+        assert float(m.group(2)) == pytest.approx(ref, abs=0.006) and m.group(3) == "18", said
+        assert "1/T" in said, said
+        seen.append(float(m.group(1)))
+    assert seen[0] > 0.95 and abs(seen[0] - seen[1]) < 0.02, seen
+
+
+SWEEP_WATCH = """(sel) => { window.__said = []; window.__calls = [];
+  new MutationObserver(() => window.__said.push(document.querySelector(sel + ' [data-role=status]').textContent))
+    .observe(document.querySelector(sel + ' [data-role=status]'), {childList: true, characterData: true, subtree: true});
+  const api = window.attnlibModel, run = api.__run || api.run; api.__run = run;
+  api.run = function (a, b, options) {                       /* each call 400 ms slower: a long text's pace */
+    if (options && options.batch) window.__calls.push(options.batch.length);
+    return run.apply(api, arguments).then((r) => new Promise((ok) => setTimeout(() => ok(r), 400))); }; }"""
+
+
+def test_the_72_head_sweep_shows_progress_and_cancels_by_keyboard_keeping_what_it_measured(lab):
+    """Issue 38 item 3: switching off each of the 72 heads took 134 s on a 509-token text with no
+    progress shown and no way to stop.  The sweep now says which head it is on (the progress
+    bar and its label; the status line, the lab's live region, says it too), a Cancel button
+    (one Tab after the sweep's button; Escape too) stops it and keeps the heads measured so
+    far, which the readout reports as such, and the sweep's button then measures only the rest."""
+    page = lab.page
+    text = "The old keeper fed the bears some honey before the long winter came."
+    root = _lab_run(page, text)
+    page.evaluate(SWEEP_WATCH, root)
+    try:
+        page.focus(f"{root} [data-role=ablate]")
+        page.keyboard.press("Space")
+        page.wait_for_function("(sel) => /head (1[3-9]|[2-9]\\d) of 72/.test(document.querySelector(sel).textContent)",
+                               arg=f"{root} [data-role=sweep-progress]", timeout=60_000)
+        assert page.is_visible(f"{root} [data-role=cancel]")
+        assert page.get_attribute(f"{root} [data-role=sweep-bar]", "aria-valuetext").endswith("of 72")
+        page.keyboard.press("Tab")
+        assert page.evaluate(ACTIVE)["role"] == "cancel", "Cancel should be one Tab after the sweep's button"
+        page.keyboard.press("Enter")
+        status = page.inner_text(f"{root} [data-role=status]")
+        assert status.startswith("Stopped") and "kept" in status, status
+        assert page.is_hidden(f"{root} [data-role=cancel]") and page.is_hidden(f"{root} [data-role=sweep-bar]")
+        assert page.evaluate(ACTIVE)["role"] == "ablate", "the focus should go back to the sweep's button"
+        measured = int(page.get_attribute(f"{root} [data-role=ablation]", "data-measured"))
+        assert 12 <= measured < 72, measured
+        page.wait_for_timeout(1200)                                # the run in flight is dropped, not counted
+        assert int(page.get_attribute(f"{root} [data-role=ablation]", "data-measured")) == measured
+        assert f"{measured} of the 72 heads" in page.inner_text(f"{root} [data-role=ablation]")
+        said = page.evaluate("() => window.__said")
+        assert any(re.search(r"head \d+ of 72", s) for s in said), said
+        page.select_option(f"{root} [data-role=layer]", "0")     # a measured head: the value PyTorch gives
+        page.select_option(f"{root} [data-role=head]", "3")
+        got = float(page.get_attribute(f"{root} [data-role=ablation]", "data-change"))
+        want = float(evidence.layer_ablation(text, 0, mode="zero")[3])
+        assert abs(got - want) < 5e-5 + 0.03 * want, (got, want)
+        # Escape also stops it; the button goes on from where it stopped
+        page.evaluate("() => { window.__calls = []; }")
+        page.focus(f"{root} [data-role=ablate]")
+        page.keyboard.press("Enter")
+        page.wait_for_function(f"() => document.querySelector('{root} [data-role=ablation]').textContent.includes('ranks')",
+                               timeout=60_000)
+        assert sum(page.evaluate("() => window.__calls")) == 72 - measured, "the sweep should measure only the heads it had not"
+        page.select_option(f"{root} [data-role=layer]", "5")
+        page.select_option(f"{root} [data-role=head]", "5")
+        got = float(page.get_attribute(f"{root} [data-role=ablation]", "data-change"))
+        want = float(evidence.layer_ablation(text, 5, mode="zero")[5])
+        assert abs(got - want) < 5e-5 + 0.03 * want, (got, want)
+        assert page.get_attribute(f"{root} [data-role=ablation]", "data-measured") == "72"
+        page.evaluate("() => { window.__calls = []; }")
+        _lab_run(page, "The cat sat on the mat.")
+        page.focus(f"{root} [data-role=ablate]")
+        page.keyboard.press("Enter")
+        page.wait_for_function("(sel) => /head \\d+ of 72/.test(document.querySelector(sel).textContent)",
+                               arg=f"{root} [data-role=sweep-progress]", timeout=60_000)
+        page.keyboard.press("Escape")
+        assert page.inner_text(f"{root} [data-role=status]").startswith("Stopped")
+        assert lab.errors == []
+    finally:
+        page.evaluate("() => { const api = window.attnlibModel; if (api.__run) { api.run = api.__run; delete api.__run; } }")
+
+
+def test_the_lab_opens_on_one_sentence_so_a_readers_first_sentence_runs_alone(browser, site):  # noqa: F811
+    """Issue 38 item 5: the lab opened in minimal-pair mode (the chapter's pair), so the first
+    sentence a reader typed ran beside the stale default sentence B.  It opens on one sentence;
+    the build's pair stays on show until the reader runs, and "a minimal pair" brings sentence B
+    back.  In a notebook, where nothing runs in the page, the form shows what the cell ran."""
+    visit = Visit(browser, site["url"] + "lab.html")
+    page = visit.page
+    root = "#" + page.get_attribute(".attnlib-xp[data-kind=model]", "id")
+    try:
+        assert page.is_checked(f"{root} [data-role=mode-one]") and page.is_hidden(f"{root} [data-role=text-b]")
+        assert page.is_visible(f"{root} [data-role=map-1]"), "the build's minimal pair is still shown"
+        page.evaluate("() => window.attnlibModel.load()")
+        page.fill(f"{root} [data-role=text-a]", "The cat sat.")
+        page.click(f"{root} [data-role=run]")
+        page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Ran')")
+        assert page.is_hidden(f"{root} [data-role=map-1]")
+        assert "(6 tokens)" in page.inner_text(f"{root} [data-role=map-title-0]")
+        page.check(f"{root} [data-role=mode-minimal]")
+        assert page.input_value(f"{root} [data-role=text-b]") == corpus.PAIR[1]
+    finally:
+        visit.close()
+    visit = Visit(browser, site["url"] + "notebook.html")
+    try:
+        assert visit.page.is_checked(".attnlib-xp[data-kind=model] [data-role=mode-minimal]")
+    finally:
+        visit.close()
+
+
+@pytest.mark.parametrize("mode, texts, which", [("one", ["word " * 600, ""], "the text has 602"),
+                                                ("minimal", ["The cat sat.", "word " * 700], "sentence B has 702"),
+                                                ("pair", ["word " * 300, "word " * 300], "the two sentences have 603")])
+def test_a_text_over_512_tokens_is_refused_with_what_to_do_on_the_page(lab, mode, texts, which):
+    """Issue 38 item 5: past 512 tokens a reader must be told what to do in the page (shorten
+    the text, by how much), never the kernel's "pass truncate=True"."""
+    page = lab.page
+    root = "#" + page.get_attribute(".attnlib-xp[data-kind=model]", "id")
+    page.check(f"{root} [data-role=mode-{mode}]")
+    page.fill(f"{root} [data-role=text-a]", texts[0])
+    if mode != "one":
+        page.fill(f"{root} [data-role=text-b]", texts[1])
+    page.evaluate("(sel) => { document.querySelector(sel).textContent = ''; }", f"{root} [data-role=status]")
+    page.click(f"{root} [data-role=run]")
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Could not run')")
+    said = page.inner_text(f"{root} [data-role=status]")
+    assert which in said and "512 tokens or fewer" in said and "truncate" not in said, said
+    page.check(f"{root} [data-role=mode-one]")
+
+
+@pytest.mark.parametrize("text, n", [("word " * 200, 202), ("word " * 600, 602)])
+def test_model_lab_in_a_notebook_says_how_long_a_sentence_it_shows(text, n):
+    """In a notebook the lab refused a long sentence with "pass truncate=True" (model_lab takes
+    no such argument) or "slice the sequence first"; it says the limit and the length."""
+    with pytest.raises(ValueError) as err:
+        xp.model_lab(text, ablation=False)
+    said = str(err.value)
+    assert f"sentence A has {n} tokens" in said and str(xp.MAX_TOKENS) in said, said
+    assert "truncate" not in said and "slice" not in said, said

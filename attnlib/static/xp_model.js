@@ -11,7 +11,8 @@
  * data: {n_layers, n_heads, layer, head, mode ("one" | "minimal" | "pair"), textA, textB,
  *        runs: [{tokens, typeIds, sentenceBStart, attentions: flat L*H*T*T}] (1 or 2),
  *        ablation: {text, change: flat L*H sentence-vector cosine distances} or null,
- *        lift: {offsets, values: flat L*H*len(offsets), n_texts}, title} */
+ *        offset_share: {offsets, values: flat L*H*len(offsets) (offsetShare over the reference
+ *        sentences, each at its own length), n_texts}, close_call} */
 
 /* ---- window.attnlibModel: one worker per page, shared by every lab on it ----------------
  *   attnlibModel.available()          -> "" when the model can run here, else why not
@@ -48,20 +49,28 @@ function modelApi() {
   return window.attnlibModel;
 }
 
-/* Helpers on flat (L, H, T, T) weights. */
+/* Helpers on flat (L, H, T, T) weights (a Float32Array: the worker's, or the build's converted
+ * once).  A head's rows are views into it, never copies: at 509 tokens a copy is 259,081 numbers. */
 function headRows(flat, L, H, T, layer, head) {
   var rows = [], base = (layer * H + head) * T * T;
-  for (var i = 0; i < T; i++) rows.push(Array.prototype.slice.call(flat, base + i * T, base + (i + 1) * T));
+  for (var i = 0; i < T; i++) rows.push(flat.subarray(base + i * T, base + (i + 1) * T));
   return rows;
 }
 var SPECIAL = {"[CLS]": 1, "[SEP]": 1, "[PAD]": 1};
-/* Mean of T * A[i, i + o] over ordinary (non-special) query/key pairs: attnlib.evidence.positional_lift. */
-function lift(rows, tokens, offset) {
-  var T = tokens.length, sum = 0, n = 0;
+/* The offset preference of one head at one offset: the mean, over every query i whose key
+ * j = i + offset is in the text (both ordinary tokens, not [CLS], [SEP] or [PAD]), of
+ *     (A[i, j] - 1/T) / (1 - 1/T),
+ * where T counts every token of the text.  0 is the uniform weight 1/T (a head that ignores its
+ * input), 1 is all of the query's weight on that key, and the least is -1/(T - 1) (no weight
+ * there).  Unlike T * A[i, j] (the lift, which grows with T), its two reference points do not
+ * depend on the sentence's length, so a 13-token sentence compares with the reference sentences.
+ * Python: attnlib.explorables._offset_share_sums.  null when no pair exists. */
+function offsetShare(rows, tokens, offset) {
+  var T = tokens.length, sum = 0, n = 0, u = 1 / T;
   for (var i = 0; i < T; i++) {
     var j = i + offset;
     if (j < 0 || j >= T || SPECIAL[tokens[i]] || SPECIAL[tokens[j]]) continue;
-    sum += T * rows[i][j]; n++;
+    sum += (rows[i][j] - u) / (1 - u); n++;
   }
   return n ? sum / n : null;
 }
@@ -75,22 +84,29 @@ function strongestKey(row) {
 /* The n keys with the largest weights, leaving out weights under 0.005 (they round to 0.00)
  * except the first. */
 function topKeys(row, tokens, n) {
-  var idx = row.map(function (w, j) { return j; }).sort(function (a, b) { return row[b] - row[a]; });
+  var idx = [];
+  for (var j = 0; j < row.length; j++) idx.push(j);
+  idx.sort(function (a, b) { return row[b] - row[a]; });
   return idx.slice(0, n).filter(function (j, k) { return k === 0 || row[j] >= 0.005; })
             .map(function (j) { return {j: j, token: tokens[j], w: row[j]}; });
 }
-/* Longest common subsequence of two token lists: the aligned positions [[i, i2], ...]. */
+/* Longest common subsequence of two token lists: the aligned positions [[i, i2], ...], the same
+ * pairs as attnlib.exercises.core.align_tokens (the grader's rule).  Its walk from the front
+ * matches a common prefix position by position, so the prefix is matched first and the table
+ * (one flat array) covers only the rest: for a minimal pair of 509 tokens that differ near the
+ * end, a few cells instead of 260,000. */
 function alignTokens(a, b) {
-  var n = a.length, m = b.length, L = [], i, j;
-  for (i = 0; i <= n; i++) { L.push(new Int32Array(m + 1)); }
-  for (i = n - 1; i >= 0; i--) for (j = m - 1; j >= 0; j--) {
-    L[i][j] = a[i] === b[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+  var n = a.length, m = b.length, p = 0, out = [], i, j;
+  while (p < n && p < m && a[p] === b[p]) { out.push([p, p]); p++; }
+  var w = m - p + 1, L = new Int32Array((n - p + 1) * w);    /* L[(i - p) * w + (j - p)]: LCS of a[i:], b[j:] */
+  for (i = n - 1; i >= p; i--) for (j = m - 1; j >= p; j--) {
+    var at = (i - p) * w + (j - p);
+    L[at] = a[i] === b[j] ? L[at + w + 1] + 1 : Math.max(L[at + w], L[at + 1]);
   }
-  var out = [];
-  i = 0; j = 0;
+  i = p; j = p;
   while (i < n && j < m) {
     if (a[i] === b[j]) { out.push([i, j]); i++; j++; }
-    else if (L[i + 1][j] >= L[i][j + 1]) i++; else j++;
+    else if (L[(i + 1 - p) * w + (j - p)] >= L[(i - p) * w + (j + 1 - p)]) i++; else j++;
   }
   return out;
 }
@@ -105,85 +121,166 @@ function sentenceVector(hidden, b, L, T, d) {
   for (var t = 0; t < T; t++) for (var k = 0; k < d; k++) v[k] += hidden[base + t * d + k] / T;
   return v;
 }
+/* How many runs the sweep sends the worker at once: 12 for short texts, fewer as T grows
+ * (the outputs grow as T^2), one from about 200 tokens: the progress moves and Cancel is heard
+ * after at most one batch. */
+function sweepBatch(T) { return Math.max(1, Math.min(12, Math.floor(12 * 4096 / (T * T)))); }
 
-/* A heatmap of one head on a canvas; returns {node, canvas, draw(rows, tokens, query, width), describe(text), onPick}.
- * Cells are 12 to 26 px: a sentence of about 12 tokens fits a phone's column, a longer one
- * scrolls sideways inside the heatmap's own region.  Labels take the figure's text colour and
- * the query's the lab's --xp-query colour (both read from the CSS at each draw, so a change
- * of theme redraws them legibly); the query's label is also bold, its row outlined. */
-function heatmap(uid, label) {
-  var wrap = el("div", {"class": "xp-heat"});
+/* A heatmap of one head that paints only what its box shows.  `box` is the heatmap's region
+ * (it scrolls both ways); inside it a sizer as large as the whole heatmap (room + T cells + 8 px
+ * a side: square cells of 12 to 26 px) gives the scroll extent, and the canvas, sticky at the
+ * box's top-left corner, is the size of the box's visible window.  Each paint (a run, a pick, a
+ * scroll: once per frame) fills the cells in view and draws the row labels of the rows in view
+ * down the left edge and the column labels of the columns in view along the top, over the
+ * page's colour, so the labels stay beside their cells wherever the box is scrolled.  At 509
+ * tokens a paint fills about 3,000 cells on a desktop, not 259,081, and the canvas holds the
+ * box's pixels, not 6,000 px a side.  Labels take the figure's text colour and the query's the
+ * lab's --xp-query colour (read from the CSS at each paint, so a change of theme repaints them
+ * legibly); the query's label is also bold, its row outlined.
+ * Returns {canvas, draw(rows, tokens, query, width), paint(), reveal(row), describe(text), onPick(f)}. */
+function heatmap(box, label) {
+  var sizer = el("div", {"class": "xp-heat"});
   var canvas = el("canvas", {"class": "xp-heat-canvas", role: "img", "aria-label": label});
-  wrap.appendChild(canvas);
-  var state = {rows: null, tokens: null, query: 0, geom: null, pick: null};
+  sizer.appendChild(canvas);
+  box.appendChild(sizer);
+  var state = {rows: null, tokens: null, query: -1, geom: null, pick: null, frame: 0};
   function draw(rows, tokens, query, width) {
     state.rows = rows; state.tokens = tokens; state.query = query;
-    var T = tokens.length, ratio = window.devicePixelRatio || 1;
-    var room = Math.min(110, labelRoom(tokens, 12));
+    var T = tokens.length, room = Math.min(110, labelRoom(tokens, 12));
     var cell = Math.max(12, Math.min(26, Math.floor((width - room - 8) / T)));
-    var font = cell >= 14 ? 12 : 10;
-    var W = room + T * cell + 8, Hh = room + T * cell + 8;
-    canvas.width = Math.round(W * ratio); canvas.height = Math.round(Hh * ratio);
-    canvas.style.width = W + "px"; canvas.style.height = Hh + "px";
+    var full = room + T * cell + 8;
+    sizer.style.width = full + "px"; sizer.style.height = full + "px";
+    state.geom = {room: room, cell: cell, T: T, full: full};
+    paint();
+  }
+  function paint() {
+    var g = state.geom;
+    if (!g) return;
+    var rows = state.rows, tokens = state.tokens, query = state.query, T = g.T, room = g.room, cell = g.cell;
+    var ratio = window.devicePixelRatio || 1;
+    var w = Math.max(0, Math.min(g.full, box.clientWidth)), h = Math.max(0, Math.min(g.full, box.clientHeight));
+    var sx = Math.max(0, Math.min(box.scrollLeft, g.full - w)), sy = Math.max(0, Math.min(box.scrollTop, g.full - h));
+    var pw = Math.round(w * ratio), ph = Math.round(h * ratio);
+    if (canvas.width !== pw) canvas.width = pw;
+    if (canvas.height !== ph) canvas.height = ph;
+    canvas.style.width = w + "px"; canvas.style.height = h + "px";
     var ctx = canvas.getContext("2d");
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-    ctx.clearRect(0, 0, W, Hh);
-    var cs = window.getComputedStyle(wrap);
+    ctx.clearRect(0, 0, w, h);
+    var font = cell >= 14 ? 12 : 10;
+    var cs = window.getComputedStyle(box);
     var ink = cs.color || "#222";
     var accent = (cs.getPropertyValue("--xp-query") || "").trim() || "#c0282d";
-    var bg = opaqueBackground(wrap), paper = "rgb(" + bg.slice(0, 3).map(Math.round).join(",") + ")";
-    for (var i = 0; i < T; i++) {
-      ctx.textAlign = "right"; ctx.textBaseline = "middle";
-      ctx.font = (i === query ? "bold " : "") + font + "px sans-serif";
-      ctx.fillStyle = i === query ? accent : ink;
-      ctx.fillText(shortLabel(tokens[i]), room - 4, room + i * cell + cell / 2);
-      ctx.save();
-      ctx.translate(room + i * cell + cell / 2, room - 4);
-      ctx.rotate(-Math.PI / 2);
-      ctx.textAlign = "left"; ctx.fillStyle = ink; ctx.font = font + "px sans-serif";
-      ctx.fillText(shortLabel(tokens[i]), 0, 0);
-      ctx.restore();
-      for (var j = 0; j < T; j++) {
-        ctx.fillStyle = viridis(rows[i][j]);
-        ctx.fillRect(room + j * cell, room + i * cell, cell, cell);
+    var bg = opaqueBackground(box), paper = "rgb(" + bg.slice(0, 3).map(Math.round).join(",") + ")";
+    var c0 = Math.max(0, Math.floor(sx / cell)), c1 = Math.min(T - 1, Math.floor((sx + w - room) / cell));
+    var r0 = Math.max(0, Math.floor(sy / cell)), r1 = Math.min(T - 1, Math.floor((sy + h - room) / cell));
+    var i, j;
+    ctx.save();                                   /* the cells in view, under the label strips */
+    ctx.beginPath(); ctx.rect(room, room, Math.max(0, w - room), Math.max(0, h - room)); ctx.clip();
+    for (i = r0; i <= r1; i++) {
+      var row = rows[i], y = room + i * cell - sy;
+      for (j = c0; j <= c1; j++) {
+        ctx.fillStyle = viridis(row[j]);
+        ctx.fillRect(room + j * cell - sx, y, cell, cell);
       }
     }
-    if (query >= 0 && query < T) {  /* the query's row: the accent, edged with the page's colour */
+    if (query >= r0 && query <= r1) {            /* the query's row: the accent, edged with the page's colour */
       ctx.lineWidth = 4; ctx.strokeStyle = paper;
-      ctx.strokeRect(room + 1, room + query * cell + 1, T * cell - 2, cell - 2);
+      ctx.strokeRect(room + 1 - sx, room + query * cell - sy + 1, T * cell - 2, cell - 2);
       ctx.lineWidth = 2; ctx.strokeStyle = accent;
-      ctx.strokeRect(room + 1, room + query * cell + 1, T * cell - 2, cell - 2);
+      ctx.strokeRect(room + 1 - sx, room + query * cell - sy + 1, T * cell - 2, cell - 2);
     }
-    state.geom = {room: room, cell: cell, T: T};
-    canvas._geom = state.geom;                                  /* tests read where the rows are */
+    ctx.restore();
+    ctx.fillStyle = paper;                        /* the label strips: opaque, so labels stay readable */
+    ctx.fillRect(0, 0, w, Math.min(room, h));
+    ctx.fillRect(0, 0, Math.min(room, w), h);
+    ctx.save();                                   /* row labels, beside their rows */
+    ctx.beginPath(); ctx.rect(0, room, room, Math.max(0, h - room)); ctx.clip();
+    ctx.textAlign = "right"; ctx.textBaseline = "middle";
+    for (i = r0; i <= r1; i++) {                  /* a row whose middle is out of view gets none */
+      var ly = room + i * cell + cell / 2 - sy;
+      if (ly < room + font / 2 || ly > h - font / 2) continue;
+      ctx.font = (i === query ? "bold " : "") + font + "px sans-serif";
+      ctx.fillStyle = i === query ? accent : ink;
+      ctx.fillText(shortLabel(tokens[i]), room - 4, ly);
+    }
+    ctx.restore();
+    ctx.save();                                   /* column labels, above their columns, rising */
+    ctx.beginPath(); ctx.rect(room, 0, Math.max(0, w - room), room); ctx.clip();
+    ctx.textAlign = "left"; ctx.textBaseline = "middle"; ctx.fillStyle = ink; ctx.font = font + "px sans-serif";
+    for (j = c0; j <= c1; j++) {
+      var lx = room + j * cell + cell / 2 - sx;
+      if (lx < room + font / 2 || lx > w - font / 2) continue;
+      ctx.save();
+      ctx.translate(lx, room - 4);
+      ctx.rotate(-Math.PI / 2);
+      ctx.fillText(shortLabel(tokens[j]), 0, 0);
+      ctx.restore();
+    }
+    ctx.restore();
+    canvas._geom = {room: room, cell: cell, T: T, full: g.full, left: sx, top: sy,   /* tests read where the rows are */
+                    rows: [r0, r1], columns: [c0, c1]};
+  }
+  function schedule() {
+    if (state.frame) return;
+    state.frame = window.requestAnimationFrame(function () { state.frame = 0; paint(); });
   }
   function pickAt(event) {
-    if (!state.geom || !state.pick) return;
-    var rect = canvas.getBoundingClientRect(), g = state.geom;
-    var scale = rect.height / (g.room + g.T * g.cell + 8);      /* rows: the vertical scale, whatever the width */
-    var y = (event.clientY - rect.top) / scale - g.room;
-    var i = Math.floor(y / g.cell);
+    var g = state.geom;
+    if (!g || !state.pick) return;
+    var rect = canvas.getBoundingClientRect();
+    var y = event.clientY - rect.top;
+    if (y < g.room) return;                       /* on the column labels */
+    var i = Math.floor((y - g.room + box.scrollTop) / g.cell);
     if (i >= 0 && i < g.T && i !== state.query) state.pick(i, event.type === "click");
   }
+  /* scroll the box (not the page) so that row i is in view below the column labels */
+  function reveal(i) {
+    var g = state.geom;
+    if (!g || i < 0 || i >= g.T) return;
+    var top = i * g.cell, view = box.clientHeight - g.room;
+    if (view <= g.cell) return;
+    if (top < box.scrollTop) box.scrollTop = top;
+    else if (top + g.cell > box.scrollTop + view) box.scrollTop = top + g.cell - view;
+  }
+  box.addEventListener("scroll", schedule, {passive: true});
+  if (typeof ResizeObserver === "function") new ResizeObserver(schedule).observe(box);
   canvas.addEventListener("mousemove", pickAt);
   canvas.addEventListener("click", pickAt);
-  return {node: wrap, canvas: canvas, draw: draw, onPick: function (f) { state.pick = f; },
+  return {canvas: canvas, draw: draw, paint: paint, reveal: reveal, onPick: function (f) { state.pick = f; },
           describe: function (text) { canvas.setAttribute("aria-label", text); }};
 }
 
 function view(root, data, uid) {
   var api = modelApi();
-  var L = data.n_layers, H = data.n_heads;
-  var s = {layer: data.layer, head: data.head, query: 1, mode: data.mode, runs: data.runs,
-           ablation: data.ablation, source: "PyTorch, when this page was built", busy: false};
+  var L = data.n_layers, H = data.n_heads, N = L * H;
+  var why = api.available();
+  /* The views open on the build's runs (data.mode: the chapter's minimal pair, say); the form
+   * opens on one sentence wherever the page can run the model, because what a reader types
+   * first is a sentence of their own, to be read alone: with the pair's mode kept, it ran
+   * beside the build's sentence B, which the reader had not chosen.  "a minimal pair" brings
+   * B back, with the build's sentence in it.  Where nothing can run (a notebook), the form
+   * shows what the cell ran. */
+  var s = {layer: data.layer, head: data.head, query: 1, mode: why ? data.mode : "one",
+           runs: data.runs.map(function (r) {
+             return {tokens: r.tokens, typeIds: r.typeIds, sentenceBStart: r.sentenceBStart,
+                     attentions: r.attentions instanceof Float32Array ? r.attentions : new Float32Array(r.attentions)};
+           }),
+           shown: {mode: data.mode, a: data.textA, b: data.mode === "one" ? null : data.textB},
+           ablation: null, busy: false, sweep: null};
+  s.shown.key = s.shown.mode + "\u0000" + s.shown.a + "\u0000" + (s.shown.b === null ? "" : s.shown.b);
+  if (data.ablation) {
+    s.ablation = {text: s.shown.key, change: data.ablation.change, measured: data.ablation.change.length,
+                  intact: null, source: "PyTorch, when this page was built"};
+  }
 
   /* status line and loading */
-  /* the lab's one live region: loading, running, errors, and a short summary when the reader
-   * picks another layer, head or query (the readouts below are plain text, read on demand) */
+  /* the lab's one live region: loading, running, errors, the sweep's progress (at most every
+   * 10 s) and a short summary when the reader picks another layer, head or query (the
+   * readouts below are plain text, read on demand) */
   var status = el("p", {"class": "xp-hint", role: "status", "aria-live": "polite", "aria-atomic": "true",
                         "data-role": "status"});
   var loadRow = el("div", {"class": "xp-controls"});
-  var why = api.available();
   var meta = document.querySelector('meta[name="attnlib-model-bytes"]');
   var mb = meta ? (Number(meta.getAttribute("content")) / 1e6).toFixed(1) : null;
   var loadButton = el("button", {type: "button", "data-role": "load"},
@@ -196,11 +293,15 @@ function view(root, data, uid) {
   loadRow.appendChild(progressWrap);
   root.appendChild(loadRow);
   root.appendChild(status);
+  var built = data.mode === "minimal" ? "a minimal pair, A \u201c" + data.textA + "\u201d and B \u201c" + data.textB + "\u201d"
+            : data.mode === "pair" ? "a sentence pair, \u201c" + data.textA + "\u201d then \u201c" + data.textB + "\u201d"
+            : "\u201c" + data.textA + "\u201d";
   if (why) {
     loadButton.hidden = true;
-    status.textContent = "Showing runs computed by PyTorch. To try another sentence: " + why + ".";
+    status.textContent = "Showing runs computed by PyTorch (" + built + "). To try another sentence: " + why + ".";
   } else {
-    status.textContent = "Showing runs computed by PyTorch when this page was built. Load the model to run your own sentences here.";
+    status.textContent = "Showing runs computed by PyTorch when this page was built (" + built +
+                         "). Load the model to run your own sentences here.";
   }
 
   /* the input form */
@@ -242,13 +343,13 @@ function view(root, data, uid) {
   /* layer, head and query pickers */
   var pickers = el("div", {"class": "xp-controls"});
   function picker(name, label, n, value, onChange) { return indexPicker(pickers, uid, name, label, n, value, onChange); }
-  picker("layer", "layer ", L, s.layer, function (v) { s.layer = v; s.ablationHead = null; update(); announce(); });
+  picker("layer", "layer ", L, s.layer, function (v) { s.layer = v; update(); announce(); });
   picker("head", "head ", H, s.head, function (v) { s.head = v; update(); announce(); });
   var queryWrap = el("div", {"class": "xp-control"});
   queryWrap.appendChild(el("label", {"for": uid + "-query"}, "query token "));
   var querySelect = el("select", {id: uid + "-query", "data-role": "query"});
   queryWrap.appendChild(querySelect);
-  querySelect.addEventListener("change", function () { s.query = parseInt(querySelect.value, 10); update(); announce(); });
+  querySelect.addEventListener("change", function () { s.query = parseInt(querySelect.value, 10); update(true); announce(); });
   pickers.appendChild(queryWrap);
   root.appendChild(pickers);
 
@@ -257,18 +358,17 @@ function view(root, data, uid) {
   var panels = [0, 1].map(function (k) {
     var panel = el("div", {"class": "xp-panel"});
     var title = el("p", {"class": "xp-head", "data-role": "map-title-" + k});
-    var hm = heatmap(uid + "-map" + k, "attention weights of the selected head, sentence " + (k ? "B" : "A"));
+    /* its own region: scrolls both ways when the sentence is long; up and down arrows move the query */
+    var scroller = el("div", {"class": "xp-scroll xp-heatbox", tabindex: "0", role: "region",
+                              "aria-label": "heatmap of sentence " + (k ? "B" : "A") + ": up and down arrow keys pick the query token",
+                              "data-role": "map-" + k});
+    var hm = heatmap(scroller, "attention weights of the selected head, sentence " + (k ? "B" : "A"));
     hm.onPick(function (i, clicked) {
       var q = k ? mapQuery(i) : i;
       if (q === null) return;
       s.query = q; update();
       if (clicked) announce();
     });
-    /* its own region: scrolls sideways when the sentence is long; up and down arrows move the query */
-    var scroller = el("div", {"class": "xp-scroll", tabindex: "0", role: "region",
-                              "aria-label": "heatmap of sentence " + (k ? "B" : "A") + ": up and down arrow keys pick the query token",
-                              "data-role": "map-" + k});
-    scroller.appendChild(hm.node);
     scroller.addEventListener("keydown", function (event) {
       var step = event.key === "ArrowDown" ? 1 : event.key === "ArrowUp" ? -1 : 0;
       if (!step || event.altKey || event.ctrlKey || event.metaKey) return;
@@ -277,7 +377,7 @@ function view(root, data, uid) {
       if (here === null || here === undefined) here = k ? -1 : s.query;
       for (var i = here + step; i >= 0 && i < r.tokens.length; i += step) {
         var q = k ? mapQuery(i) : i;
-        if (q !== null) { s.query = q; update(); announce(); return; }
+        if (q !== null) { s.query = q; update(true); announce(); return; }
       }
     });
     var readout = el("p", {"class": "xp-readout", "data-role": "readout-" + k});
@@ -291,18 +391,37 @@ function view(root, data, uid) {
   var pairTable = el("div", {"data-role": "pair-table"});
   root.appendChild(pairTable);
 
-  /* ablation */
+  /* ablation: the 72-head sweep, its progress and its Cancel button (one Tab after it) */
   var ablRow = el("div", {"class": "xp-controls"});
   var ablButton = el("button", {type: "button", "data-role": "ablate"}, "Switch this head off and measure");
   if (why) ablButton.hidden = true;           /* nothing here can run the model: no button that can only fail */
+  var cancelButton = el("button", {type: "button", "data-role": "cancel", hidden: "hidden"},
+                        "Cancel (keep the heads measured so far)");
+  var sweepWrap = el("div", {"class": "xp-control xp-progress", hidden: "hidden"});
+  var sweepLabel = el("label", {"for": uid + "-sweep", "data-role": "sweep-progress"}, "");
+  var sweepBar = el("progress", {id: uid + "-sweep", max: String(N), value: "0", "data-role": "sweep-bar"});
+  sweepWrap.appendChild(sweepLabel);
+  sweepWrap.appendChild(sweepBar);
   ablRow.appendChild(ablButton);
+  ablRow.appendChild(cancelButton);
+  ablRow.appendChild(sweepWrap);
   root.appendChild(ablRow);
   var ablOut = el("div", {"class": "xp-readout", "data-role": "ablation"});
   root.appendChild(ablOut);
 
+  /* what update() keeps between calls: the alignment of the runs shown, the query menu's
+   * tokens, the pair table's (runs, layer, head) */
+  var kept = {alignedFor: null, aligned: null, menuFor: null, tableFor: null};
+  function aligned() {
+    if (kept.alignedFor !== s.runs) {
+      kept.alignedFor = s.runs;
+      kept.aligned = s.runs.length > 1 ? alignTokens(s.runs[0].tokens, s.runs[1].tokens) : null;
+    }
+    return kept.aligned;
+  }
   function mapQuery(iB) {  /* a query picked in B -> the aligned query of A (null: none) */
     if (s.runs.length < 2) return iB;
-    var al = alignTokens(s.runs[0].tokens, s.runs[1].tokens);
+    var al = aligned();
     for (var k = 0; k < al.length; k++) if (al[k][1] === iB) return al[k][0];
     return null;
   }
@@ -314,26 +433,34 @@ function view(root, data, uid) {
   }
   function rowsOf(r) { return headRows(r.attentions, L, H, r.tokens.length, s.layer, s.head); }
 
-  function update() {
+  /* Redraw the views for the selected layer, head and query; reveal: scroll the query's row
+   * into view (a query picked with the keys or the menu, not one under the pointer). */
+  function update(reveal) {
     var width = columnWidth(root);
     var two = s.runs.length > 1;
     var A = s.runs[0];
     if (s.query >= A.tokens.length) s.query = Math.min(1, A.tokens.length - 1);
-    while (querySelect.firstChild) querySelect.removeChild(querySelect.firstChild);
-    A.tokens.forEach(function (t, i) { querySelect.appendChild(el("option", {value: String(i)}, i + ": " + t)); });
+    if (kept.menuFor !== A) {                    /* the query menu: rebuilt for new tokens only */
+      kept.menuFor = A;
+      while (querySelect.firstChild) querySelect.removeChild(querySelect.firstChild);
+      A.tokens.forEach(function (t, i) { querySelect.appendChild(el("option", {value: String(i)}, i + ": " + t)); });
+    }
     querySelect.value = String(s.query);
-    var al = two ? alignTokens(A.tokens, s.runs[1].tokens) : null;
+    var al = aligned();
     var queryB = null;
     if (two) al.forEach(function (p) { if (p[0] === s.query) queryB = p[1]; });
     panels.forEach(function (p, k) { p.panel.hidden = k === 1 && !two; });  /* lay out both before measuring */
+    var rowsA = null;
     panels.forEach(function (p, k) {
       if (p.panel.hidden) return;
       var r = s.runs[k], rows = rowsOf(r), q = k === 0 ? s.query : queryB;
+      if (k === 0) rowsA = rows;
       var T = r.tokens.length, name = "sentence " + (k ? "B" : "A");
       p.q = q;
       p.title.textContent = (two ? (k ? "B: " : "A: ") : "") + "layer " + s.layer + ", head " + s.head + " (" + T + " tokens)";
       var fit = p.scroller.clientWidth > 0 ? p.scroller.clientWidth - 4 : (two && width > 620 ? width / 2 - 12 : width);
       p.hm.draw(rows, r.tokens, q === null ? -1 : q, fit);
+      if (reveal && q !== null) p.hm.reveal(q);
       var heading = "Heatmap of the attention weights of layer " + s.layer + ", head " + s.head + " on " + name +
                     " (" + T + " tokens, queries as rows, keys as columns)";
       if (q === null) {
@@ -342,7 +469,8 @@ function view(root, data, uid) {
         p.hm.describe(heading + ": the query \u201c" + A.tokens[s.query] + "\u201d of sentence A has no counterpart here.");
         return;
       }
-      var row = rows[q], total = row.reduce(function (a, b) { return a + b; }, 0), best = argmax(row);
+      var row = rows[q], total = 0, best = argmax(row);
+      for (var j = 0; j < row.length; j++) total += row[j];
       p.summary = (two ? (k ? "in B, " : "in A, ") : "") + "query \u201c" + r.tokens[q] + "\u201d looks most at \u201c" +
                   r.tokens[best] + "\u201d (position " + best + ", " + fmt(row[best], 2) + ")";
       p.hm.describe(heading + ": query \u201c" + r.tokens[q] + "\u201d (position " + q + ") looks most at \u201c" +
@@ -352,74 +480,122 @@ function view(root, data, uid) {
       });
       p.readout.textContent = "Query \u201c" + r.tokens[q] + "\u201d (position " + q + ") looks most at " +
         top.join(", ") + ". Its row sums to " + fmt(total, 3) + "; uniform would give each key " +
-        fmt(1 / T, 3) + ", so the strongest key gets " + fmt(row[argmax(row)] * T, 1) + " times uniform.";
+        fmt(1 / T, 3) + ", so the strongest key gets " + fmt(row[best] * T, 1) + " times uniform.";
     });
-    /* baselines: the offsets' lift on this sentence against the reference sentences */
-    var rowsA = rowsOf(A), parts = [];
-    data.lift.offsets.forEach(function (o, k) {
-      var mine = lift(rowsA, A.tokens, o);
-      var ref = data.lift.values[(s.layer * H + s.head) * data.lift.offsets.length + k];
+    /* baselines: each offset's preference on this sentence against the reference sentences,
+     * both on a scale whose ends do not depend on the length (offsetShare) */
+    var parts = [], share = data.offset_share;
+    share.offsets.forEach(function (o, k) {
+      var mine = offsetShare(rowsA, A.tokens, o);
+      var ref = share.values[(s.layer * H + s.head) * share.offsets.length + k];
       var name = o === -1 ? "previous token" : o === 1 ? "next token" : o === 0 ? "itself" : "offset " + o;
-      parts.push(name + ": " + (mine === null ? "n/a" : fmt(mine, 2) + "\u00d7") + " here, " + fmt(ref, 2) +
-                 "\u00d7 on the " + data.lift.n_texts + " reference sentences");
+      parts.push(name + ": " + (mine === null ? "n/a" : fmt(mine, 2)) + " here, " + fmt(ref, 2) +
+                 (k ? " there" : " on the " + share.n_texts + " reference sentences"));
     });
-    baselines.textContent = "Weight on each offset, in multiples of uniform (1 = no preference; special tokens left out) \u2014 " +
+    baselines.textContent = "Preference for each offset, on a scale whose ends do not move with the length T " +
+      "(0: the uniform weight 1/T, no preference; 1: all of a query's weight on that key; no weight there at all: " +
+      "\u22121/(T \u2212 1), here " + fmt(-1 / (A.tokens.length - 1), 2) + "; special tokens left out) \u2014 " +
       parts.join("; ") + ".";
-    /* minimal pair: per aligned query, strongest key in A and in B */
-    while (pairTable.firstChild) pairTable.removeChild(pairTable.firstChild);
-    if (two) {
-      /* one rule with the flip_pair exercise's grader (attnlib.exercises.ch08.check_flip_pair): a
-       * shared query changes when its strongest key is not the partner of A's, and a change by less
-       * than close_call in either run is too close to call (shown, not counted) */
-      var B = s.runs[1], rowsB = rowsOf(B), flips = 0, close = 0, cc = data.close_call, partner = {};
-      al.forEach(function (p) { partner[p[0]] = p[1]; });
-      var table = el("table", {"class": "xp-pair"});
-      table.appendChild(el("caption", null, "Minimal pair, layer " + s.layer + " head " + s.head +
-                                             ": strongest key of each query the two sentences share"));
-      var head = el("tr");
-      ["query", "strongest key in A", "strongest key in B"].forEach(function (h) { head.appendChild(el("th", {scope: "col"}, h)); });
-      table.appendChild(head);
-      al.forEach(function (p) {
-        var sa = strongestKey(rowsA[p[0]]), sb = strongestKey(rowsB[p[1]]), ka = sa.k, kb = sb.k;
-        var moved = partner[ka] !== kb, tooClose = moved && Math.min(sa.margin, sb.margin) < cc;
-        var changed = moved && !tooClose;
-        if (changed) flips++;
-        if (tooClose) close++;
-        var tr = el("tr", changed ? {"class": "xp-changed"} : null);
-        tr.appendChild(el("th", {scope: "row"}, A.tokens[p[0]]));
-        tr.appendChild(el("td", null, A.tokens[ka] + " " + fmt(rowsA[p[0]][ka], 2)));
-        tr.appendChild(el("td", null, B.tokens[kb] + " " + fmt(rowsB[p[1]][kb], 2) +
-                                      (changed ? " (changed)" : tooClose ? " (too close to call)" : "")));
-        table.appendChild(tr);
-      });
-      var note = el("p", {"class": "xp-hint", "data-role": "pair-summary"},
-                    flips + " of " + al.length + " shared queries change their strongest key" +
-                    (close ? "; " + close + " more " + (close === 1 ? "changes" : "change") + " by less than " + cc +
-                             " between the two strongest keys, too close to call (the exercise counts them the same way)" : "") + ".");
-      pairTable.appendChild(note);
-      var scroll = el("div", {"class": "xp-scroll", tabindex: "0", role: "region", "aria-label": "minimal pair table"});
-      scroll.appendChild(table);
-      pairTable.appendChild(scroll);
-    }
+    pairTableFor(rowsA);
     showAblation();
   }
 
+  /* minimal pair: per aligned query, strongest key in A and in B (rebuilt when the runs, the
+   * layer or the head change, not for another query).  The count is computed at once; the
+   * table's rows are added TABLE_CHUNK at a time, one task each, so that a 509-row table never
+   * holds the main thread (a newer table stops an older one's additions). */
+  var TABLE_CHUNK = 100, tableJob = 0;
+  function pairTableFor(rowsA) {
+    var two = s.runs.length > 1, A = s.runs[0];
+    var key = two ? [s.runs, s.layer, s.head] : null;
+    if (kept.tableFor && key && kept.tableFor[0] === key[0] && kept.tableFor[1] === key[1] && kept.tableFor[2] === key[2]) return;
+    kept.tableFor = key;
+    var job = ++tableJob;
+    while (pairTable.firstChild) pairTable.removeChild(pairTable.firstChild);
+    if (!two) return;
+    var al = aligned();
+    /* one rule with the flip_pair exercise's grader (attnlib.exercises.ch08.check_flip_pair): a
+     * shared query changes when its strongest key is not the partner of A's, and a change by less
+     * than close_call in either run is too close to call (shown, not counted) */
+    var B = s.runs[1], rowsB = rowsOf(B), flips = 0, close = 0, cc = data.close_call, partner = {};
+    al.forEach(function (p) { partner[p[0]] = p[1]; });
+    var lines = al.map(function (p) {
+      var sa = strongestKey(rowsA[p[0]]), sb = strongestKey(rowsB[p[1]]);
+      var moved = partner[sa.k] !== sb.k, tooClose = moved && Math.min(sa.margin, sb.margin) < cc;
+      if (moved && !tooClose) flips++;
+      if (tooClose) close++;
+      return {p: p, ka: sa.k, kb: sb.k, changed: moved && !tooClose, tooClose: tooClose};
+    });
+    var table = el("table", {"class": "xp-pair"});
+    table.appendChild(el("caption", null, "Minimal pair, layer " + s.layer + " head " + s.head +
+                                           ": strongest key of each query the two sentences share"));
+    var head = el("tr");
+    ["query", "strongest key in A", "strongest key in B"].forEach(function (h) { head.appendChild(el("th", {scope: "col"}, h)); });
+    table.appendChild(head);
+    var note = el("p", {"class": "xp-hint", "data-role": "pair-summary"},
+                  flips + " of " + al.length + " shared queries change their strongest key" +
+                  (close ? "; " + close + " more " + (close === 1 ? "changes" : "change") + " by less than " + cc +
+                           " between the two strongest keys, too close to call (the exercise counts them the same way)" : "") + ".");
+    pairTable.appendChild(note);
+    var scroll = el("div", {"class": "xp-scroll", tabindex: "0", role: "region", "aria-label": "minimal pair table"});
+    scroll.appendChild(table);
+    pairTable.appendChild(scroll);
+    function add(start) {
+      if (job !== tableJob) return;
+      var rows = document.createDocumentFragment(), end = Math.min(lines.length, start + TABLE_CHUNK);
+      for (var k = start; k < end; k++) {
+        var line = lines[k], tr = el("tr", line.changed ? {"class": "xp-changed"} : null);
+        tr.appendChild(el("th", {scope: "row"}, A.tokens[line.p[0]]));
+        tr.appendChild(el("td", null, A.tokens[line.ka] + " " + fmt(rowsA[line.p[0]][line.ka], 2)));
+        tr.appendChild(el("td", null, B.tokens[line.kb] + " " + fmt(rowsB[line.p[1]][line.kb], 2) +
+                                      (line.changed ? " (changed)" : line.tooClose ? " (too close to call)" : "")));
+        rows.appendChild(tr);
+      }
+      table.appendChild(rows);
+      if (end < lines.length) setTimeout(function () { add(end); }, 0);
+      else table.setAttribute("data-complete", "");
+    }
+    add(0);
+  }
+
+  /* the ablation readout: every head measured, or the heads measured so far (a sweep under way
+   * or stopped), by the same measure */
   function showAblation() {
-    var a = s.ablation;
-    ablButton.textContent = "Switch off layer " + s.layer + " head " + s.head + " and measure";
-    if (!a || a.text !== s.runs[0].textKey) { ablOut.textContent = ""; ablOut.removeAttribute("data-change"); return; }
+    var a = s.ablation && s.ablation.text === s.shown.key ? s.ablation : null;
+    var left = a ? N - a.measured : N;
+    ablButton.textContent = a && left > 0 && a.measured > 0 && !s.sweep
+      ? "Switch off the other " + left + " heads and measure"
+      : "Switch off layer " + s.layer + " head " + s.head + " and measure";
+    if (!a || !a.measured) {
+      ablOut.textContent = ""; ablOut.removeAttribute("data-change"); ablOut.removeAttribute("data-measured"); return;
+    }
+    ablOut.setAttribute("data-measured", String(a.measured));
     var idx = s.layer * H + s.head, mine = a.change[idx];
+    var done = a.change.filter(function (x) { return x !== null; });
+    var sorted = done.slice().sort(function (x, y) { return x - y; });
+    var median = sorted[Math.floor(sorted.length / 2)], largest = sorted[sorted.length - 1];
+    var maxIdx = a.change.indexOf(largest);
+    var whose = s.shown.mode === "pair" ? "the pair's sentence vector ([CLS] A [SEP] B [SEP], one input)" : "sentence A's sentence vector";
+    var where = " (layer " + Math.floor(maxIdx / H) + " head " + (maxIdx % H) + ")";
+    if (mine === null || mine === undefined) {
+      ablOut.removeAttribute("data-change");
+      ablOut.textContent = "Layer " + s.layer + " head " + s.head + " is not measured yet: " + a.measured + " of the " + N +
+        " heads are" + (s.sweep ? " (the sweep is under way)" : " (the sweep was stopped)") + ", the largest change so far " +
+        fmt(largest, 4) + where + ". The button measures the rest.";
+      return;
+    }
     ablOut.setAttribute("data-change", String(mine));
-    var sorted = a.change.slice().sort(function (x, y) { return x - y; });
     var rank = sorted.length - sorted.lastIndexOf(mine);
-    var median = sorted[Math.floor(sorted.length / 2)];
-    var maxIdx = a.change.indexOf(sorted[sorted.length - 1]);
-    var whose = s.mode === "pair" ? "the pair's sentence vector ([CLS] A [SEP] B [SEP], one input)" : "sentence A's sentence vector";
-    ablOut.textContent = "Switching off layer " + s.layer + " head " + s.head + " (its output set to zero) moves " + whose +
-      " by a cosine distance of " + fmt(mine, 4) + ". Reference scale, the same for each of the " +
-      sorted.length + " heads: median " + fmt(median, 4) + ", largest " + fmt(sorted[sorted.length - 1], 4) +
-      " (layer " + Math.floor(maxIdx / H) + " head " + (maxIdx % H) + "). This head ranks " + rank + " of " +
-      sorted.length + " (" + a.source + ").";
+    var head = "Switching off layer " + s.layer + " head " + s.head + " (its output set to zero) moves " + whose +
+      " by a cosine distance of " + fmt(mine, 4) + ". ";
+    if (a.measured === N) {
+      ablOut.textContent = head + "Reference scale, the same for each of the " + N + " heads: median " + fmt(median, 4) +
+        ", largest " + fmt(largest, 4) + where + ". This head ranks " + rank + " of " + N + " (" + a.source + ").";
+    } else {
+      ablOut.textContent = head + "So far " + a.measured + " of the " + N + " heads are measured" +
+        (s.sweep ? "" : " (the sweep was stopped)") + ": median " + fmt(median, 4) + ", largest " + fmt(largest, 4) + where +
+        "; this head is number " + rank + " of those " + a.measured + ", counting from the largest (" + a.source + ").";
+    }
   }
 
   /* While the model works, the buttons say they are unavailable (aria-disabled) but keep the
@@ -431,9 +607,22 @@ function view(root, data, uid) {
     });
     if (text) status.textContent = text;
   }
+  /* What to do, said for this page: the tokenizer refuses a text over the model's 512 tokens;
+   * the kernel's own message would say "pass truncate=True", which no page reader can do. */
+  var TOO_LONG = /(\d+) tokens long with .*at most (\d+)/;
+  function explain(err, which) {
+    var message = err && err.message ? err.message : String(err), m = TOO_LONG.exec(message);
+    if (!m) return message;
+    var n = parseInt(m[1], 10), most = parseInt(m[2], 10), two = which === "the two sentences";
+    return which + (two ? " have " : " has ") + n + " tokens, [CLS] and [SEP] included; the model reads at most " + most +
+      ". Shorten " + (two ? "them" : "it") + " to " + most + " tokens or fewer (" + (n - most) + " fewer) and press Run again";
+  }
+  function tagged(promise, which) {
+    return promise.catch(function (err) { throw new Error(explain(err, which)); });
+  }
   function fail(err) {
-    setBusy(false, "Could not run: " + (err && err.message ? err.message : String(err)) +
-                   ". The views below still show the last result.");
+    var message = (err && err.message ? err.message : String(err)).replace(/[.\s]+$/, "");
+    setBusy(false, "Could not run: " + message + ". The views below still show the last result.");
   }
   function loadModel() {
     if (why) return Promise.reject(new Error(why));
@@ -456,74 +645,119 @@ function view(root, data, uid) {
   form.addEventListener("submit", function (event) {
     event.preventDefault();
     if (s.busy) return;
-    var a = fieldA.input.value, b = fieldB.input.value;
+    var mode = s.mode, a = fieldA.input.value, b = mode === "one" ? null : fieldB.input.value;
     var ready = api.info() ? Promise.resolve() : loadModel();
     ready.then(function () {
       setBusy(true, "Running\u2026");
-      var jobs;
-      if (s.mode === "pair") jobs = [api.run(a, b)];
-      else if (s.mode === "minimal") jobs = [api.run(a), api.run(b)];
-      else jobs = [api.run(a)];
-      return Promise.all(jobs);
+      if (mode === "pair") return Promise.all([tagged(api.run(a, b), "the two sentences")]);
+      if (mode === "minimal") return Promise.all([tagged(api.run(a), "sentence A"), tagged(api.run(b), "sentence B")]);
+      return Promise.all([tagged(api.run(a), "the text")]);
     }).then(function (results) {
-      var key = s.mode + "\u0000" + a + "\u0000" + (s.mode === "one" ? "" : b);
+      s.shown = {mode: mode, a: a, b: b, key: mode + "\u0000" + a + "\u0000" + (b === null ? "" : b)};
       s.runs = results.map(function (r) {
-        return {tokens: r.tokens, typeIds: r.typeIds, sentenceBStart: r.sentenceBStart,
-                attentions: r.attentions, textKey: key};
+        return {tokens: r.tokens, typeIds: r.typeIds, sentenceBStart: r.sentenceBStart, attentions: r.attentions};
       });
       s.ablation = null;
       s.query = Math.min(1, s.runs[0].tokens.length - 1);
+      panels.forEach(function (p) { p.scroller.scrollTop = 0; p.scroller.scrollLeft = 0; });
       setBusy(false, "Ran in the browser: " + results.map(function (r) { return r.tokens.length + " tokens, " +
                      Math.round(r.ms) + " ms"; }).join("; ") + ".");
       update();
     }).catch(fail);
   });
 
+  /* The sweep: the intact run, then each of the N heads switched off (zero ablation), in
+   * batches (sweepBatch); after each batch the progress, the readout and, at most every 10 s,
+   * the status line say how far it is.  Cancel (or Escape in the lab) stops it at once and
+   * keeps the heads measured; the batch in flight is dropped when it comes back.  Pressed again
+   * on the same text, the button measures only the heads not yet measured. */
+  function endSweep() {
+    var hadFocus = document.activeElement === cancelButton;
+    s.sweep = null;
+    cancelButton.hidden = true; sweepWrap.hidden = true;
+    if (hadFocus) ablButton.focus();
+  }
+  function cancelSweep() {
+    if (!s.sweep) return;
+    s.sweep.cancelled = true;
+    endSweep();
+    var m = s.ablation && s.ablation.text === s.shown.key ? s.ablation.measured : 0;
+    setBusy(false, "Stopped after " + m + " of the " + N + " heads; the " + m + " measured are kept below. " +
+                   "The button measures the other " + (N - m) + ".");
+    showAblation();
+  }
+  cancelButton.addEventListener("click", cancelSweep);
+  root.addEventListener("keydown", function (event) {
+    if (event.key === "Escape" && s.sweep) { event.preventDefault(); cancelSweep(); }
+  });
+  function sweepSays(measured) {
+    var text = "head " + Math.min(measured + 1, N) + " of " + N;
+    sweepLabel.textContent = "Switching off " + text;
+    sweepBar.value = measured;
+    sweepBar.setAttribute("aria-valuetext", text);
+    return text;
+  }
   ablButton.addEventListener("click", function () {
     if (s.busy) return;
     if (!api.info() && why) { fail(new Error(why)); return; }
-    var a = s.mode === "pair" ? [fieldA.input.value, fieldB.input.value] : [fieldA.input.value, null];
+    var shown = s.shown, texts = shown.mode === "pair" ? [shown.a, shown.b] : [shown.a, null];
     var ready = api.info() ? Promise.resolve() : loadModel();
-    var key = s.runs[0].textKey;
     ready.then(function () {
-      setBusy(true, "Switching off each of the " + L * H + " heads in turn (the reference scale)\u2026");
-      var runs = [], chunks = [], size = 12;       /* the intact run, then each head switched off */
-      for (var k = 0; k <= L * H; k++) runs.push(k ? [{layer: Math.floor((k - 1) / H), head: (k - 1) % H, mode: "zero"}] : []);
-      for (var c = 0; c < runs.length; c += size) chunks.push(runs.slice(c, c + size));
-      var vectors = [], T = null, d = null;
-      return chunks.reduce(function (p, chunk) {
-        return p.then(function () {
-          return api.run(a[0], a[1], {batch: chunk}).then(function (r) {
-            T = r.tokens.length; d = r.dModel;
-            for (var b = 0; b < r.batch; b++) vectors.push(sentenceVector(r.hidden, b, L, T, d));
-          });
+      var prior = s.ablation && s.ablation.text === shown.key && s.ablation.intact && s.ablation.measured < N ? s.ablation : null;
+      var a = prior || {text: shown.key, change: [], measured: 0, intact: null, source: "computed in your browser"};
+      if (!prior) { for (var k = 0; k < N; k++) a.change.push(null); }
+      s.ablation = a;
+      var sweep = {cancelled: false, said: Date.now()};
+      s.sweep = sweep;
+      setBusy(true, "Switching off the heads one by one: " + sweepSays(a.measured) +
+                    ". Cancel (or Escape) stops and keeps the heads measured so far.");
+      cancelButton.hidden = false; sweepWrap.hidden = false;
+      showAblation();
+      var size = sweepBatch(s.runs[0].tokens.length);
+      function step() {
+        if (sweep.cancelled) return null;
+        if (a.measured >= N) return finish();
+        var runs = a.intact ? [] : [[]];
+        for (var k = a.measured; k < N && runs.length < size; k++) runs.push([{layer: Math.floor(k / H), head: k % H, mode: "zero"}]);
+        return api.run(texts[0], texts[1], {batch: runs}).then(function (r) {
+          if (sweep.cancelled) return null;                      /* stopped while it ran: dropped */
+          var T = r.tokens.length, d = r.dModel, b = 0;
+          if (!a.intact) { a.intact = sentenceVector(r.hidden, 0, L, T, d); b = 1; }
+          for (; b < r.batch; b++) a.change[a.measured++] = cosineDistance(a.intact, sentenceVector(r.hidden, b, L, T, d));
+          var text = sweepSays(a.measured);
+          if (a.measured < N && Date.now() - sweep.said >= 10000) {
+            sweep.said = Date.now();
+            status.textContent = "Switching off the heads one by one: " + text + ".";
+          }
+          showAblation();
+          return step();
         });
-      }, Promise.resolve()).then(function () {
-        var change = [];
-        for (var k = 1; k < vectors.length; k++) change.push(cosineDistance(vectors[0], vectors[k]));
-        s.ablation = {text: key, change: change, source: "computed in your browser"};
+      }
+      function finish() {
+        endSweep();
         showAblation();
-        var idx = s.layer * H + s.head, rank = change.slice().sort(function (x, y) { return y - x; }).indexOf(change[idx]) + 1;
-        setBusy(false, "Measured the " + L * H + " single-head ablations: layer " + s.layer + " head " + s.head +
-                       " ranks " + rank + " of " + L * H + " (details below the button).");
-      });
-    }).catch(fail);
+        var idx = s.layer * H + s.head, rank = a.change.slice().sort(function (x, y) { return y - x; }).indexOf(a.change[idx]) + 1;
+        setBusy(false, "Measured the " + N + " single-head ablations: layer " + s.layer + " head " + s.head +
+                       " ranks " + rank + " of " + N + " (details below the button).");
+        return null;
+      }
+      return step();
+    }).catch(function (err) {
+      if (s.sweep) endSweep();
+      fail(err);
+      showAblation();
+    });
   });
 
-  if (s.runs[0].textKey === undefined) {
-    var key0 = s.mode + "\u0000" + data.textA + "\u0000" + (s.mode === "one" ? "" : data.textB);
-    s.runs.forEach(function (r) { r.textKey = key0; });
-    if (s.ablation) s.ablation = {text: key0, change: s.ablation.change, source: "PyTorch, when this page was built"};
-  }
   update();
   var resizeTimer = null;
   window.addEventListener("resize", function () {
     clearTimeout(resizeTimer);
-    resizeTimer = setTimeout(update, 150);
+    resizeTimer = setTimeout(function () { update(); }, 150);
   });
   /* the canvas paints its labels in the theme's colours: repaint when the reader switches theme */
   if (typeof MutationObserver === "function") {
-    new MutationObserver(function () { update(); }).observe(document.documentElement,
-      {attributes: true, attributeFilter: ["data-theme", "data-mode"]});
+    new MutationObserver(function () { panels.forEach(function (p) { if (!p.panel.hidden) p.hm.paint(); }); })
+      .observe(document.documentElement, {attributes: true, attributeFilter: ["data-theme", "data-mode"]});
   }
 }
