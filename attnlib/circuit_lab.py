@@ -38,7 +38,7 @@ from torch import nn
 from . import _validate, induction
 from .transformer import TinyTransformer, run
 
-__all__ = ["N_CHECKPOINTS", "BUILD_TOLERANCE", "LabGraph", "checkpoint_steps", "lab_models",
+__all__ = ["N_CHECKPOINTS", "BUILD_TOLERANCE", "LabGraph", "checkpoint_steps", "lab_checkpoints", "lab_models",
            "head_scores", "pair_metric", "corrupted_position", "default_pair", "lab_data",
            "export", "check", "write_site_files", "read_words", "read", "CONTROL"]
 
@@ -156,19 +156,19 @@ def lab_data(words=None, corrupt=None, *, model_name: str | None = None, layer: 
         IndexError: ``layer`` or ``head`` outside the model.
     """
     import torch.nn.functional as F
-    models = lab_models()
-    names = list(models)
+    checkpoints = lab_checkpoints()
+    names = list(checkpoints)
     model_name = names[-2] if model_name is None else model_name
-    if model_name not in models:
+    if model_name not in checkpoints:
         raise ValueError(f"model_name must be one of {names}, got {model_name!r}")
-    model = models[model_name][0]
+    model = _lab_model(model_name)
     if words is None and corrupt is None:
         words, corrupt = default_pair()
     words = read_words(words) if isinstance(words, str) else list(words)
     corrupt = None if corrupt is None else (read_words(corrupt) if isinstance(corrupt, str) else list(corrupt))
     ids = induction.encode(words)
     if head is None:
-        head = int(torch.tensor(models[model_name][2]["induction"][-1]).argmax())
+        head = int(torch.tensor(checkpoints[model_name][1]["induction"][-1]).argmax())
     layer = _validate.index(layer, model.n_layers, "layer")
     head = _validate.index(head, model.n_heads, "head")
     r = run(model, ids[None])
@@ -181,8 +181,8 @@ def lab_data(words=None, corrupt=None, *, model_name: str | None = None, layer: 
                 "corrupted": pair_metric(run(model, bad[None]).logits, ids, bad)}
     return {
         "vocabulary": induction.vocabulary(), "max_len": induction.SEQ_LEN, "n_heads": model.n_heads,
-        "models": [{"name": n, "step": s, "n_layers": m.n_layers, "control": n == CONTROL, **scores}
-                   for n, (m, s, scores) in models.items()],
+        "models": [{"name": n, "step": s, "n_layers": len(scores["induction"]), "control": n == CONTROL, **scores}
+                   for n, (s, scores) in checkpoints.items()],
         "model": model_name, "layer": layer, "head": head, "words": words, "pair": pair,
         "loss": [round(float(x), 5) for x in loss],
         "attentions": [round(float(x), 4) for x in r.stacked("pattern")[:, 0].flatten()],
@@ -190,17 +190,67 @@ def lab_data(words=None, corrupt=None, *, model_name: str | None = None, layer: 
     }
 
 
+# The lab in this process: its checkpoints, and each model and its head means once built, for the
+# trained runs they come from (held here, so that they stay alive while they key the entry).  A lab
+# exercise's grader reads the reader's words with one model (:func:`read`), twenty times in
+# chapter 6's feeder solution, which built all 17 models and that model's head means every time.
+_LAB: dict = {}
+
+
+def _lab() -> dict:
+    """The lab's entry for the current trained runs (:func:`attnlib.induction.trained`), made anew
+    when they changed: ``{"runs", "checkpoints": {name: (history, step, scores)}, "models": {},
+    "means": {}}``."""
+    _, history2 = induction.trained(2)
+    _, history1 = induction.trained(1)
+    runs = _LAB.get("runs")
+    if runs is None or runs[0] is not history2 or runs[1] is not history1:
+        checkpoints = {f"step-{s}": (history2, s, head_scores(history2, s)) for s in checkpoint_steps(history2)}
+        last = int(history1["probe_step"][-1])
+        checkpoints[CONTROL] = (history1, last, head_scores(history1, last))
+        _LAB.clear()
+        _LAB.update(runs=(history2, history1), checkpoints=checkpoints, models={}, means={})
+    return _LAB
+
+
+def lab_checkpoints() -> dict:
+    """The lab's models without building them: ``{name: (step, scores)}`` in the page's order (as
+    :func:`lab_models`)."""
+    return {name: (step, scores) for name, (_, step, scores) in _lab()["checkpoints"].items()}
+
+
+def _lab_model(name: str) -> TinyTransformer:
+    """The model ``name`` of :func:`lab_models`, built the first time it is asked for.
+
+    Raises:
+        ValueError: ``name`` is not one of the lab's models.
+    """
+    lab = _lab()
+    if name not in lab["checkpoints"]:
+        raise ValueError(f"model_name must be one of {list(lab['checkpoints'])}, got {name!r}")
+    if name not in lab["models"]:
+        history, step, _ = lab["checkpoints"][name]
+        lab["models"][name] = induction.checkpoint(history, step)
+    return lab["models"][name]
+
+
+def _lab_means(name: str) -> torch.Tensor:
+    """:func:`attnlib.induction.head_means` of the model ``name``, computed once."""
+    lab = _lab()
+    model = _lab_model(name)
+    if name not in lab["means"]:
+        lab["means"][name] = induction.head_means(model)
+    return lab["means"][name]
+
+
 def lab_models() -> dict:
     """The lab's models in the kernel: ``{name: (model, step, scores)}`` in the page's order, the
     :func:`checkpoint_steps` of the chapter's two-layer run (names ``"step-<step>"``) and the
     one-layer control (:data:`CONTROL`, its last step); ``scores`` is :func:`head_scores`.  Built
-    from the trained runs (:func:`attnlib.induction.trained`: the cache, or a training run)."""
-    _, history2 = induction.trained(2)
-    _, history1 = induction.trained(1)
-    out = {f"step-{s}": (induction.checkpoint(history2, s), s, head_scores(history2, s)) for s in checkpoint_steps(history2)}
-    last = int(history1["probe_step"][-1])
-    out[CONTROL] = (induction.checkpoint(history1, last), last, head_scores(history1, last))
-    return out
+    from the trained runs (:func:`attnlib.induction.trained`: the cache, or a training run), once
+    per process and run: every call returns the same model objects, so treat them as read-only
+    (:func:`lab_checkpoints` lists them without building any)."""
+    return {name: (_lab_model(name), step, scores) for name, (step, scores) in lab_checkpoints().items()}
 
 
 class LabGraph(nn.Module):
@@ -479,11 +529,8 @@ def read(texts, model_name: str, variants) -> dict:
         ``{"texts", "error"}`` when a text is refused (:func:`read_words`'s message).
     """
     import torch.nn.functional as F
-    models = lab_models()
-    if model_name not in models:
-        raise ValueError(f"model_name must be one of {list(models)}, got {model_name!r}")
-    model = models[model_name][0]
-    means = induction.head_means(model)
+    model = _lab_model(model_name)                  # this one model, built once per process
+    means = _lab_means(model_name)
     out = {"texts": list(texts), "runs": []}
     for text in texts:
         try:

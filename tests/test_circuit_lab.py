@@ -107,3 +107,51 @@ def test_the_pair_metric_is_the_chapters_logit_difference():
         circuit_lab.corrupted_position(a, a)
     with pytest.raises(ValueError, match="same length"):
         circuit_lab.corrupted_position(a, a[:-1])
+
+
+def _counting(monkeypatch, name):
+    """Count the calls of attnlib.induction.<name> (the real function still runs)."""
+    calls, real = [], getattr(induction, name)
+    monkeypatch.setattr(induction, name, lambda *a, **k: calls.append(a[1:]) or real(*a, **k))
+    return calls
+
+
+def test_read_builds_the_one_model_it_reads_once_and_reads_as_a_fresh_model(monkeypatch):
+    """A lab exercise's grader reads the reader's words with one checkpoint: read() builds that
+    model and its head means once per process (chapter 6's feeder solution reads twenty sequences;
+    building the lab's 17 models and the head means on every call cost the kernel memory), and
+    the cached model reads exactly as a freshly built one."""
+    monkeypatch.setattr(circuit_lab, "_LAB", {})
+    built, means = _counting(monkeypatch, "checkpoint"), _counting(monkeypatch, "head_means")
+    name = [n for n in circuit_lab.lab_checkpoints() if n != circuit_lab.CONTROL][-1]
+    assert built == [] and means == []                                   # listing builds nothing
+    text = "we are met on a great battle-field of that war . we are met on a great battle-field of that nation"
+    variants = [{"name": "intact", "edits": []}, {"name": "off", "edits": [{"layer": 1, "head": 0, "mode": "zero"}]},
+                {"name": "mean", "edits": [{"layer": 0, "head": 1, "mode": "mean"}]}]
+    answers = [circuit_lab.read([text], name, variants) for _ in range(3)]
+    assert built == [(induction.STEPS,)] and len(means) == 1
+    assert answers[0] == answers[1] == answers[2]
+    monkeypatch.undo()
+    fresh = induction.checkpoint(induction.trained(2)[1], induction.STEPS)
+    tokens = induction.encode(circuit_lab.read_words(text))[None]
+    for variant in variants:
+        edits = [{**e, "source": induction.head_means(fresh)} if e["mode"] == "mean" else e for e in variant["edits"]]
+        want = torch.nn.functional.cross_entropy(run(fresh, tokens, edits=edits).logits[0, :-1], tokens[0, 1:],
+                                                 reduction="none")
+        assert answers[0]["runs"][0]["loss"][variant["name"]] == [round(float(x), 6) for x in want]
+
+
+def test_lab_models_are_built_once_per_trained_run(monkeypatch):
+    """lab_models() returns the same models on every call while the trained runs are the same,
+    and builds them anew for new runs."""
+    monkeypatch.setattr(circuit_lab, "_LAB", {})
+    built = _counting(monkeypatch, "checkpoint")
+    first = circuit_lab.lab_models()
+    assert len(built) == circuit_lab.N_CHECKPOINTS + 1
+    again = circuit_lab.lab_models()
+    assert len(built) == circuit_lab.N_CHECKPOINTS + 1 and all(again[n][0] is first[n][0] for n in first)
+    assert list(circuit_lab.lab_checkpoints()) == list(first)
+    runs = {n: induction.trained(n) for n in (2, 1)}
+    monkeypatch.setattr(induction, "trained", lambda n=2, seed=0: (runs[n][0], dict(runs[n][1])))  # a new run
+    circuit_lab.lab_models()
+    assert len(built) == 2 * (circuit_lab.N_CHECKPOINTS + 1)

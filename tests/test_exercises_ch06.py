@@ -422,3 +422,37 @@ def test_lab_exercises_in_the_kernel_read_the_models_words():
     refused = circuit_lab.read(["we are met on a great battel-field"], data["checkpoint"], data["variants"])
     assert "did you mean 'battle-field'" in refused["error"]
     assert not check(6, "copy_wrong", refused, data).correct
+
+
+def test_patching_data_is_the_chapters_tables_without_the_induction_exercises_data(monkeypatch):
+    """patching_data() on the trained model (the chapter's run) gives the chapter's tables, read
+    as the chapter reads them, without computing induction_data() (its ablations of every
+    layer-0 head, which the patching exercises never read: they made the patching widget's cell
+    the peak of chapter 6's kernel in Binder)."""
+    from attnlib import induction, patching
+    from attnlib.transformer import run
+
+    def refused():
+        raise AssertionError("patching_data computed induction_data")
+
+    monkeypatch.setattr(ch06, "induction_data", refused)
+    data = ch06.patching_data.__wrapped__()
+    model, _ = induction.trained(2, 0)
+    pairs = patching.induction_pairs(64, seed=0)
+    clean_run, corrupt_run = run(model, pairs["clean"]), run(model, pairs["corrupt"])
+    clean, corrupt = patching.logit_diff(clean_run.logits, pairs), patching.logit_diff(corrupt_run.logits, pairs)
+    den = patching.normalised(patching.patch_table(model, pairs["corrupt"], clean_run, pairs), clean, corrupt)
+    noi = patching.normalised(patching.patch_table(model, pairs["clean"], corrupt_run, pairs), clean, corrupt)
+    resid = patching.normalised(patching.patch_table(model, pairs["corrupt"], clean_run, pairs, site="resid_pre"),
+                                clean, corrupt)
+    ind, prev = induction.induction_scores(model), induction.previous_token_scores(model)
+    assert (data["clean"], data["corrupt"]) == (round(clean, 3), round(corrupt, 3))
+    assert data["denoising"] == [round(float(x), 3) for x in den.flatten()]
+    assert data["noising"] == [round(float(x), 3) for x in noi.flatten()]
+    assert data["resid_den"] == [round(float(x), 3) for x in resid[data["layer"]]]
+    edit = {"layer": data["layer"], "head": None, "mode": "patch", "source": corrupt_run, "position": pairs["position"]}
+    noised = patching.normalised(patching.logit_diff(run(model, pairs["clean"], edits=[edit]).logits, pairs), clean, corrupt)
+    assert data["resid_noise"] == round(noised, 3)
+    last = (model.n_layers - 1) * model.n_heads
+    assert data["prev_head"] == int(prev[0].argmax()) and data["ind_head"] == last + int(ind[-1].argmax())
+    assert data["intact"] == round(induction.repeated_loss(model), 3)

@@ -44,6 +44,24 @@ def _r(x, digits: int = 3) -> float:
 
 
 @functools.lru_cache(maxsize=1)
+def _heads() -> dict:
+    """The trained two-layer model's heads as the exercises name them, read once per process and
+    shared by :func:`induction_data` and :func:`patching_data`: ``labels``, ``induction`` and
+    ``previous`` (``(L, H)`` scores), ``ind_layer`` and ``ind_head`` (the best induction head of
+    the last layer), ``prev_head`` (the best previous-token head of layer 0) and ``intact`` (the
+    second-copy loss, nats, unrounded)."""
+    from .. import induction
+
+    model, _ = induction.trained(2, 0)
+    ind = induction.induction_scores(model)
+    prev = induction.previous_token_scores(model)
+    L, H = ind.shape
+    return {"labels": [f"L{layer} H{head}" for layer in range(L) for head in range(H)],
+            "induction": ind, "previous": prev, "ind_layer": L - 1, "ind_head": int(ind[-1].argmax()),
+            "prev_head": int(prev[0].argmax()), "intact": induction.repeated_loss(model)}
+
+
+@functools.lru_cache(maxsize=1)
 def induction_data() -> dict:
     """The trained models' numbers the three induction exercises grade against.
 
@@ -61,24 +79,23 @@ def induction_data() -> dict:
 
     model, _ = induction.trained(2, 0)
     control, _ = induction.trained(1, 0)
-    ind = induction.induction_scores(model)
-    prev = induction.previous_token_scores(model)
+    heads = _heads()
+    ind, prev = heads["induction"], heads["previous"]
     L, H = ind.shape
-    ind_layer, ind_head = L - 1, int(ind[-1].argmax())
-    prev_head = int(prev[0].argmax())
+    ind_layer, ind_head, prev_head = heads["ind_layer"], heads["ind_head"], heads["prev_head"]
     dup = induction.duplicate_token_scores(model)
     dup_head = int(dup[0].argmax())
     without = [induction.induction_scores(model, edits=[{"layer": 0, "head": h, "mode": "zero"}])[ind_layer, ind_head].item() for h in range(H)]
     feeder = min(range(H), key=without.__getitem__)
     loss = induction.repeated_loss
     return {
-        "labels": [f"L{layer} H{head}" for layer in range(L) for head in range(H)],
+        "labels": heads["labels"],
         "induction": [_r(v) for v in ind.flatten().tolist()],
         "previous": [_r(v) for v in prev.flatten().tolist()],
         "duplicate": [_r(v) for v in dup.flatten().tolist()],
         "ind_head": ind_layer * H + ind_head, "prev_head": prev_head, "dup_head": dup_head, "feeder": feeder,
         "uniform": _r(induction.uniform_induction_score()),
-        "intact": _r(loss(model)), "first": _r(loss(model, half="first")),
+        "intact": _r(heads["intact"]), "first": _r(loss(model, half="first")),
         "without_ind": _r(loss(model, edits=[{"layer": ind_layer, "head": ind_head, "mode": "zero"}])),
         "without_feeder": _r(loss(model, edits=[{"layer": 0, "head": feeder, "mode": "zero"}])),
         "without_both": _r(loss(model, edits=[{"layer": 0, "head": feeder, "mode": "zero"}, {"layer": ind_layer, "head": ind_head, "mode": "zero"}])),
@@ -383,32 +400,39 @@ def patching_data() -> dict:
     from ..transformer import run
 
     model, _ = induction.trained(2, 0)
-    heads = induction_data()
+    heads = _heads()                 # not induction_data(): its ablations are not needed here
     pairs = patching.induction_pairs(64, seed=0)
-    clean_run, corrupt_run = run(model, pairs["clean"]), run(model, pairs["corrupt"])
-    clean, corrupt = patching.logit_diff(clean_run.logits, pairs), patching.logit_diff(corrupt_run.logits, pairs)
+    # A run keeps every activation (about 10 MiB for the 64 pairs): the two reference metrics from runs
+    # dropped at once, then one source run at a time, so that at most two runs are alive (the source
+    # and a patched run).  Computed with the widget, it was where chapter 6's kernel used to peak.
+    clean = patching.logit_diff(run(model, pairs["clean"]).logits, pairs)
+    corrupt = patching.logit_diff(run(model, pairs["corrupt"]).logits, pairs)
+    layer, p = model.n_layers - 1, pairs["position"]
 
     def score(value):
         return patching.normalised(value, clean, corrupt)
-
-    denoise = score(patching.patch_table(model, pairs["corrupt"], clean_run, pairs))       # (L, H)
-    noise = score(patching.patch_table(model, pairs["clean"], corrupt_run, pairs))
-    layer, p = model.n_layers - 1, pairs["position"]
 
     def resid(tokens, source, pos):
         edit = {"layer": layer, "head": None, "mode": "patch", "source": source, "position": pos}
         return score(patching.logit_diff(run(model, tokens, edits=[edit]).logits, pairs))
 
-    prev = heads["prev_head"]
+    source = run(model, pairs["corrupt"])                                                   # noising
+    noise = score(patching.patch_table(model, pairs["clean"], source, pairs))               # (L, H)
+    resid_noise = resid(pairs["clean"], source, p)
+    source = run(model, pairs["clean"])                                                     # denoising
+    denoise = score(patching.patch_table(model, pairs["corrupt"], source, pairs))
+    resid_den = [resid(pairs["corrupt"], source, t) for t in range(pairs["clean"].shape[1])]
+    del source
+    H, prev = model.n_heads, heads["prev_head"]
     return {
         "n": int(pairs["clean"].shape[0]), "clean": _r(clean), "corrupt": _r(corrupt), "labels": heads["labels"],
         "denoising": [_r(v) for v in denoise.flatten().tolist()],
         "noising": [_r(v) for v in noise.flatten().tolist()],
-        "prev_head": prev, "ind_head": heads["ind_head"], "intact": heads["intact"],
+        "prev_head": prev, "ind_head": heads["ind_layer"] * H + heads["ind_head"], "intact": _r(heads["intact"]),
         "without_prev": _r(induction.repeated_loss(model, edits=[{"layer": 0, "head": prev, "mode": "zero"}])),
         "layer": layer, "position": p, "query": pairs["query"],
-        "resid_den": [_r(resid(pairs["corrupt"], clean_run, t)) for t in range(pairs["clean"].shape[1])],
-        "resid_noise": _r(resid(pairs["clean"], corrupt_run, p)),
+        "resid_den": [_r(v) for v in resid_den],
+        "resid_noise": _r(resid_noise),
     }
 
 
@@ -622,9 +646,9 @@ def lab_data() -> dict:
     computed for: ``intact``, ``induction_off`` and ``previous_off`` (zero ablation)."""
     from .. import circuit_lab
 
-    models = circuit_lab.lab_models()
-    name = [n for n in models if n != circuit_lab.CONTROL][-1]
-    scores = models[name][2]
+    checkpoints = circuit_lab.lab_checkpoints()              # names and scores: no model is built
+    name = [n for n in checkpoints if n != circuit_lab.CONTROL][-1]
+    scores = checkpoints[name][1]
     ind = max(range(len(scores["induction"][-1])), key=lambda h: scores["induction"][-1][h])
     prev = max(range(len(scores["previous"][0])), key=lambda h: scores["previous"][0][h])
     return {"checkpoint": name, "induction_head": [1, ind], "previous_head": [0, prev],
