@@ -42,12 +42,17 @@
     ".cell_output .output.text_html", ".pst-scrollable-table-container", ".cell_output .output > table",
     ".table-wrapper", ".cell_output div[id^=bertviz-]", ".attn-exercise .attn-ex-question table"
   ].join(",");
-  var FOCUSABLE = "a[href], button, input, select, textarea, [tabindex]";
+  var SELECTOR = ".bd-article " + WIDE.split(",").join(", .bd-article ") + ", main " + WIDE.split(",").slice(-1)[0];
+  var FOCUSABLE = "a[href], button, input, select, textarea, [tabindex]:not([tabindex='-1'])";
+  /* pydata-sphinx-theme gives these a tabindex of 0 or -1 by whether they scroll (on load, on
+   * resize and when #main-content changes); their tabindex is the theme's, not an author's. */
+  var THEME_STOPS = "pre, .nboutput > .output_area, .cell_output > .output, .jp-RenderedHTMLCommon, .pst-scrollable-table-container";
   var counts = {};
 
   function focusable(node, scrolls) {
     var ours = node.hasAttribute("data-scroll-focus");
-    if (scrolls && !ours && !node.hasAttribute("tabindex") && !node.querySelector(FOCUSABLE)) {
+    var free = !node.hasAttribute("tabindex") || node.matches(THEME_STOPS);
+    if (scrolls && !ours && free && !node.querySelector(FOCUSABLE)) {
       node.setAttribute("data-scroll-focus", "");
       node.setAttribute("tabindex", "0");
       if (!node.hasAttribute("role")) { node.setAttribute("role", "region"); node.setAttribute("data-scroll-role", ""); }
@@ -66,47 +71,100 @@
     }
   }
 
-  function mark(node) {
-    var max = node.scrollWidth - node.clientWidth;
-    var state = "";
+  /* Reading a box's widths needs the page laid out; writing its attributes changes its style.
+   * So a batch of boxes is read first, then written: one layout per batch, not one per box. */
+  function measure(node) {
+    var max = node.scrollWidth - node.clientWidth, state = "";
     if (max > 1) {
       var left = node.scrollLeft > 1, right = node.scrollLeft < max - 1;
       state = left && right ? "both" : (left ? "left" : (right ? "right" : ""));
     }
-    if (state) node.setAttribute("data-overflow", state);
-    else node.removeAttribute("data-overflow");
-    focusable(node, max > 1);
+    return {state: state, scrolls: max > 1};
+  }
+  function apply(node, m) {
+    if (m.state) { if (node.getAttribute("data-overflow") !== m.state) node.setAttribute("data-overflow", m.state); }
+    else if (node.hasAttribute("data-overflow")) node.removeAttribute("data-overflow");
+    focusable(node, m.scrolls);
+  }
+  function markAll(nodes) {
+    var found = nodes.map(measure);
+    nodes.forEach(function (node, i) { apply(node, found[i]); });
+  }
+  function mark(node) { markAll([node]); }
+
+  /* Page load leaves the main thread free (issue 38): finding the boxes needs no layout; a box
+   * is measured when it comes near the viewport (an IntersectionObserver, which reports after
+   * the browser's own layout), and the boxes further down are measured in idle time, a slice at
+   * a time, so that every box that scrolls is a Tab stop soon after load wherever it is. */
+  var watched = [], stale = new Set();
+  var near = typeof IntersectionObserver === "function" ? new IntersectionObserver(function (entries) {
+    var todo = [];
+    entries.forEach(function (e) { if (e.isIntersecting && stale.has(e.target)) { stale.delete(e.target); todo.push(e.target); } });
+    if (todo.length) markAll(todo);
+  }, {rootMargin: "400px 0px"}) : null;
+
+  var idleQueued = false;
+  function whenIdle(fn) {
+    if (window.requestIdleCallback) window.requestIdleCallback(fn, {timeout: 500});
+    else window.setTimeout(function () { fn({timeRemaining: function () { return 8; }, didTimeout: true}); }, 30);
+  }
+  function idleSlice(deadline) {
+    idleQueued = false;
+    var t0 = performance.now();
+    while (stale.size && (deadline.timeRemaining() > 4 || (deadline.didTimeout && performance.now() - t0 < 12))) {
+      var batch = [];
+      stale.forEach(function (node) { if (batch.length < 24) batch.push(node); });
+      batch.forEach(function (node) { stale.delete(node); });
+      markAll(batch.filter(function (node) { return node.isConnected; }));
+    }
+    if (stale.size) later();
+  }
+  function later() {
+    if (idleQueued || !stale.size) return;
+    idleQueued = true;
+    whenIdle(idleSlice);
   }
 
-  var watched = [];
-  function scan() {
-    var nodes = document.querySelectorAll(".bd-article " + WIDE.split(",").join(", .bd-article ") + ", main " + WIDE.split(",").slice(-1)[0]);
+  function collect() {  /* new boxes (maths typeset, outputs drawn since the last look): no layout */
+    var nodes = document.querySelectorAll(SELECTOR);
     for (var i = 0; i < nodes.length; i++) {
       var node = nodes[i];
       if (!node.hasAttribute("data-scroll-watch")) {
         node.setAttribute("data-scroll-watch", "");
         node.addEventListener("scroll", function () { mark(this); }, {passive: true});
         watched.push(node);
+        stale.add(node);
+        if (near) near.observe(node);
       }
     }
-    watched.forEach(mark);
+    later();
+  }
+  function invalidate() {  /* the column or the boxes changed size: measure again, near ones first */
+    watched = watched.filter(function (node) { return node.isConnected; });
+    watched.forEach(function (node) { stale.add(node); });
+    if (near) { near.disconnect(); watched.forEach(function (node) { near.observe(node); }); }
+    later();
   }
 
-  var pending = null;
-  function later() {
-    if (pending) return;
-    pending = window.setTimeout(function () { pending = null; scan(); }, 150);
+  function soon(fn) {  /* fn, 150 ms after the last call */
+    var pending = null;
+    return function () {
+      if (pending) window.clearTimeout(pending);
+      pending = window.setTimeout(function () { pending = null; fn(); }, 150);
+    };
   }
+  var collectSoon = soon(function () { collect(); });
+  var invalidateSoon = soon(function () { collect(); invalidate(); });
   function start() {
-    scan();
-    window.addEventListener("resize", later);
-    window.addEventListener("load", later);
-    window.addEventListener("course-math-reflowed", later);
-    var mj = window.MathJax;
-    if (mj && mj.startup && mj.startup.promise) mj.startup.promise.then(later);
-    /* MathJax and cell outputs (bertviz, widgets) render after load */
+    collect();
+    window.addEventListener("resize", invalidateSoon);
+    window.addEventListener("load", collectSoon);
+    window.addEventListener("course-math-typeset", collectSoon);
+    window.addEventListener("course-math-reflowed", invalidateSoon);
+    /* cell outputs (bertviz, widgets) draw after load: look again for a while (no layout here;
+     * the boxes are measured near the viewport and in idle time) */
     var timer = 0, count = 0;
-    timer = window.setInterval(function () { scan(); if (++count >= 10) window.clearInterval(timer); }, 500);
+    timer = window.setInterval(function () { collect(); invalidate(); if (++count >= 10) window.clearInterval(timer); }, 500);
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
@@ -127,9 +185,26 @@
  *      scrolls sideways with the fade of course-layout.js.
  * Nothing changes for an equation that fits.  The original TeX is kept in `data-tex` and is
  * restored when the column gets wider again (rotation, resize).  Equations split inside
- * braces, \left...\right, environments or brackets are never split. */
+ * braces, \left...\right, environments or brackets are never split.
+ *
+ * Maths is typeset lazily (issue 38: typesetting a whole chapter at load was one main-thread
+ * task of 0.3-0.7 s, several seconds on a slow phone).  _config.yml loads MathJax's `ui/lazy`
+ * extension, so MathJax's first pass only finds the maths and leaves a placeholder for each
+ * formula; this script then typesets the formulas a few at a time, one task each (sized from
+ * the time the last few took, to stay near TASK_MS): first those near the viewport (an
+ * IntersectionObserver in place of MathJax's own, which typeset everything it saw in one
+ * task), then the rest of the page in idle time, top to bottom, so that search in the page,
+ * printing and screen readers find every formula soon after load.  MathJax.startup.promise
+ * settles when every formula is typeset; window.courseMathReflowed when every one is also
+ * reflowed.  Each reflow is a task of its own. */
 (function () {
   "use strict";
+  var TASK_MS = 20;
+  var config = window.MathJax;
+  if (config && typeof config === "object" && !config.version) {  /* the configuration, MathJax not loaded yet */
+    config.startup = config.startup || {};
+    if (!config.startup.pageReady) config.startup.pageReady = pageReady;
+  }
   var SEPARATORS = {"\\qquad": 1, "\\quad": 1};
   var RELATIONS = {"=": 1, "\\ne": 1, "\\neq": 1, "\\approx": 1, "\\le": 1, "\\leq": 1, "\\ge": 1, "\\geq": 1};
   var OPEN = {"{": 1, "(": 1, "[": 1, "\\{": 1, "\\left": 1, "\\begin": 1, "\\lbrace": 1, "\\langle": 1};
@@ -173,12 +248,14 @@
     return pieces.map(function (p) { return p.join("").trim(); }).filter(Boolean);
   }
 
-  function render(div, tex) {
-    window.MathJax.typesetClear([div]);
-    var old = div.querySelector("mjx-container");
-    div.textContent = "\\[" + tex + "\\]";
-    if (old) old.remove();
-    return window.MathJax.typesetPromise([div]);
+  function render(div, tex) {  /* each rendering in a task of its own (a reflow may take three) */
+    return yieldToMain().then(function () {
+      window.MathJax.typesetClear([div]);
+      var old = div.querySelector("mjx-container");
+      div.textContent = "\\[" + tex + "\\]";
+      if (old) old.remove();
+      return window.MathJax.typesetPromise([div]);
+    }).then(function () { return typesetWithin(div); });
   }
 
   function widths(div) {  /* the width of each line of a gathered block, in CSS px */
@@ -264,35 +341,240 @@
   }
 
   var busy = Promise.resolve(), lastWidth = 0;
+  function yieldToMain() {  /* let the browser paint and answer input between two formulas */
+    if (window.scheduler && typeof window.scheduler.yield === "function") return window.scheduler.yield();
+    return new Promise(function (resolve) { window.setTimeout(resolve, 0); });
+  }
+  function whenIdle(fn) {
+    if (window.requestIdleCallback) window.requestIdleCallback(function () { fn(); }, {timeout: 300});
+    else window.setTimeout(fn, 20);
+  }
+
+  /* One equation, in a task of its own: from its source when it was reflowed for another width. */
+  function reflowOne(div, full) {
+    busy = busy.then(yieldToMain).then(function () {
+      if (!div.isConnected || !div.clientWidth) return null;
+      restoreScale(container(div));
+      if (full && div.hasAttribute("data-reflowed")) {  /* wider column: start again from the source */
+        div.removeAttribute("data-reflowed");
+        return render(div, div.getAttribute("data-tex")).then(function () { return overflows(div) ? reflow(div) : null; });
+      }
+      return overflows(div) ? reflow(div) : null;
+    }).then(function () { if (div.isConnected) shrink(div); }).catch(function (err) {
+      if (window.console) console.warn("math reflow:", err);
+    });
+    return busy;
+  }
+  function finishPass() {
+    busy = busy.then(yieldToMain).then(function () { wideInline(); window.dispatchEvent(new Event("course-math-reflowed")); });
+    window.courseMathReflowed = busy;  /* settles when this pass is done (the browser tests wait on it) */
+    return busy;
+  }
+
+  function typeset(div) { var c = container(div); return !!c && !c.querySelector("mjx-lazy"); }
+  /* The TeX source of the display maths a div.math holds, kept in data-tex. */
+  function sourceOf(div) {
+    if (!div.hasAttribute("data-tex")) {
+      var item = null;
+      for (var m of window.MathJax.startup.document.math) if (m.display && m.typesetRoot && div.contains(m.typesetRoot)) { item = m; break; }
+      if (!item) return null;
+      div.setAttribute("data-tex", item.math);
+    }
+    return div.getAttribute("data-tex");
+  }
+
   /* full: every equation from its source (the column changed); else only those not yet seen
    * laid out, e.g. in a solution dropdown that was closed at load and has just opened. */
   function pass(full) {
     var divs = document.querySelectorAll(".bd-article div.math");
-    var todo = [];
     Array.prototype.forEach.call(divs, function (div) {
-      if (!div.hasAttribute("data-tex")) {
-        var item = null;
-        for (var m of window.MathJax.startup.document.math) if (m.display && div.contains(m.typesetRoot)) { item = m; break; }
-        if (!item) return;
-        div.setAttribute("data-tex", item.math);
-      }
-      if (full || (!div.hasAttribute("data-reflowed") && div.clientWidth)) todo.push(div);
+      if (!typeset(div) || !sourceOf(div)) return;
+      if (full || (!div.hasAttribute("data-reflowed") && div.clientWidth)) reflowOne(div, full);
     });
-    todo.forEach(function (div) {
-      busy = busy.then(function () {
-        restoreScale(container(div));
-        if (div.hasAttribute("data-reflowed")) {  /* wider column: start again from the source */
-          div.removeAttribute("data-reflowed");
-          return render(div, div.getAttribute("data-tex")).then(function () { return overflows(div) ? reflow(div) : null; });
-        }
-        return overflows(div) ? reflow(div) : null;
-      }).then(function () { shrink(div); }).catch(function (err) {
-        if (window.console) console.warn("math reflow:", err);
+    return finishPass();
+  }
+
+  /* Formulas MathJax has just typeset: each display one is reflowed if it is too wide. */
+  function typesetDone(items) {
+    items.forEach(function (item) {
+      var root = item.typesetRoot, div = root && root.parentNode && root.parentNode.closest ? root.parentNode.closest("div.math") : null;
+      if (!item.display || !div || !div.closest(".bd-article")) return;
+      if (!div.hasAttribute("data-tex")) div.setAttribute("data-tex", item.math);
+      if (!div.hasAttribute("data-reflowed")) reflowOne(div, false);
+    });
+    window.dispatchEvent(new Event("course-math-typeset"));
+  }
+
+  /* --- lazy typesetting: MathJax's ui/lazy, driven from here --------------------------------- */
+  var LAZY = "data-mjx-lazy";
+  function lazyDoc() {
+    var doc = window.MathJax && window.MathJax.startup && window.MathJax.startup.document;
+    return doc && doc.lazyList && typeof doc.lazyHandleSet === "function" ? doc : null;
+  }
+  /* Typeset these placeholders (MathItems) now: a promise of the items, once typeset. */
+  function typesetNow(doc, items) {
+    if (!items.length) return Promise.resolve(items);
+    items.forEach(function (item) { doc.lazySet.add(item.lazyMarker.getAttribute(LAZY)); });
+    doc.lazyHandleSet();
+    return doc.lazyPromise.then(function () { return items; });
+  }
+  function lazyItems(doc, within) {
+    var out = [];
+    for (var item of doc.math) {
+      if (item.lazyTypeset && item.lazyMarker && (!within || within.contains(item.lazyMarker))) out.push(item);
+    }
+    return out;
+  }
+  function typesetWithin(node) {  /* a formula this script has just written: typeset at once */
+    var doc = lazyDoc();
+    return doc ? typesetNow(doc, lazyItems(doc, node)) : Promise.resolve([]);
+  }
+
+  /* Formulas near the viewport far down the page (a link to a section, a reload): MathJax
+   * compiles every TeX formula before them first (macros, numbering), all in one task; here
+   * they are compiled a batch at a time beforehand.  The TeX formulas before the first one near
+   * the viewport that are not compiled yet: */
+  function uncompiledBefore(doc) {  /* (doc.math is in document order: see pageReady) */
+    var out = [];
+    for (var item of doc.math) {
+      if (seen.has(item)) return out;
+      if (item.lazyCompile && item.lazyTex) out.push(item);
+    }
+    return [];
+  }
+  function compileNow(doc, items) {
+    var MJ = window.MathJax, STATE = MJ._.core.MathItem.STATE;
+    doc.lazyPromise = doc.lazyPromise.then(function () {
+      items.forEach(function (item) { item.lazyCompile = false; item.state(STATE.COMPILED - 1); });
+      doc.state(STATE.COMPILED - 1, null);
+      return MJ._.util.Retries.handleRetriesFor(function () { doc.render(); });
+    });
+    return doc.lazyPromise.then(function () { return items; });
+  }
+
+  var seen = new Set(), perItem = 0, perCompile = 0, fillDone = null, running = false, soonQueued = false, idleQueued = false;
+  function onSeen(entries) {  /* placeholders near the viewport */
+    var doc = lazyDoc();
+    if (!doc) return;
+    entries.forEach(function (e) {
+      var item = doc.lazyList.get(e.target.getAttribute(LAZY));
+      if (!item) return;
+      if (e.isIntersecting) seen.add(item); else seen.delete(item);
+    });
+    if (seen.size) schedule(true);
+  }
+  function schedule(soon) {  /* near the viewport: the next task; the rest: when the page is idle */
+    if (soon) {
+      if (soonQueued) return;
+      soonQueued = true;
+      window.setTimeout(function () { soonQueued = false; step(); }, 0);
+    } else {
+      if (idleQueued) return;
+      idleQueued = true;
+      whenIdle(function () { idleQueued = false; step(); });
+    }
+  }
+  function step() {  /* one batch of formulas, as many as fit in about TASK_MS */
+    var doc = lazyDoc();
+    if (!doc || running) return;  /* a batch in flight schedules the next when it is done */
+    var n = perItem > 0 ? Math.max(1, Math.min(24, Math.floor(TASK_MS / perItem))) : 2;
+    var batch = [], before = [];
+    seen.forEach(function (item) { if (!item.lazyTypeset) seen.delete(item); });
+    if (seen.size) before = uncompiledBefore(doc);
+    if (before.length) {  /* compile what comes before them first, a batch at a time */
+      var m = perCompile > 0 ? Math.max(1, Math.min(200, Math.floor(TASK_MS / perCompile))) : 10;
+      var some = before.slice(0, m), c0 = performance.now();
+      running = true;
+      compileNow(doc, some).then(function () {
+        var each = (performance.now() - c0) / some.length;
+        perCompile = perCompile > 0 ? 0.5 * perCompile + 0.5 * each : each;
+        running = false;
+        schedule(true);
+      }, function (err) {
+        if (window.console) console.warn("lazy maths:", err);
+        some.forEach(function (item) { item.lazyCompile = false; });
+        running = false;
+        schedule(true);
       });
+      return;
+    }
+    seen.forEach(function (item) {
+      if (batch.length < n) { batch.push(item); seen.delete(item); }
     });
-    busy = busy.then(function () { wideInline(); window.dispatchEvent(new Event("course-math-reflowed")); });
-    window.courseMathReflowed = busy;  /* settles when this pass is done (the browser tests wait on it) */
-    return busy;
+    if (!batch.length) {  /* nothing near the viewport: the next formulas down the page */
+      for (var item of doc.math) {
+        if (item.lazyTypeset && item.lazyMarker) { batch.push(item); if (batch.length >= n) break; }
+      }
+    }
+    if (!batch.length) { if (fillDone) { fillDone(); fillDone = null; } return; }
+    var t0 = performance.now();
+    running = true;
+    typesetNow(doc, batch).then(function (items) {
+      var each = (performance.now() - t0) / items.length;
+      perItem = perItem > 0 ? 0.5 * perItem + 0.5 * each : each;
+      running = false;
+      typesetDone(items);
+      schedule(seen.size > 0);
+    }, function (err) {
+      if (window.console) console.warn("lazy maths:", err);
+      batch.forEach(function (item) { item.lazyTypeset = false; });  /* never retried in a loop */
+      running = false;
+      schedule(false);
+    });
+  }
+
+  /* The elements MathJax looks for maths in (its processHtmlClass: Sphinx's span.math and
+   * div.math, notebook outputs), outermost ones only, in document order. */
+  function mathHolders(doc) {
+    var names = String(doc.options.processHtmlClass || "").split("|").filter(function (n) { return /^[\w-]+$/.test(n); });
+    if (!names.length) return [];
+    var sel = names.map(function (n) { return "." + n; }).join(", ");
+    return Array.prototype.filter.call(document.querySelectorAll(sel), function (el) {
+      return !(el.parentElement && el.parentElement.closest(sel));
+    });
+  }
+
+  /* MathJax's startup.pageReady (set above, before MathJax loads).  MathJax's first pass (find
+   * the maths, leave placeholders) is itself split: the maths holders a batch at a time, then one
+   * pass over the whole page for anything outside them.  The formulas are then typeset by step()
+   * and startup.promise waits for them all. */
+  function pageReady() {
+    var MJ = window.MathJax, doc = MJ.startup.document;
+    var lazy = !!(doc && doc.lazyList && doc.lazyObserver && typeof IntersectionObserver === "function");
+    if (!lazy) {  /* without ui/lazy everything is typeset at once, as MathJax does by default */
+      return MJ.startup.defaultPageReady().then(function () {
+        var all = [];
+        for (var item of doc.math) all.push(item);
+        typesetDone(all);
+      });
+    }
+    doc.lazyObserver.disconnect();
+    doc.lazyObserver = new IntersectionObserver(onSeen, {rootMargin: doc.options.lazyMargin || "200px"});
+    var holders = mathHolders(doc), next = 0, perHolder = 0;
+    function findSome() {
+      if (next >= holders.length) return MJ.typesetPromise();   /* the rest of the page */
+      var n = perHolder > 0 ? Math.max(1, Math.min(200, Math.floor(TASK_MS / perHolder))) : 4;
+      var batch = holders.slice(next, next + n), t0 = performance.now();
+      next += batch.length;
+      return MJ.typesetPromise(batch).then(function () {
+        var each = (performance.now() - t0) / batch.length;
+        perHolder = perHolder > 0 ? 0.5 * perHolder + 0.5 * each : each;
+        return yieldToMain().then(findSome);
+      });
+    }
+    return yieldToMain().then(findSome).then(function () {  /* not in MathJax's own start-up task */
+      /* MathJax merges each pass's formulas into doc.math by their place in that pass, so the
+       * list is put back in document order (the order the fill, and MathJax's own compiling of
+       * earlier formulas, rely on); each formula's start is now its placeholder */
+      doc.math.sort(function (a, b) {
+        var x = a.start.node, y = b.start.node;
+        if (x === y) return a.start.n < b.start.n;
+        return !!(x && y && (x.compareDocumentPosition(y) & Node.DOCUMENT_POSITION_FOLLOWING));
+      });
+      var filled = new Promise(function (resolve) { fillDone = resolve; });
+      schedule(seen.size > 0);
+      return filled;
+    });
   }
 
   /* Inline maths cannot break either; one wider than the column (a long chain in a sentence)
@@ -314,7 +596,12 @@
   function start() {
     var mj = window.MathJax;
     if (!mj || !mj.startup || !mj.startup.promise) return;
-    mj.startup.promise.then(function () { lastWidth = document.documentElement.clientWidth; return pass(true); });
+    /* settles when every formula is typeset and reflowed (MathJax.startup.promise waits for the
+     * typesetting, see pageReady) */
+    window.courseMathReflowed = mj.startup.promise.then(function () {
+      lastWidth = document.documentElement.clientWidth;
+      return finishPass();
+    });
     var again = 0;  /* a dropdown (sphinx-togglebutton, <details>) opened: lay out what it shows */
     function opened() { window.clearTimeout(again); again = window.setTimeout(function () { pass(false); }, 350); }
     document.addEventListener("click", function (ev) {

@@ -224,6 +224,12 @@ def _label(ev: dict, base: str, inline: dict) -> str:
 
 _SCRIPT = {"EvaluateScript", "FunctionCall", "v8.compile", "v8.evaluateModule", "v8.compileModule"}
 _FORCED = {"Layout", "UpdateLayoutTree"}
+_CALLBACKS = {"FireIdleCallback": "idle callback (script not named by the trace)",
+              "TimerFire": "timer (script not named by the trace)",
+              "FireAnimationFrame": "animation frame (script not named by the trace)",
+              "BlinkScheduler_PerformMicrotaskCheckpoint": "promise callbacks (script not named by the trace)",
+              "RunMicrotasks": "promise callbacks (script not named by the trace)",
+              "AsyncTask Run": "async callback (script not named by the trace)"}
 #: what the browser does that is not a page's script, named as Chromium's trace names it
 _RENDER = {"Layout": "layout", "UpdateLayoutTree": "style", "PrePaint": "paint", "Paint": "paint",
            "Layerize": "paint", "Commit": "paint", "HitTest": "hit test", "ParseHTML": "parse HTML",
@@ -257,12 +263,12 @@ def _parts(task: dict, inside: list[dict], base: str, inline: dict) -> dict[str,
             parts[label] = parts.get(label, 0.0) + us / 1000
 
     scripts = _outermost([e for e in inside if e["name"] in _SCRIPT])
-    # an async continuation (a promise callback, a timer) with no named script inside it
-    scripts += _outermost([e for e in inside if e["name"] == "AsyncTask Run" and not any(_contains(sc, e) for sc in scripts)
+    # callbacks the trace does not name a script for (an idle callback, a timer, promise callbacks)
+    scripts += _outermost([e for e in inside if e["name"] in _CALLBACKS and not any(_contains(sc, e) for sc in scripts)
                            and not any(_contains(e, sc) for sc in scripts)])
     scripts.sort(key=lambda e: (e["ts"], -e["dur"]))
     for sc in scripts:
-        label = "promise callbacks (script not named by the trace)" if sc["name"] == "AsyncTask Run" else _label(sc, base, inline)
+        label = _CALLBACKS[sc["name"]] if sc["name"] in _CALLBACKS else _label(sc, base, inline)
         forced = _outermost([e for e in inside if e["name"] in _FORCED and _contains(sc, e)])
         for f in forced:
             add(f"{label} -> forced {_RENDER[f['name']]}", f["dur"])
