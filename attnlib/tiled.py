@@ -157,8 +157,8 @@ def tiled_attention(q, k, v, mask=None, *, is_causal: bool = False, scale: float
     the smallest.  Larger blocks mean fewer Python-level tile steps but larger tiles;
     ``tests/test_readme_figures.py`` recomputes the choice from the committed measurement.
     On a GPU each tile step is a handful of kernel launches, so the launches dominate and
-    larger blocks win outright (``bench/results/attention_cuda.md``, H100, T = 16384: about
-    1 s per call with blocks of 256, 42 ms with blocks of 1024): pass ``block_size`` there,
+    larger blocks win outright (``bench/results/attention_cuda.md``, H200, T = 16384: 1.2 s
+    per call with blocks of 256, 60 ms with blocks of 1024): pass ``block_size`` there,
     or use ``scaled_dot_product_attention(..., backend="torch")``.  Float16/bfloat16 inputs
     are computed in float32 and the output cast back.
 

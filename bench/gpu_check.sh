@@ -26,10 +26,15 @@ step() {  # step NAME TIMEOUT COMMAND...
   echo "$name: exit $s, $(( $(date +%s) - t0 )) s" >> "$log"
   [ $s -eq 0 ] || rc=1
 }
+# gpu_tests.txt: its first line says when it ran, its second the GPU, its last pytest's summary
+# (bench/readme_figures.py quotes them)
+{ date -u +"run %Y-%m-%d %H:%M UTC by make gpu-check"
+  nvidia-smi --query-gpu=name --format=csv,noheader 2>&1 | head -1
+  $PY -c "import torch; print('torch', torch.__version__)"; } > "$OUT/gpu_tests.txt"
 step "CUDA unit tests" 150 env HF_HUB_OFFLINE=1 $PY -m pytest -q -rs -m "not book" -k cuda \
   tests/test_attention.py tests/test_tiled.py tests/test_multihead.py tests/test_kv_cache.py \
   tests/test_triton_attention.py tests/test_softmax.py tests/test_masks.py tests/test_geometry.py \
-  tests/test_graphs.py tests/test_measures.py tests/test_validate.py tests/test_views.py > "$OUT/gpu_tests.txt" 2>&1
+  tests/test_graphs.py tests/test_measures.py tests/test_validate.py tests/test_views.py >> "$OUT/gpu_tests.txt" 2>&1
 step "bench_attention --device cuda" 200 $PY bench/bench_attention.py --device cuda --budget 0.5 \
   --note "make gpu-check"
 step "bench_triton" 200 $PY bench/bench_triton.py --budget 1.0 --repeats 5

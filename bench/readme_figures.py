@@ -189,10 +189,7 @@ def gpu_section(att: dict | None, tri: dict | None) -> list[str]:
         text = tests.read_text().strip().splitlines()
         # gpu_tests.txt: its first line says when (and why) it ran, its second the GPU, its last pytest's summary.
         lines += ["", f"The CUDA cases of the unit tests (`bench/results/gpu_tests.txt`, {text[0]}, {text[1]}): "
-                      f"{text[-1]}.  The first run, with the benchmarks above, had found four failures: PyTorch's CUDA "
-                      "kernel overflowed a float32 `finfo.min` mask to -inf where its CPU kernel does not (now guarded in "
-                      "`backend=\"torch\"`), a test tolerance that ignored a huge bias's rounding, and a test that assumed "
-                      "no GPU."]
+                      f"{text[-1]}."]
     return lines
 
 
