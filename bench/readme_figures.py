@@ -66,6 +66,11 @@ def book_section(book: dict) -> list[str]:
     peaks = binder_peaks()
     lines = [f"Each chapter executed in a fresh kernel (`make bench`, `bench/bench_book.py`, "
              f"{book['date']}, {book['machine']}; `bench/results/book.md`)"
+             + (", each with an empty trained-model cache of its own, as from a fresh clone: "
+                + " and ".join(f"`{r['chapter']}` trains {r['trains']} model{'s' if r['trains'] > 1 else ''}"
+                               for r in book["chapters"] if r.get("trains"))
+                + " (chapter 6's; in one build or session the first page to need a model trains it, the others "
+                  "load it)" if any(r.get("trains") for r in book["chapters"]) else "")
              + (f"; the last column is the same page as a learner's notebook in the Binder environment "
                 f"(`bench/bench_binder.py`, {_load('binder.json')['date']}; `bench/results/binder.md`), the kernel's "
                 "process tree at its peak: the figure to plan memory by" if peaks else "") + ":", "",
