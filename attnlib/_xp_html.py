@@ -3,8 +3,11 @@
 Each explorable is a ``<figure>`` with a unique id, a scoped ``<style>``, a ``<noscript>``
 note and one ``<script>``: an immediately invoked function holding the shared runtime
 (``static/xp_core.js``), the view's code (``static/xp_<view>.js``) and the view's data as a
-JSON literal.  Nothing is fetched from the network and nothing is added to the page's
-global scope, so the HTML works in a static page (a Jupyter Book built by MyST-NB) and in
+JSON literal.  The script queues the figure (``xpSchedule`` in ``xp_core.js``): it is drawn
+in a task of its own once the page has been parsed, so no figure reads the layout while the
+page parses (issue 38, item 7); its ``<figure>`` gets ``data-ready="1"`` when drawn.  Nothing
+is fetched from the network and nothing is added to the page's global scope but that queue
+(``window.__attnlibXp``), so the HTML works in a static page (a Jupyter Book built by MyST-NB) and in
 JupyterLab alike, and any number of instances can share one page.
 
 Safety: the JSON is written with ``<``, ``>`` and ``&`` (and U+2028/U+2029) escaped as
@@ -93,9 +96,12 @@ def render(kind: str, data: dict, title: str, n_tokens: int) -> Explorable:
         f"var UID = {json.dumps(uid)};",
         "var me = document.currentScript;",
         "var root = me && me.parentNode && me.parentNode.id === UID ? me.parentNode : document.getElementById(UID);",
-        'if (root && !root.hasAttribute("data-ready")) {',
-        f"  view(root, {safe_json(data)}, UID);",
-        '  root.setAttribute("data-ready", "1");',
+        'if (root && !root.hasAttribute("data-queued")) {',
+        '  root.setAttribute("data-queued", "1");',
+        "  xpSchedule(root, function () {",
+        f"    view(root, {safe_json(data)}, UID);",
+        '    root.setAttribute("data-ready", "1");',
+        "  });",
         "}",
         "})();",
     ])

@@ -426,17 +426,22 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="LABEL",
                         help="with --patch: also measure --html as it is, under LABEL, run for run in turn with the "
                              "patched copy (same machine load for both)")
+    parser.add_argument("--baseline-html", metavar="DIR",
+                        help="with --baseline: measure this other build as the baseline (e.g. a copy of the pages "
+                             "built before a change to attnlib), run for run in turn with --html")
     parser.add_argument("--note", default="", help="what was measured (which build, what was patched in)")
     parser.add_argument("--dry", action="store_true", help="print, do not write the results")
     args = parser.parse_args()
-    if args.baseline and not args.patch:
-        parser.error("--baseline needs --patch")
+    if args.baseline and not (args.patch or args.baseline_html):
+        parser.error("--baseline needs --patch or --baseline-html")
+    if args.baseline_html and not args.baseline:
+        parser.error("--baseline-html needs --baseline LABEL")
     from playwright.sync_api import sync_playwright
 
     built_from = Path(args.html).resolve()
     sites = {}   # label -> served folder
     if args.baseline:
-        sites[args.baseline] = built_from
+        sites[args.baseline] = Path(args.baseline_html).resolve() if args.baseline_html else built_from
     if args.patch:
         tmp = tempfile.mkdtemp(prefix="page_load_")
         counts = patch_site(built_from, Path(tmp) / "html")
@@ -473,10 +478,11 @@ def main() -> None:
                     for t in results[label]["attribution"][pg][:4]:
                         print(f"    {label}: {t['ms']:6.0f} ms: " + ", ".join(f"{k} {v:.0f}" for k, v in t["parts"].items() if v >= 5))
         browser.close()
-    html_rel = built_from.relative_to(ROOT).as_posix() if built_from.is_relative_to(ROOT) else str(built_from)
-    newest = max((f.stat().st_mtime for f in built_from.rglob("*.html")), default=0)
     for label in sites:
         patched = args.patch and label == args.label
+        folder = Path(args.baseline_html).resolve() if args.baseline_html and label == args.baseline else built_from
+        html_rel = folder.relative_to(ROOT).as_posix() if folder.is_relative_to(ROOT) else str(folder)
+        newest = max((f.stat().st_mtime for f in folder.rglob("*.html")), default=0)
         results[label]["meta"] = {
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "commit": commit[0], "commit_date": commit[1],
@@ -489,7 +495,7 @@ def main() -> None:
             "quiet_s": QUIET_S, "max_s": MAX_S, "load_before": load_before, "load_after": os.getloadavg()[0],
             "command": "bench/bench_page_load.py " + " ".join(sys.argv[1:]), "note": args.note,
             "measured_in_turn_with": [other for other in sites if other != label],
-            "baseline": args.baseline if patched else None,
+            "baseline": args.baseline if (patched or (args.baseline_html and label == args.label)) else None,
         }
     if args.dry:
         print(report(results))

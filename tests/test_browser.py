@@ -270,6 +270,60 @@ def test_page_renders_every_figure_offline_without_errors(explorer_page, figures
     assert explorer_page.errors == [] and explorer_page.external == [] and explorer_page.failed == []
 
 
+# Installed before the page's scripts: every layout read made while the document is still
+# being parsed, and the task in which each figure got its first drawn node (one
+# MutationObserver call per task that drew something).
+PARSE_WATCH = """(() => {
+  window.__parseReads = []; window.__drawn = {}; let batch = 0;
+  for (const [proto, names] of [[Element.prototype, ['scrollWidth', 'clientWidth', 'clientHeight']],
+                                [HTMLElement.prototype, ['offsetWidth', 'offsetHeight', 'offsetTop']]]) {
+    for (const name of names) {
+      const d = Object.getOwnPropertyDescriptor(proto, name);
+      Object.defineProperty(proto, name, {configurable: true, enumerable: d.enumerable, set: d.set,
+        get() { if (document.readyState === 'loading') window.__parseReads.push(name); return d.get.call(this); }});
+    }
+  }
+  const rect = Element.prototype.getBoundingClientRect;
+  Element.prototype.getBoundingClientRect = function () {
+    if (document.readyState === 'loading') window.__parseReads.push('getBoundingClientRect');
+    return rect.call(this); };
+  new MutationObserver((records) => {
+    batch += 1;
+    for (const r of records) {
+      const fig = r.target.closest && r.target.closest('.attnlib-xp');
+      if (!fig || ![...r.addedNodes].some(n => n.nodeType === 1 && !['SCRIPT', 'STYLE', 'NOSCRIPT', 'FIGCAPTION'].includes(n.tagName))) continue;
+      if (!(fig.id in window.__drawn)) window.__drawn[fig.id] = [batch, document.readyState];
+    }
+  }).observe(document, {childList: true, subtree: true});
+})();"""
+
+
+def test_figures_are_drawn_after_parsing_one_task_each(browser, figures, tmp_path_factory):
+    """Issue 38, item 7: no figure reads the layout while the page parses (each such read laid
+    out the page parsed so far, once per figure); each is drawn in a task of its own, in page
+    order, and every one is drawn."""
+    folder = tmp_path_factory.mktemp("parse_watch")
+    (folder / "index.html").write_text(xp.standalone_page(figures.values()), encoding="utf-8")
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        context.add_init_script(PARSE_WATCH)
+        page = context.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(serve(str(folder)) + "index.html", wait_until="load")
+        uids = [f.uid for f in figures.values()]
+        page.wait_for_function("(n) => document.querySelectorAll('.attnlib-xp[data-ready]').length === n", arg=len(uids))
+        assert page.evaluate("window.__parseReads") == [], "a figure read the layout while the page was parsed"
+        drawn = page.evaluate("window.__drawn")
+        assert sorted(drawn) == sorted(uids), drawn
+        assert all(state != "loading" for _, state in drawn.values()), drawn
+        batches = [drawn[u][0] for u in uids]
+        assert batches == sorted(batches) and len(set(batches)) == len(uids), f"not one task per figure: {batches}"
+        assert errors == []
+    finally:
+        context.close()
+
+
 def test_escaping_probe_stays_text(explorer_page, figures):
     page = explorer_page.page
     assert page.eval_on_selector_all("img", "els => els.length") == 0, "a token was parsed as markup"

@@ -1,7 +1,7 @@
 /* attnlib explorables: shared runtime (vanilla JS, no libraries, no network).
  * Python wraps this file, one view file and the view's data into a single IIFE per
- * instance, so nothing leaks into the page's global scope and two instances never
- * share state.  Every token or label reaches the DOM through textContent, never
+ * instance, so nothing leaks into the page's global scope and two instances share no
+ * state (only the queue that schedules their drawing, xpSchedule).  Every token or label reaches the DOM through textContent, never
  * innerHTML. */
 var SVGNS = "http://www.w3.org/2000/svg";
 
@@ -137,13 +137,44 @@ function labelRoom(tokens, size) {
 
 /* Width available to a view inside `root` (its content box), in CSS pixels, so that a view
  * lays itself out for the column it sits in: about 700 px on a desktop page, 330 px on a
- * 390 px phone.  Falls back to 700 when the figure is not laid out (e.g. display: none). */
+ * 390 px phone.  Falls back to 700 when the figure is not laid out (e.g. display: none).
+ * During a figure's first drawing this is the width xpSchedule measured for it beforehand. */
 function columnWidth(root) {
+  if (root.__xpWidth) return root.__xpWidth;
+  return measureColumn(root);
+}
+
+function measureColumn(root) {
   var w = root.clientWidth;
   if (!(w > 0)) return 700;
   var cs = window.getComputedStyle(root);
   w -= (parseFloat(cs.paddingLeft) || 0) + (parseFloat(cs.paddingRight) || 0);
   return Math.max(200, Math.min(900, Math.floor(w)));
+}
+
+/* Draw a figure after the page has been parsed, never while it parses.  Each figure's script
+ * queues `draw` here; once the document is parsed (DOMContentLoaded, or at once in a task of
+ * its own when it already is, as in a notebook's output), every queued figure's column width
+ * is read in one go (one layout for all of them, where reading it in each script forced a
+ * layout of the page parsed so far, once per figure), then each figure is drawn in a task of
+ * its own, in page order.  The queue is the one thing instances share (window.__attnlibXp). */
+function xpSchedule(root, draw) {
+  var q = window.__attnlibXp || (window.__attnlibXp = {jobs: [], armed: false});
+  q.jobs.push([root, draw]);
+  if (q.armed) return;
+  q.armed = true;
+  function drain() {
+    var jobs = q.jobs.splice(0, q.jobs.length), i = 0;
+    q.armed = false;
+    for (var j = 0; j < jobs.length; j++) jobs[j][0].__xpWidth = measureColumn(jobs[j][0]);
+    (function next() {
+      if (i >= jobs.length) return;
+      var job = jobs[i++];
+      try { job[1](); } finally { delete job[0].__xpWidth; setTimeout(next, 0); }
+    })();
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", drain);
+  else setTimeout(drain, 0);
 }
 
 /* An <svg> that keeps its aspect ratio and shrinks with its box (never wider than W). */
