@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 __all__ = ["RUNNING", "BEARS", "PAIR", "PADDED_BATCH", "SINK_PROBES", "load_text", "words_of",
-           "COREFERENCE_PAIRS"]
+           "COREFERENCE_PAIRS", "COREFERENCE_HELD_OUT"]
 
 _DATA = Path(__file__).parent / "data"
 _WORD = re.compile(r"[a-z]+(?:-[a-z]+)*|--|[^\sa-z]")
@@ -94,8 +94,10 @@ def words_of(text: str) -> list[str]:
 #: because it's too large"; the others are written in its form: a property that fits only one of
 #: the two nouns.  The referent is the reading an English speaker gives; none is ambiguous in
 #: the way "The cat sat on the mat because it was warm." is.  In every pair ``referent_a`` is the
-#: subject and ``referent_b`` the object (not counterbalanced): a word that drew weight to the
-#: object for another reason would look like a referent effect.
+#: subject.  The shift a pair gives (:func:`attnlib.evidence.referent_shifts`) is the same
+#: whichever sentence comes first, so that order is not a confound; the changed word is: a word
+#: often used with one of the nouns (*delicious* with *worm*) could draw weight to it without
+#: any reading of the pronoun (:func:`attnlib.evidence.control_shifts` is the control).
 COREFERENCE_PAIRS = (
     ("The trophy did not fit in the suitcase because it was too big.",
      "The trophy did not fit in the suitcase because it was too small.", "trophy", "suitcase"),
@@ -129,4 +131,47 @@ COREFERENCE_PAIRS = (
      "The knife could not cut the bread because it was too hard.", "knife", "bread"),
     ("The plane could not land on the runway because it was too heavy.",
      "The plane could not land on the runway because it was too short.", "plane", "runway"),
+)
+
+#: A second set of 16 minimal pairs in the form of :data:`COREFERENCE_PAIRS`, none of whose
+#: sentences is in it.  A reviewer of chapter 8 wrote 17 after the first set's result was known
+#: (11 of 16 shifts positive, p = 0.21) and before running them; then, before the run chapter 8
+#: reports, one was dropped (*lorry* is two word pieces), four whose subject was a person were
+#: rewritten with another subject (a person is *he* or *she*, not *it*), and two adjectives that
+#: fit either noun (a key can be *rusty*, a dog *old*) were replaced.  The reviewer's run of the
+#: first wording had given 14 of 16 shifts positive; the set as it stands gives what chapter 8
+#: reports.
+COREFERENCE_HELD_OUT = (
+    ('The cat chased the bird because it was hungry.',
+     'The cat chased the bird because it was slow.', 'cat', 'bird'),
+    ('The crane could not lift the box because it was too weak.',
+     'The crane could not lift the box because it was too heavy.', 'crane', 'box'),
+    ('The ladder could not reach the shelf because it was too short.',
+     'The ladder could not reach the shelf because it was too high.', 'ladder', 'shelf'),
+    ('The wolf ate the sheep because it was starving.',
+     'The wolf ate the sheep because it was slow.', 'wolf', 'sheep'),
+    ('The bag could not hold the book because it was too small.',
+     'The bag could not hold the book because it was too big.', 'bag', 'book'),
+    ('The lion attacked the deer because it was hungry.',
+     'The lion attacked the deer because it was weak.', 'lion', 'deer'),
+    ('The key would not open the lock because it was bent.',
+     'The key would not open the lock because it was jammed.', 'key', 'lock'),
+    ('The puppy dropped the spoon because it was sleepy.',
+     'The puppy dropped the spoon because it was slippery.', 'puppy', 'spoon'),
+    ('The ship could not enter the harbour because it was too large.',
+     'The ship could not enter the harbour because it was too shallow.', 'ship', 'harbour'),
+    ('The hawk caught the rabbit because it was fast.',
+     'The hawk caught the rabbit because it was slow.', 'hawk', 'rabbit'),
+    ('The tiger could not climb the wall because it was too heavy.',
+     'The tiger could not climb the wall because it was too steep.', 'tiger', 'wall'),
+    ('The dog chewed the bone because it was bored.',
+     'The dog chewed the bone because it was fresh.', 'dog', 'bone'),
+    ('The chair would not fit under the desk because it was too tall.',
+     'The chair would not fit under the desk because it was too low.', 'chair', 'desk'),
+    ('The snake swallowed the egg because it was hungry.',
+     'The snake swallowed the egg because it was small.', 'snake', 'egg'),
+    ('The bear could not open the jar because it was too clumsy.',
+     'The bear could not open the jar because it was too tight.', 'bear', 'jar'),
+    ('The goat ate the paper because it was curious.',
+     'The goat ate the paper because it was soft.', 'goat', 'paper'),
 )

@@ -46,7 +46,7 @@ __all__ = [
     "reference_sentences", "uniform_weight", "positional_lifts", "positional_lift", "positional_baseline",
     "token_position", "pair_weights", "head_ablation", "layer_ablation", "ablation_table", "patching_effects",
     "probe_accuracy", "TAGGED_SENTENCES", "tagged_features", "pos_probe",
-    "binomial_test", "sign_test", "referent_shifts", "control_labels",
+    "binomial_test", "sign_test", "referent_shifts", "control_shifts", "control_labels",
 ]
 
 _SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
@@ -728,4 +728,50 @@ def referent_shifts(pairs, layer: int, head: int, *, query: str = "it", model=No
                      "weights_a": wa, "weights_b": wb, "gain_a": gain_a, "gain_b": gain_b,
                      "shift": (gain_a + gain_b) / 2, "winner_a": winner_a, "winner_b": winner_b,
                      "moved": winner_a != winner_b})
+    return rows
+
+
+def control_shifts(pairs, layer: int, head: int, *, query: str = "it", model=None, tokenizer=None) -> list:
+    """The control of :func:`referent_shifts`: the same shift, read from the sentence's other
+    words instead of the pronoun.
+
+    In a bidirectional encoder every word of a pair's sentences sees the changed word, so the
+    changed word could pull every query's weight towards the noun it is often used with
+    (*delicious* towards *worm*), pronoun or not.  For each pair, each token that occurs exactly
+    once in both texts and is none of ``[CLS]``, ``[SEP]``, ``query`` and the two referents
+    (the changed word differs between the texts, so it never qualifies) is taken as the query in
+    turn, and its shift is computed exactly as :func:`referent_shifts` computes the pronoun's:
+    the mean gain of a noun's weight in the text where it is the referent.  If the pronoun's
+    shift exceeds the other words' mean shift in most pairs (a sign test on the differences),
+    the shift is the pronoun's own, not the changed word's pull on every query.
+
+    Shapes:
+        returns one dict per pair: ``text_a``, ``text_b``, ``queries`` (the control tokens, in
+        sentence order), ``shifts`` (``{token: shift}``, unitless, in [-1, 1]), ``mean`` (their
+        mean), ``pronoun`` (``query``'s own shift, as :func:`referent_shifts`) and ``excess``
+        (``pronoun - mean``).
+
+    Raises:
+        as :func:`referent_shifts`; ValueError: a pair leaves no control token.
+    """
+    own = referent_shifts(pairs, layer, head, query=query, model=model, tokenizer=tokenizer)
+    rows = []
+    for (text_a, text_b, ref_a, ref_b), mine in zip(pairs, own):
+        att_a = encoder.get_attentions(text_a, model=model, tokenizer=tokenizer)
+        att_b = encoder.get_attentions(text_b, model=model, tokenizer=tokenizer)
+        ta, tb = list(att_a.tokens), list(att_b.tokens)
+        A, B = att_a.head(layer, head), att_b.head(layer, head)               # (T_a, T_a), (T_b, T_b)
+        skip = {"[CLS]", "[SEP]", query, ref_a, ref_b}
+        queries = [t for t in ta if t not in skip and ta.count(t) == 1 and tb.count(t) == 1]
+        if not queries:
+            raise ValueError(f"{text_a!r} and {text_b!r} share no word to serve as a control query")
+        shifts = {}
+        for q in queries:
+            qa, qb = ta.index(q), tb.index(q)
+            gain_a = float(A[qa, ta.index(ref_a)] - B[qb, tb.index(ref_a)])
+            gain_b = float(B[qb, tb.index(ref_b)] - A[qa, ta.index(ref_b)])
+            shifts[q] = (gain_a + gain_b) / 2
+        mean = sum(shifts.values()) / len(shifts)
+        rows.append({"text_a": text_a, "text_b": text_b, "queries": queries, "shifts": shifts, "mean": mean,
+                     "pronoun": mine["shift"], "excess": mine["shift"] - mean})
     return rows

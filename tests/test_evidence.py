@@ -427,11 +427,13 @@ def test_sign_test_errors():
         evidence.sign_test(torch.ones(2, 2))
 
 
-def test_coreference_pairs_are_minimal_pairs_the_encoder_can_read(encoder):
+@pytest.mark.parametrize("name", ["COREFERENCE_PAIRS", "COREFERENCE_HELD_OUT"])
+def test_coreference_pairs_are_minimal_pairs_the_encoder_can_read(encoder, name):
     _, tokenizer = encoder
-    assert len(corpus.COREFERENCE_PAIRS) >= 12
-    assert len({pair[0] for pair in corpus.COREFERENCE_PAIRS}) == len(corpus.COREFERENCE_PAIRS)
-    for text_a, text_b, ref_a, ref_b in corpus.COREFERENCE_PAIRS:
+    pairs = getattr(corpus, name)
+    assert len(pairs) >= 12
+    assert len({pair[0] for pair in pairs}) == len(pairs)
+    for text_a, text_b, ref_a, ref_b in pairs:
         words_a, words_b = text_a.split(), text_b.split()
         assert len(words_a) == len(words_b) and sum(a != b for a, b in zip(words_a, words_b)) == 1, text_a
         tokens_a, tokens_b = tokenizer.tokenize(text_a), tokenizer.tokenize(text_b)
@@ -471,6 +473,56 @@ def test_referent_shifts_swap_sign_when_the_pair_is_read_backwards(encoder):
     wrong = evidence.referent_shifts(swapped, 4, 3, model=model, tokenizer=tokenizer)
     for r, w in zip(right, wrong):
         assert w["shift"] == pytest.approx(-r["shift"], abs=1e-12)
+
+
+def test_the_held_out_pairs_share_no_sentence_with_the_first_set():
+    first = {text for pair in corpus.COREFERENCE_PAIRS for text in pair[:2]}
+    assert not first & {text for pair in corpus.COREFERENCE_HELD_OUT for text in pair[:2]}
+
+
+def test_control_shifts_read_the_other_words_of_the_sentence(encoder):
+    """Oracle: every control query's shift from the model's own weights; the pronoun's shift is
+    referent_shifts'; the control queries are the words once in both texts, minus [CLS], [SEP],
+    the pronoun and the nouns (so never the changed word)."""
+    model, tokenizer = encoder
+    pairs = corpus.COREFERENCE_PAIRS[:2] + corpus.COREFERENCE_HELD_OUT[:1]
+    rows = evidence.control_shifts(pairs, 4, 3, model=model, tokenizer=tokenizer)
+    own = evidence.referent_shifts(pairs, 4, 3, model=model, tokenizer=tokenizer)
+    for row, mine, (text_a, text_b, ref_a, ref_b) in zip(rows, own, pairs):
+        att_a = get_attentions(text_a, model=model, tokenizer=tokenizer)
+        att_b = get_attentions(text_b, model=model, tokenizer=tokenizer)
+        A, B, ta, tb = att_a.head(4, 3), att_b.head(4, 3), list(att_a.tokens), list(att_b.tokens)
+        changed = {a for a, b in zip(ta, tb) if a != b} | {b for a, b in zip(ta, tb) if a != b}
+        want_queries = [t for t in ta if ta.count(t) == 1 and tb.count(t) == 1
+                        and t not in ("[CLS]", "[SEP]", "it", ref_a, ref_b)]
+        assert row["queries"] == want_queries and not changed & set(row["queries"]) and len(want_queries) >= 3
+        for q in want_queries:
+            i, j = ta.index(q), tb.index(q)
+            gain_a = float(A[i, ta.index(ref_a)]) - float(B[j, tb.index(ref_a)])
+            gain_b = float(B[j, tb.index(ref_b)]) - float(A[i, ta.index(ref_b)])
+            assert row["shifts"][q] == pytest.approx((gain_a + gain_b) / 2, abs=1e-6)
+        assert row["mean"] == pytest.approx(sum(row["shifts"].values()) / len(want_queries), abs=1e-12)
+        assert row["pronoun"] == mine["shift"] and row["excess"] == pytest.approx(mine["shift"] - row["mean"], abs=1e-12)
+
+
+def test_control_shifts_vanish_when_nothing_changes_and_turn_with_the_referents(encoder):
+    model, tokenizer = encoder
+    text = corpus.COREFERENCE_PAIRS[0][0]
+    same = evidence.control_shifts([(text, text, "trophy", "suitcase")], 4, 3, model=model, tokenizer=tokenizer)[0]
+    assert all(v == 0 for v in same["shifts"].values()) and same["pronoun"] == 0 and same["excess"] == 0
+    pairs = corpus.COREFERENCE_HELD_OUT[:2]
+    right = evidence.control_shifts(pairs, 4, 3, model=model, tokenizer=tokenizer)
+    swapped = evidence.control_shifts([(a, b, rb, ra) for a, b, ra, rb in pairs], 4, 3, model=model, tokenizer=tokenizer)
+    for r, w in zip(right, swapped):
+        assert w["mean"] == pytest.approx(-r["mean"], abs=1e-12) and w["excess"] == pytest.approx(-r["excess"], abs=1e-12)
+
+
+def test_control_shifts_errors(encoder):
+    model, tokenizer = encoder
+    with pytest.raises(ValueError, match="no word"):
+        evidence.control_shifts([("cat it dog", "cat it dog", "cat", "dog")], 4, 3, model=model, tokenizer=tokenizer)
+    with pytest.raises(TypeError, match="pairs"):
+        evidence.control_shifts("not pairs", 4, 3, model=model, tokenizer=tokenizer)
 
 
 def test_referent_shifts_errors(encoder):
