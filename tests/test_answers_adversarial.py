@@ -213,7 +213,8 @@ def test_an_honest_reading_is_still_graded():
     assert problem is None and runs[0]["tokens"][0] == "[CLS]"
 
 
-@pytest.mark.parametrize("losses", [[NAN, 1.0], [True, 1.0], [INF, 1.0], [-INF, 1.0], [1.0], [1.0, 1.0, 1.0], ["1", 1.0]])
+@pytest.mark.parametrize("losses", [[NAN, 1.0], [True, 1.0], [INF, 1.0], [-INF, 1.0], [1.0], [1.0, 1.0, 1.0], ["1", 1.0],
+                                    [10 ** 400, 1.0], [-1, 1.0]])
 def test_the_circuit_labs_reading_refuses_the_same_forgeries(losses):
     """Chapter 6's sentence answers (``model="tiny"``) have their own reader, ``ch06._lab_run``:
     the same rule (finite reals, no bools, one loss per predicted word)."""

@@ -25,6 +25,7 @@ from the chapter's kernel, so nothing is trained twice), rounded as the page sho
 from __future__ import annotations
 
 import functools
+import math
 
 from .core import checker, grade_choice, grade_number, parse_token, right, wrong
 from .registry import define
@@ -670,6 +671,18 @@ def copy_kinds(words: list) -> list:
     return out
 
 
+def _is_loss(x) -> bool:
+    """A loss in nats as the page sends it: a finite, non-negative float (an int as large as
+    10**400 cannot become one; True is not a number)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    try:
+        x = float(x)
+    except OverflowError:
+        return False
+    return math.isfinite(x) and x >= 0
+
+
 def _lab_run(answer, variants):
     """``(words, losses, None)`` from a circuit-lab answer, or ``(None, None, Feedback)``: one
     text, read by the model, with a finite, non-negative loss per word for every variant."""
@@ -691,8 +704,7 @@ def _lab_run(answer, variants):
         return None, None, wrong("The model's reading of your words could not be read.")
     for v in variants:
         values = loss.get(v["name"])
-        if not isinstance(values, list) or len(values) != len(words) - 1 or any(
-                isinstance(x, bool) or not isinstance(x, (int, float)) or not x >= 0 or x == float("inf") for x in values):
+        if not isinstance(values, list) or len(values) != len(words) - 1 or not all(map(_is_loss, values)):
             return None, None, wrong("The model's losses for your words could not be read.")
     return words, loss, None
 
