@@ -16,7 +16,9 @@ the preface says it too, gluing :data:`WORDS_PER_MINUTE` and :data:`SECONDS_PER_
   it (the solutions, any dropdown).  Cells removed from the page (``remove-cell``) are not in
   it at all.
 
-The total is rounded to the nearest minute (at least 1).
+The total is rounded to the nearest minute (at least 1).  Sections whose title begins with
+:data:`GOING_FURTHER` are optional (issue 37 item 10): the line gives the main line's time and,
+apart, what those sections add, so that a reader can plan the chapter without them.
 
 How: on ``doctree-resolved`` (glued values pasted, ``{only}`` resolved, outputs chosen: the
 page as it will be written), a paragraph is inserted after the title of the page's first
@@ -43,6 +45,8 @@ SECONDS_PER_FIGURE = 15
 DEFAULT_PAGES = r"^chapters/\d\d_"
 #: The class of the inserted paragraph.
 CLASS = "reading-time"
+#: How the title of an optional section begins; its words and figures are counted apart.
+GOING_FURTHER = "Going further"
 
 RULE = (f"Words of prose at {WORDS_PER_MINUTE} a minute, plus {SECONDS_PER_FIGURE} s for each figure. "
         "Code cells (their code and outputs, except figure captions), code blocks and folded "
@@ -130,14 +134,44 @@ def count(doctree) -> tuple[int, int]:
     return count_words("".join(out)), figures
 
 
-def line_html(words: int, figures: int) -> str:
-    """The paragraph shown under the title: the minutes, the counts, the rule as its tooltip."""
-    minutes = reading_minutes(words, figures)
-    counts = f"{words:,} word{'' if words == 1 else 's'}"
+def count_optional(doctree) -> tuple[int, int, int]:
+    """``(words, figures, sections)`` of the page's optional sections (title beginning with
+    :data:`GOING_FURTHER`), counted as :func:`count` counts; one nested in another is part of
+    it, not counted again."""
+    from docutils import nodes
+    words = figures = n = 0
+    for section in doctree.findall(nodes.section):
+        title = section[0] if section.children and isinstance(section[0], nodes.title) else None
+        if title is None or not title.astext().strip().startswith(GOING_FURTHER):
+            continue
+        if any(isinstance(a, nodes.section) and a[0].astext().strip().startswith(GOING_FURTHER)
+               for a in _ancestors(section, None) if a.children and isinstance(a[0], nodes.title)):
+            continue
+        w, f = count(section)
+        words, figures, n = words + w, figures + f, n + 1
+    return words, figures, n
+
+
+def _counts(words: int, figures: int) -> str:
+    text = f"{words:,} word{'' if words == 1 else 's'}"
     if figures:
-        counts += f", {figures} figure{'' if figures == 1 else 's'}"
-    return (f'<p class="{CLASS}" title="{html.escape(RULE)}"><em>Reading time: about {minutes} '
-            f'minute{"" if minutes == 1 else "s"}</em> ({counts})</p>\n')
+        text += f", {figures} figure{'' if figures == 1 else 's'}"
+    return text
+
+
+def line_html(words: int, figures: int, optional: tuple[int, int, int] = (0, 0, 0)) -> str:
+    """The paragraph shown under the title: the minutes of the main line (``words`` and
+    ``figures`` without the ``optional`` ones: ``(words, figures, sections)``), the counts, and
+    what the optional "Going further" sections add when there are any; the rule as its tooltip."""
+    minutes = reading_minutes(words, figures)
+    line = (f'<p class="{CLASS}" title="{html.escape(RULE)}"><em>Reading time: about {minutes} '
+            f'minute{"" if minutes == 1 else "s"}</em> ({_counts(words, figures)})')
+    o_words, o_figures, sections = optional
+    if sections:
+        more = reading_minutes(o_words, o_figures)
+        line += (f"; the optional &#8220;{GOING_FURTHER}&#8221; section{'s add' if sections > 1 else ' adds'} "
+                 f"about {more} minute{'' if more == 1 else 's'} more ({_counts(o_words, o_figures)})")
+    return line + "</p>\n"
 
 
 def insert_line(doctree) -> object | None:
@@ -148,7 +182,8 @@ def insert_line(doctree) -> object | None:
     if section is None or not section.children or not isinstance(section[0], nodes.title):
         return None
     words, figures = count(doctree)
-    line = nodes.raw("", line_html(words, figures), format="html")
+    optional = count_optional(doctree)
+    line = nodes.raw("", line_html(words - optional[0], figures - optional[1], optional), format="html")
     section.insert(1, line)
     return line
 

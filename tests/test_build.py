@@ -373,6 +373,42 @@ def test_the_count_skips_code_cells_and_folded_parts_but_not_captions():
     assert rt.count(doc) == (13, 1)
 
 
+def test_going_further_sections_are_counted_apart_and_shown_as_optional():
+    """Issue 37 item 10: a section titled "Going further..." (and whatever it holds, a nested
+    one included, once) is left out of the main line's minutes and stated apart."""
+    from docutils import nodes
+    rt = _reading_time()
+
+    def section(title, *paragraphs, images=0):
+        s = nodes.section()
+        s += nodes.title("", title)
+        for text in paragraphs:
+            s += nodes.paragraph("", text)
+        for _ in range(images):
+            s += nodes.image(uri="x.png")
+        return s
+
+    doc = nodes.document("", "")
+    top = section("A chapter", "word " * 400, images=1)                       # 2 + 400 words, 1 figure
+    extra = section("Going further: a digression", "word " * 600, images=2)   # 4 + 600 words, 2 figures
+    extra += section("Going further inside", "word " * 50)                     # 3 + 50, part of the one above
+    top += extra
+    top += section("Summary", "word " * 10)                                     # 1 + 10
+    doc += top
+    assert rt.count(doc) == (2 + 400 + 4 + 600 + 3 + 50 + 1 + 10, 3)
+    assert rt.count_optional(doc) == (4 + 600 + 3 + 50, 2, 1)
+    line = rt.insert_line(doc).astext()
+    main_words = 2 + 400 + 1 + 10
+    assert f"about {rt.reading_minutes(main_words, 1)} minutes</em> ({main_words} words, 1 figure)" in line
+    assert (f"the optional &#8220;Going further&#8221; section adds about {rt.reading_minutes(657, 2)} minutes more "
+            "(657 words, 2 figures)</p>") in line
+    plain = nodes.document("", "")
+    plain += section("A chapter", "word " * 400)
+    assert "Going further" not in rt.insert_line(plain).astext()
+    two = rt.line_html(100, 0, (400, 0, 2))
+    assert "sections add about 2 minutes more (400 words)" in two
+
+
 def _write_tiny_book(root: Path) -> None:
     """A Sphinx project with the book's parsers (myst-nb with stored outputs, sphinx-exercise)
     and the extension: a chapter notebook and a page that is not a chapter."""
