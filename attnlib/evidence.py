@@ -46,7 +46,7 @@ __all__ = [
     "reference_sentences", "uniform_weight", "positional_lifts", "positional_lift", "positional_baseline",
     "token_position", "pair_weights", "head_ablation", "layer_ablation", "ablation_table", "patching_effects",
     "probe_accuracy", "TAGGED_SENTENCES", "tagged_features", "pos_probe",
-    "binomial_test", "sign_test", "referent_shifts", "control_shifts", "control_labels",
+    "binomial_test", "sign_test", "referent_shifts", "query_key_shifts", "control_shifts", "control_labels",
 ]
 
 _SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
@@ -731,6 +731,69 @@ def referent_shifts(pairs, layer: int, head: int, *, query: str = "it", model=No
     return rows
 
 
+def query_key_shifts(pairs, layer: int, head: int, *, query: str = "it", model=None, tokenizer=None) -> list:
+    """Which side of the dot product moves a pronoun's weight: the shift of
+    :func:`referent_shifts`, split into what the pronoun's **query** changes and what the nouns'
+    **keys** change between the two sentences.
+
+    The weights of ``query`` are ``softmax(q K^T / sqrt(d_k))`` (Vaswani et al. 2017, eq. 1),
+    with ``q`` its query and ``K`` the keys of its sentence, at ``layer``, ``head``.  A minimal
+    pair gives two queries, ``q_a`` and ``q_b``, and two sets of keys, ``K_a`` and ``K_b``, over
+    the same positions (the texts must tokenize to the same length).  Crossing them gives four
+    rows of weights; ``(q_a, K_a)`` and ``(q_b, K_b)`` are the model's own.  The shift is then
+    computed, as :func:`referent_shifts` computes it, between
+
+    * ``(q_a, K)`` and ``(q_b, K)`` for ``K`` = ``K_a``, then ``K_b``, averaged: ``shift_query``,
+      what the query's change alone does;
+    * ``(q, K_a)`` and ``(q, K_b)`` for ``q`` = ``q_a``, then ``q_b``, averaged: ``shift_key``,
+      what the keys' change alone does.
+
+    Averaging over the other side makes the split exact: ``shift_query + shift_key = shift``
+    (each side's share is its Shapley value in the two-player game of query and keys).  The
+    weights are recomputed from the model's ``q`` and ``k`` (:func:`attnlib.encoder.run`); the
+    crossing keeps everything below ``layer`` as the model computed it for each sentence.
+
+    Shapes:
+        returns one dict per pair: ``text_a``, ``text_b``, ``shift`` (as :func:`referent_shifts`,
+        from the recomputed weights), ``shift_query`` and ``shift_key`` (differences of weights,
+        unitless, in [-1, 1]).
+
+    Raises:
+        as :func:`referent_shifts`; ValueError: the two texts of a pair tokenize to different
+            lengths, or ``query`` sits at different positions in them.
+    """
+    referent_shifts(pairs[:1], layer, head, query=query, model=model, tokenizer=tokenizer)   # its checks
+    rows = []
+    for text_a, text_b, ref_a, ref_b in pairs:
+        run_a = encoder.run(text_a, model=model, tokenizer=tokenizer)
+        run_b = encoder.run(text_b, model=model, tokenizer=tokenizer)
+        ta, tb = list(run_a.tokens), list(run_b.tokens)
+        if len(ta) != len(tb):
+            raise ValueError(f"{text_a!r} and {text_b!r} tokenize to {len(ta)} and {len(tb)} tokens; "
+                             "crossing queries and keys needs the same positions")
+        i = token_position(ta, query)
+        if token_position(tb, query) != i:
+            raise ValueError(f"{query!r} sits at different positions in {text_a!r} and {text_b!r}")
+        ja, jb = token_position(ta, ref_a), token_position(ta, ref_b)
+        q = {"a": run_a.head("q", layer, head)[i].double(), "b": run_b.head("q", layer, head)[i].double()}   # (d_k,)
+        K = {"a": run_a.head("k", layer, head).double(), "b": run_b.head("k", layer, head).double()}         # (T, d_k)
+        scale = q["a"].shape[-1] ** 0.5
+
+        def w(qs, ks):                                     # the weights of the query on the two nouns
+            row = torch.softmax(K[ks] @ q[qs] / scale, dim=-1)                                        # (T,)
+            return float(row[ja]), float(row[jb])
+
+        def shift(first, second):                          # referent_shifts' shift between two rows
+            (a_a, b_a), (a_b, b_b) = first, second         # weights on ref_a, ref_b in "text a", "text b"
+            return ((a_a - a_b) + (b_b - b_a)) / 2
+
+        s_query = (shift(w("a", "a"), w("b", "a")) + shift(w("a", "b"), w("b", "b"))) / 2
+        s_key = (shift(w("a", "a"), w("a", "b")) + shift(w("b", "a"), w("b", "b"))) / 2
+        s_all = shift(w("a", "a"), w("b", "b"))
+        rows.append({"text_a": text_a, "text_b": text_b, "shift": s_all, "shift_query": s_query, "shift_key": s_key})
+    return rows
+
+
 def control_shifts(pairs, layer: int, head: int, *, query: str = "it", model=None, tokenizer=None) -> list:
     """The control of :func:`referent_shifts`: the same shift, read from the sentence's other
     words instead of the pronoun.
@@ -743,7 +806,10 @@ def control_shifts(pairs, layer: int, head: int, *, query: str = "it", model=Non
     turn, and its shift is computed exactly as :func:`referent_shifts` computes the pronoun's:
     the mean gain of a noun's weight in the text where it is the referent.  If the pronoun's
     shift exceeds the other words' mean shift in most pairs (a sign test on the differences),
-    the shift is the pronoun's own, not the changed word's pull on every query.
+    the shift is not only the changed word's pull on every query.  It may still come from the
+    nouns' keys, which only the queries that look at the nouns can see: in a head whose other
+    queries look elsewhere that would move the pronoun's weights alone.
+    :func:`query_key_shifts` separates the two.
 
     Shapes:
         returns one dict per pair: ``text_a``, ``text_b``, ``queries`` (the control tokens, in

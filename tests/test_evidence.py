@@ -517,6 +517,56 @@ def test_control_shifts_vanish_when_nothing_changes_and_turn_with_the_referents(
         assert w["mean"] == pytest.approx(-r["mean"], abs=1e-12) and w["excess"] == pytest.approx(-r["excess"], abs=1e-12)
 
 
+def test_query_key_shifts_cross_the_models_own_queries_and_keys(encoder):
+    """Oracle: the crossed weights from q and k as the model computed them (HF eager attention's
+    softmax(q k^T / sqrt(d_k)) reproduces its weights); the split is exact, and each side's share
+    is the mean of its two crossings."""
+    model, tokenizer = encoder
+    pairs = corpus.COREFERENCE_PAIRS[:2] + corpus.COREFERENCE_HELD_OUT[:1]
+    rows = evidence.query_key_shifts(pairs, 4, 3, model=model, tokenizer=tokenizer)
+    own = evidence.referent_shifts(pairs, 4, 3, model=model, tokenizer=tokenizer)
+    for row, mine, (text_a, text_b, ref_a, ref_b) in zip(rows, own, pairs):
+        ra, rb = (attnlib.encoder.run(x, model=model, tokenizer=tokenizer) for x in (text_a, text_b))
+        i, ja, jb = ra.tokens.index("it"), ra.tokens.index(ref_a), ra.tokens.index(ref_b)
+        q = {"a": ra.head("q", 4, 3)[i].double(), "b": rb.head("q", 4, 3)[i].double()}
+        K = {"a": ra.head("k", 4, 3).double(), "b": rb.head("k", 4, 3).double()}
+        W = {(x, y): torch.softmax(K[y] @ q[x] / 32 ** 0.5, -1) for x in "ab" for y in "ab"}
+        torch.testing.assert_close(W["a", "a"].float(), ra.head("pattern", 4, 3)[i], atol=1e-6, rtol=0)
+        torch.testing.assert_close(W["b", "b"].float(), rb.head("pattern", 4, 3)[i], atol=1e-6, rtol=0)
+
+        def shift(u, v):
+            return (float(u[ja] - v[ja]) + float(v[jb] - u[jb])) / 2
+
+        assert row["shift"] == pytest.approx(mine["shift"], abs=1e-6)
+        assert row["shift_query"] == pytest.approx((shift(W["a", "a"], W["b", "a"]) + shift(W["a", "b"], W["b", "b"])) / 2, abs=1e-12)
+        assert row["shift_key"] == pytest.approx((shift(W["a", "a"], W["a", "b"]) + shift(W["b", "a"], W["b", "b"])) / 2, abs=1e-12)
+        assert row["shift_query"] + row["shift_key"] == pytest.approx(row["shift"], abs=1e-12)
+
+
+def test_query_key_shifts_give_each_side_only_what_it_changes(encoder):
+    """A pair whose two texts are the same gives zero everywhere; swapping the named referents
+    turns every share round."""
+    model, tokenizer = encoder
+    text = corpus.COREFERENCE_PAIRS[0][0]
+    same = evidence.query_key_shifts([(text, text, "trophy", "suitcase")], 4, 3, model=model, tokenizer=tokenizer)[0]
+    assert same["shift"] == same["shift_query"] == same["shift_key"] == 0
+    pairs = corpus.COREFERENCE_HELD_OUT[:2]
+    right = evidence.query_key_shifts(pairs, 4, 3, model=model, tokenizer=tokenizer)
+    swapped = evidence.query_key_shifts([(a, b, rb, ra) for a, b, ra, rb in pairs], 4, 3, model=model, tokenizer=tokenizer)
+    for r, w in zip(right, swapped):
+        assert w["shift_query"] == pytest.approx(-r["shift_query"], abs=1e-12)
+        assert w["shift_key"] == pytest.approx(-r["shift_key"], abs=1e-12)
+
+
+def test_query_key_shifts_errors(encoder):
+    model, tokenizer = encoder
+    with pytest.raises(ValueError, match="tokenize to"):
+        evidence.query_key_shifts([("The cat ate because it was hungry.", "The cat ate because it was very hungry.",
+                                    "cat", "hungry")], 4, 3, model=model, tokenizer=tokenizer)
+    with pytest.raises(TypeError, match="pairs"):
+        evidence.query_key_shifts([("a", "b")], 4, 3, model=model, tokenizer=tokenizer)
+
+
 def test_control_shifts_errors(encoder):
     model, tokenizer = encoder
     with pytest.raises(ValueError, match="no word"):
