@@ -88,6 +88,17 @@ def test_no_build_time_status_message_on_any_page(book):
     assert not found, "build-time status messages printed on the page:\n" + "\n".join(found)
 
 
+def test_no_page_shows_a_cells_error_stream(book):
+    """A warning a library logs while a cell runs (matplotlib's "Font 'default' does not have a
+    glyph for '\\n'", once on six chapters) reaches the page as a grey stderr box a reader cannot
+    act on.  No page of the book shows one."""
+    found = []
+    for page in book_pages():
+        for box in _soup(page).select(".output.stderr"):
+            found.append(f"{page.relative_to(book)}: {' '.join(box.get_text(' ').split())[:160]!r}")
+    assert not found, "stderr shown on the page:\n" + "\n".join(found)
+
+
 def test_bibliography_labels_and_entries_are_clean(book):
     soup = _soup(book / "chapters" / "references.html")
     entries = soup.select(".citation-list > .citation")

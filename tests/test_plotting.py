@@ -105,6 +105,23 @@ def test_render_png_raises_text_under_the_minimum_and_records_the_smallest():
         render_png(fig, minimum=0)
 
 
+def test_a_wrapped_title_with_maths_is_measured_line_by_line_without_a_glyph_warning(caplog):
+    """The phone variant wraps long titles; a title with mathtext and a line break was parsed
+    whole, which made matplotlib log "Font 'default' does not have a glyph for '\\n'" into the
+    executed pages (chapters 1-5 and 10).  Each line is measured as matplotlib lays it out."""
+    fig, ax = plt.subplots(figsize=(4, 3))
+    title = ax.set_title("dense layer: one matrix\n$W_k$ for every input", fontsize=10)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="matplotlib"):
+        size = text_size(title)
+        render_png(fig)
+    assert not [r for r in caplog.records if "glyph" in r.getMessage()], [r.getMessage() for r in caplog.records]
+    assert size == pytest.approx(7.0)                         # the subscript k at mathtext's 0.7
+    plain = ax.set_title("no maths\non two lines", fontsize=10)
+    assert text_size(plain) == 10
+    plt.close(fig)
+
+
 def test_book_style_renders_every_notebook_figure_through_render_png():
     """In IPython, book_style() puts render_png behind the PNG of every figure displayed."""
     from IPython.core.interactiveshell import InteractiveShell

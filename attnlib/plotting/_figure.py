@@ -141,9 +141,12 @@ def text_size(t: matplotlib.text.Text) -> float:
     """The size in points of the smallest letter or digit that ``t`` draws: its font size,
     times 0.7 where mathtext draws a sub- or superscript."""
     s = t.get_text()
-    if t.get_usetex() or not t.get_parse_math() or not cbook.is_math_text(s):
+    if t.get_usetex() or not t.get_parse_math():
         return t.get_fontsize()
-    return t.get_fontsize() * _script_ratio(s)
+    # line by line, as matplotlib lays a text out: mathtext has no line breaks, and parsing a
+    # wrapped title whole logged "Font 'default' does not have a glyph for '\n'" into the page
+    ratios = [_script_ratio(line) for line in s.split("\n") if cbook.is_math_text(line)]
+    return t.get_fontsize() * min(ratios, default=1.0)
 
 
 def min_text_size(fig) -> float:
