@@ -94,3 +94,34 @@ def test_formulas_are_not_tab_stops_and_scrolling_boxes_are(book, browser):  # n
                 problems.append(f"{rel} {viewport}: boxes that scroll but take no focus: {unreachable[:4]}")
     print("Tab stops per page:", stops)
     assert not problems, "\n".join(problems)
+
+
+# The element that has focus after each Tab, and whether a focus indicator is drawn on it: an
+# outline of at least 2 px, or a box shadow (the theme's own focus style on some controls).
+FOCUS_SEEN = """() => {
+  const e = document.activeElement, s = getComputedStyle(e);
+  const ring = s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 2;
+  return {text: (e.getAttribute('aria-label') || e.getAttribute('title') || e.textContent || e.tagName).trim().slice(0, 40),
+          seen: ring || s.boxShadow !== 'none'};
+}"""
+
+
+@pytest.mark.book
+@pytest.mark.parametrize("viewport", ["phone", "desktop"])
+def test_every_early_tab_stop_shows_where_the_focus_is(book, browser, viewport):  # noqa: F811
+    """WCAG 2.4.7: a keyboard reader sees where the focus is.  The first 24 Tab stops of a
+    chapter (the header's buttons, the sidebar toggle, the page's first links and boxes) each draw
+    a focus indicator; the theme's header buttons drew none (found by a keyboard check at 390 px)."""
+    visit = ScreenVisit(browser, serve(str(book)) + "chapters/08_real_model.html", viewport, "light")
+    try:
+        _settle(visit.page)
+        unseen = []
+        for _ in range(24):
+            visit.page.keyboard.press("Tab")
+            stop = visit.page.evaluate(FOCUS_SEEN)
+            if not stop["seen"]:
+                unseen.append(stop["text"])
+    finally:
+        visit.close()
+    assert not unseen, f"Tab stops with no visible focus at {viewport}: {unseen}"
+
