@@ -171,6 +171,18 @@ def main() -> None:
         "script": "bench/bench_positions.py", "settings": settings(), "runs": runs,
         "learned_table_of_seq_len_refuses": refusal,
         "uniform_loss": math.log(len(induction.vocabulary())),   # nats of a uniform guess over the words
+        **run_record(t0, load_before),
+    }
+    OUT.mkdir(exist_ok=True)
+    (OUT / "positions.json").write_text(json.dumps(result, indent=1) + "\n")
+    (OUT / "positions.md").write_text(markdown(result))
+
+
+def run_record(t0: float, load_before) -> dict:
+    """What a training benchmark records about its run (this one and bench_rope_scaling.py):
+    the machine, the load average before and after, the total seconds since ``t0``
+    (``time.perf_counter()``), the peak resident memory (MB) and the date."""
+    return {
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                     "cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
                     "threads_for_training": 1},
@@ -178,9 +190,6 @@ def main() -> None:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
-    OUT.mkdir(exist_ok=True)
-    (OUT / "positions.json").write_text(json.dumps(result, indent=1) + "\n")
-    (OUT / "positions.md").write_text(markdown(result))
 
 
 def markdown(r: dict) -> str:

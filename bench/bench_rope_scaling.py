@@ -23,8 +23,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
-import resource
 import sys
 import time
 from pathlib import Path
@@ -134,12 +132,7 @@ def main() -> None:
                   + "; induction " + ", ".join(f"{e['induction_best']:.3f}" for e in evals), flush=True)
     result = {
         "script": "bench/bench_rope_scaling.py", "settings": settings(), "runs": runs, "frequencies": frequencies(),
-        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                    "cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-                    "threads_for_training": 1},
-        "load_before": load_before, "load_after": os.getloadavg(), "total_seconds": time.perf_counter() - t0,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        **positions_bench.run_record(t0, load_before),
     }
     OUT.mkdir(exist_ok=True)
     (OUT / "rope_scaling.json").write_text(json.dumps(result, indent=1) + "\n")
