@@ -4,56 +4,36 @@ Chapter 6 trains a two-layer attention-only model (:mod:`attnlib.induction`) in 
 previous-token head and an induction head form.  The circuit lab lets a reader of the published
 page run that model on a word sequence of their own, at any of :data:`N_CHECKPOINTS` moments of
 its training, switch heads off and patch activations between two runs, with no kernel.  This
-module is the lab's one definition, used in two places:
-
-* at build time (``_ext/tiny_model.py``): :func:`write_site_files` exports the chosen checkpoints
-  and the one-layer control to ONNX (:class:`LabGraph`, float32), checks every file against
-  :func:`attnlib.transformer.run` with onnxruntime (:func:`check`; the build fails above
-  :data:`BUILD_TOLERANCE`), and keeps each checkpoint's weights as ``<name>.pt``
-  (:meth:`attnlib.transformer.TinyTransformer.load` reads it);
-* in the kernel: :func:`lab_models` gives the same checkpoints as PyTorch models, and
-  :func:`read` is what a lab exercise's grader receives, computed with PyTorch; the page
-  computes the same dict with ``window.attnlibTiny`` (``attnlib/static/xp_tiny.js``).
+module is the lab in the kernel: which checkpoints it offers (:func:`checkpoint_steps`), the same
+checkpoints as PyTorch models (:func:`lab_models`), and :func:`read`, what a lab exercise's
+grader receives, computed with PyTorch; the page computes the same dict with
+``window.attnlibTiny`` (``attnlib/static/xp_tiny.js``).  The build-time exporter that writes
+those checkpoints for the page is :mod:`attnlib.circuit_export`.
 
 The edits are :mod:`attnlib.edits`'s spec: ``{"layer", "head", "mode": "zero" | "mean" | "patch",
 "source"?, "position"?}``.  Mean ablation replaces a head's output by its mean over the
-chapter's held-out repeated sequences (:func:`attnlib.induction.head_means`), stored per checkpoint so that
-the page uses the same numbers.
+chapter's held-out repeated sequences (:func:`attnlib.transformer.reference_means`), stored per
+checkpoint so that the page uses the same numbers.
 
 Shapes legend: ``B`` batch, ``L`` layers, ``H`` heads, ``T`` tokens, ``V`` vocabulary,
 ``d_head`` a head's width, ``d_model`` the model's width.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-import shutil
-import warnings
-from pathlib import Path
-
 import torch
-from torch import nn
 
 from . import _validate, induction
 from .transformer import TinyTransformer, run
 
-__all__ = ["N_CHECKPOINTS", "BUILD_TOLERANCE", "LabGraph", "checkpoint_steps", "lab_checkpoints", "lab_models",
+__all__ = ["N_CHECKPOINTS", "checkpoint_steps", "lab_checkpoints", "lab_models",
            "head_scores", "pair_metric", "corrupted_position", "default_pair", "lab_data",
-           "export", "check", "write_site_files", "read_words", "read", "CONTROL"]
+           "read_words", "read", "CONTROL"]
 
 #: Checkpoints of the two-layer run the page offers (the first and last steps included).
 N_CHECKPOINTS = 16
 
-#: Largest difference allowed between a logit of an exported graph and PyTorch's (nats).
-BUILD_TOLERANCE = 1e-4
-
 #: The name of the one-layer control in the lab.
 CONTROL = "one-layer"
-
-# The exporter's version: part of the key of the exported files (bump when the graph changes).
-_GRAPH_VERSION = "1"
-
 
 def checkpoint_steps(history: dict, n: int = N_CHECKPOINTS) -> list:
     """``n`` probe steps of a training run, dense where the induction head forms: the first
@@ -190,17 +170,17 @@ def lab_data(words=None, corrupt=None, *, model_name: str | None = None, layer: 
     }
 
 
-# The lab in this process: its checkpoints, and each model and its head means once built, for the
+# The lab in this process: its checkpoints, and each model once built, for the
 # trained runs they come from (held here, so that they stay alive while they key the entry).  A lab
 # exercise's grader reads the reader's words with one model (:func:`read`), twenty times in
-# chapter 6's feeder solution, which built all 17 models and that model's head means every time.
+# chapter 6's feeder solution, which built all 17 models every time (the head means are
+# attnlib.transformer.reference_means's, kept per model there).
 _LAB: dict = {}
 
 
 def _lab() -> dict:
     """The lab's entry for the current trained runs (:func:`attnlib.induction.trained`), made anew
-    when they changed: ``{"runs", "checkpoints": {name: (history, step, scores)}, "models": {},
-    "means": {}}``."""
+    when they changed: ``{"runs", "checkpoints": {name: (history, step, scores)}, "models": {}}``."""
     _, history2 = induction.trained(2)
     _, history1 = induction.trained(1)
     runs = _LAB.get("runs")
@@ -209,7 +189,7 @@ def _lab() -> dict:
         last = int(history1["probe_step"][-1])
         checkpoints[CONTROL] = (history1, last, head_scores(history1, last))
         _LAB.clear()
-        _LAB.update(runs=(history2, history1), checkpoints=checkpoints, models={}, means={})
+        _LAB.update(runs=(history2, history1), checkpoints=checkpoints, models={})
     return _LAB
 
 
@@ -234,15 +214,6 @@ def _lab_model(name: str) -> TinyTransformer:
     return lab["models"][name]
 
 
-def _lab_means(name: str) -> torch.Tensor:
-    """:func:`attnlib.induction.head_means` of the model ``name``, computed once."""
-    lab = _lab()
-    model = _lab_model(name)
-    if name not in lab["means"]:
-        lab["means"][name] = induction.head_means(model)
-    return lab["means"][name]
-
-
 def lab_models() -> dict:
     """The lab's models in the kernel: ``{name: (model, step, scores)}`` in the page's order, the
     :func:`checkpoint_steps` of the chapter's two-layer run (names ``"step-<step>"``) and the
@@ -251,242 +222,6 @@ def lab_models() -> dict:
     per process and run: every call returns the same model objects, so treat them as read-only
     (:func:`lab_checkpoints` lists them without building any)."""
     return {name: (_lab_model(name), step, scores) for name, (step, scores) in lab_checkpoints().items()}
-
-
-class LabGraph(nn.Module):
-    """The graph the page runs: a :class:`~attnlib.transformer.TinyTransformer` (learned
-    positions) written out with every edit of :mod:`attnlib.edits` as an input, so one graph
-    serves intact runs, zero and mean ablation and patching.
-
-    Inputs:
-        tokens ``(B, T)`` int64; head_mask ``(B, L, H, T)`` and head_value ``(B, L, H, T, d_head)``:
-        where the mask is 1, the head's output at that position (``z``, before ``W_O``) is
-        replaced by the value (zeros, the head's mean, or another run's ``z``); resid_mask
-        ``(B, L + 1, T)`` and resid_value ``(B, L + 1, T, d_model)``: the same for the stream
-        entering each block (entry ``L``: the stream after the last block).
-    Outputs:
-        logits ``(B, T, V)``, pattern ``(B, L, H, T, T)``, z ``(B, L, H, T, d_head)`` (after the
-        edits), resid ``(B, L + 1, T, d_model)`` (after the edits).
-    """
-
-    def __init__(self, model: TinyTransformer):
-        super().__init__()
-        if not isinstance(model, TinyTransformer) or model.positions != "learned":
-            raise TypeError("LabGraph needs a TinyTransformer with learned positions")
-        self.model = model.eval()
-
-    def forward(self, tokens, head_mask, head_value, resid_mask, resid_value):
-        m = self.model
-        B, T = tokens.shape
-        H, dh = m.n_heads, m.d_head
-        x = m.tok_emb(tokens) + m.pos_emb.weight[:T]                     # (B, T, d_model)
-        allowed = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
-        resid, patterns, zs = [], [], []
-        for layer, block in enumerate(m.blocks):
-            keep = resid_mask[:, layer, :, None]
-            x = x * (1 - keep) + resid_value[:, layer] * keep
-            resid.append(x)
-            h, a = block.ln_attn(x), block.attn
-            q = a.q_proj(h).view(B, T, H, dh).transpose(1, 2)              # (B, H, T, d_head)
-            k = a.k_proj(h).view(B, T, H, dh).transpose(1, 2)
-            v = a.v_proj(h).view(B, T, H, dh).transpose(1, 2)
-            scores = (q @ k.transpose(-2, -1)) / math.sqrt(dh)             # (B, H, T, T)
-            weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
-            z = weights @ v                                                 # (B, H, T, d_head)
-            swap = head_mask[:, layer, :, :, None]
-            z = z * (1 - swap) + head_value[:, layer] * swap
-            patterns.append(weights)
-            zs.append(z)
-            x = x + a.out_proj(z.transpose(1, 2).reshape(B, T, H * dh))
-        keep = resid_mask[:, m.n_layers, :, None]
-        x = x * (1 - keep) + resid_value[:, m.n_layers] * keep
-        resid.append(x)
-        logits = m.unembed(m.ln_out(x))
-        return logits, torch.stack(patterns, 1), torch.stack(zs, 1), torch.stack(resid, 1)
-
-
-def _feeds(model: TinyTransformer, tokens: torch.Tensor) -> dict:
-    """Inputs of :class:`LabGraph` for an intact run of ``tokens`` ``(B, T)``."""
-    B, T = tokens.shape
-    L, H, dh, d = model.n_layers, model.n_heads, model.d_head, model.tok_emb.weight.shape[1]
-    return {"tokens": tokens, "head_mask": torch.zeros(B, L, H, T), "head_value": torch.zeros(B, L, H, T, dh),
-            "resid_mask": torch.zeros(B, L + 1, T), "resid_value": torch.zeros(B, L + 1, T, d)}
-
-
-def export(model: TinyTransformer, path) -> Path:
-    """Export ``model`` as a :class:`LabGraph` to ``path`` (ONNX, opset 17, float32, dynamic
-    batch and length).
-
-    Raises:
-        TypeError: as :class:`LabGraph`.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    graph = LabGraph(model.cpu())
-    feeds = _feeds(model, torch.tensor([[1, 2, 3, 1, 2]]))
-    names = list(feeds)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")                                     # the tracer's notes on shapes
-        torch.onnx.export(
-            graph, tuple(feeds.values()), str(path), dynamo=False, opset_version=17,
-            input_names=names, output_names=["logits", "pattern", "z", "resid"],
-            dynamic_axes={"tokens": {0: "B", 1: "T"}, "head_mask": {0: "B", 3: "T"}, "head_value": {0: "B", 3: "T"},
-                          "resid_mask": {0: "B", 2: "T"}, "resid_value": {0: "B", 2: "T"},
-                          "logits": {0: "B", 1: "T"}, "pattern": {0: "B", 3: "T", 4: "T"}, "z": {0: "B", 3: "T"},
-                          "resid": {0: "B", 2: "T"}})
-    return path
-
-
-def _check_edits(model: TinyTransformer, generator: torch.Generator, T: int, source, means=None) -> list:
-    """A few edits of each kind for :func:`check`, drawn with ``generator`` (mean ablation with
-    ``means``, default :func:`attnlib.induction.head_means`)."""
-    L, H = model.n_layers, model.n_heads
-    pick = lambda n: int(torch.randint(n, (1,), generator=generator))    # noqa: E731
-    return [
-        [],
-        [{"layer": pick(L), "head": pick(H), "mode": "zero"}],
-        [{"layer": pick(L), "head": pick(H), "mode": "mean", "source": induction.head_means(model) if means is None else means}],
-        [{"layer": pick(L), "head": pick(H), "mode": "patch", "source": source, "position": pick(T)}],
-        [{"layer": pick(L + 1), "head": None, "mode": "patch", "source": source, "position": pick(T)}],
-    ]
-
-
-def _graph_inputs(model: TinyTransformer, tokens: torch.Tensor, edits: list) -> dict:
-    """:class:`LabGraph`'s inputs for ``edits`` (the spec of :mod:`attnlib.edits`, checked):
-    the same translation the page's worker makes."""
-    from .edits import as_edits
-    feeds = _feeds(model, tokens)
-    for edit in as_edits(edits, model.n_layers, model.n_heads):
-        at = slice(None) if edit.position is None else edit.position
-        if edit.head is None:
-            feeds["resid_mask"][:, edit.layer, at] = 1
-            if edit.mode == "patch":
-                feeds["resid_value"][:, edit.layer, at] = edit.source.resid_pre[edit.layer][:, at]
-            continue
-        feeds["head_mask"][:, edit.layer, edit.head, at] = 1
-        if edit.mode == "mean":
-            feeds["head_value"][:, edit.layer, edit.head, at] = edit.source[edit.layer, edit.head]
-        elif edit.mode == "patch":
-            feeds["head_value"][:, edit.layer, edit.head, at] = edit.source.z[edit.layer][:, edit.head, at]
-    return {k: v.numpy() for k, v in feeds.items()}
-
-
-def check(path, model: TinyTransformer, *, n: int = 8, seed: int = 0, tolerance: float = BUILD_TOLERANCE) -> dict:
-    """Run the exported graph at ``path`` with onnxruntime (CPU) on ``n`` seeded random word
-    sequences of random lengths (2 to ``max_len`` tokens), intact and with zero, mean and patch
-    edits, and compare logits, attention weights and head outputs with
-    :func:`attnlib.transformer.run`.
-
-    Returns:
-        ``{"max_logit_diff", "max_weight_diff", "runs"}`` (nats, probabilities, count).
-
-    Raises:
-        ValueError: a logit or weight differs by more than ``tolerance``; the message names the run.
-        ImportError: ``onnxruntime`` is not installed.
-    """
-    import onnxruntime as ort
-
-    tolerance = _validate.real(tolerance, "tolerance", low=0.0)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    model = model.cpu().eval()
-    g = torch.Generator().manual_seed(seed)
-    worst_logit = worst_weight = 0.0
-    runs = 0
-    for i in range(n):
-        T = int(torch.randint(2, model.max_len + 1, (1,), generator=g))
-        tokens = torch.randint(model.vocab_size, (2, T), generator=g)
-        source = run(model, torch.randint(model.vocab_size, (2, T), generator=g))
-        means = model.head_means(torch.randint(model.vocab_size, (8, model.max_len), generator=g))
-        for edits in _check_edits(model, g, T, source, means):
-            want = run(model, tokens, edits=edits)
-            logits, pattern, z, _ = session.run(None, _graph_inputs(model, tokens, edits))
-            d_logit = float(abs(logits - want.logits.numpy()).max())
-            d_weight = max(float(abs(pattern - want.stacked("pattern").transpose(0, 1).numpy()).max()),
-                           float(abs(z - want.stacked("z").transpose(0, 1).numpy()).max()))
-            worst_logit, worst_weight, runs = max(worst_logit, d_logit), max(worst_weight, d_weight), runs + 1
-            if max(d_logit, d_weight) > tolerance:
-                raise ValueError(f"the exported lab model {Path(path).name} differs from PyTorch by "
-                                 f"{max(d_logit, d_weight):.2e} (> {tolerance:g}) on sequence {i} "
-                                 f"({T} tokens) with edits {[e for e in edits]!r}")
-    return {"max_logit_diff": worst_logit, "max_weight_diff": worst_weight, "runs": runs}
-
-
-def _site_key() -> str:
-    """What decides the exported files: the trained runs' cache keys (configuration, the training
-    sources, torch) and this module's source."""
-    parts = []
-    for n_layers in (2, 1):
-        model = induction.build_model(n_layers)
-        config = induction.TrainConfig(n_layers=n_layers, seed=0, steps=induction.STEPS, n_heads=model.n_heads,
-                                       vocab_size=len(induction.vocabulary()), device=str(next(model.parameters()).device))
-        parts.append(induction._cache_key(config))
-    digest = hashlib.sha256(json.dumps([parts, _GRAPH_VERSION, torch.__version__]).encode())
-    digest.update(Path(__file__).read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def write_site_files(folder, *, cache=None, keep=None) -> dict:
-    """Write what the page's circuit lab fetches into ``folder``: one ``<name>.onnx`` per model
-    of :func:`lab_models` and ``tiny.json`` (the vocabulary, the sizes, and per model its step,
-    file size and SHA-256 (and ``digest``, one SHA-256 over them all: the name of the reader's
-    browser cache), its heads' induction and previous-token scores on the chapter's probe
-    sequences, its :func:`attnlib.induction.head_means`, and :func:`check`'s figures).  With ``keep`` (a
-    folder), each model's weights are also saved there as ``<name>.pt``
-    (:meth:`TinyTransformer.save`).  With ``cache`` (a folder), the export and its checks are
-    reused while the trained runs and this module are unchanged.
-
-    Returns:
-        the ``tiny.json`` dict.
-
-    Raises:
-        ValueError: an exported graph fails :func:`check`.
-    """
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    key = _site_key()
-    cached = Path(cache) / key if cache is not None else None
-    if cached is not None and (cached / "tiny.json").is_file():
-        source = cached
-    else:
-        source = cached if cached is not None else folder
-        source.mkdir(parents=True, exist_ok=True)
-        _, history2 = induction.trained(2)
-        models = []
-        for name, (model, step, scores) in lab_models().items():
-            export(model, source / f"{name}.onnx")
-            figures = check(source / f"{name}.onnx", model, seed=len(models))
-            (source / "weights").mkdir(exist_ok=True)
-            model.save(source / "weights" / f"{name}.pt")
-            models.append({
-                "name": name, "step": step, "n_layers": model.n_layers, "control": name == CONTROL,
-                "bytes": (source / f"{name}.onnx").stat().st_size,
-                "sha256": hashlib.sha256((source / f"{name}.onnx").read_bytes()).hexdigest(),
-                **scores,
-                "means": [round(float(x), 7) for x in induction.head_means(model).flatten()],
-                "check": figures})
-        some = models[0]
-        probe = induction.repeated_sequences(1, seed=0)[0]
-        info = {
-            "graph_version": _GRAPH_VERSION, "vocabulary": induction.vocabulary(), "max_len": induction.SEQ_LEN,
-            "n_heads": induction.N_HEADS, "d_model": induction.D_MODEL, "d_head": induction.D_MODEL // induction.N_HEADS,
-            "steps": int(history2["probe_step"][-1]), "models": models, "tolerance": BUILD_TOLERANCE,
-            "digest": hashlib.sha256("".join(m["sha256"] for m in models).encode()).hexdigest(),
-            "example": induction.decode(probe),
-            "uniform_induction": induction.uniform_induction_score(), "uniform_previous": induction.uniform_previous_score(),
-        }
-        (source / "tiny.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
-    if source != folder:
-        for path in source.glob("*.onnx"):
-            shutil.copyfile(path, folder / path.name)
-        shutil.copyfile(source / "tiny.json", folder / "tiny.json")
-    if keep is not None:
-        keep = Path(keep)
-        keep.mkdir(parents=True, exist_ok=True)
-        for path in (source / "weights").glob("*.pt"):
-            shutil.copyfile(path, keep / path.name)
-    return json.loads((folder / "tiny.json").read_text(encoding="utf-8"))
 
 
 def read_words(text) -> list:
@@ -530,7 +265,6 @@ def read(texts, model_name: str, variants) -> dict:
     """
     import torch.nn.functional as F
     model = _lab_model(model_name)                  # this one model, built once per process
-    means = _lab_means(model_name)
     out = {"texts": list(texts), "runs": []}
     for text in texts:
         try:
@@ -540,8 +274,7 @@ def read(texts, model_name: str, variants) -> dict:
         tokens = induction.encode(found)[None]
         losses = {}
         for variant in variants:
-            edits = [{**e, "source": means} if e.get("mode") == "mean" else e for e in variant["edits"]]
-            logits = run(model, tokens, edits=edits).logits[0]
+            logits = run(model, tokens, edits=variant["edits"]).logits[0]
             losses[variant["name"]] = [round(float(x), 6) for x in F.cross_entropy(logits[:-1], tokens[0, 1:], reduction="none")]
         out["runs"].append({"words": found, "loss": losses})
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["RUNNING", "BEARS", "PAIR", "PADDED_BATCH", "SINK_PROBES", "load_text", "words_of",
+__all__ = ["reference_sentences", "RUNNING", "BEARS", "PAIR", "PADDED_BATCH", "SINK_PROBES", "load_text", "words_of",
            "COREFERENCE_PAIRS", "COREFERENCE_HELD_OUT"]
 
 _DATA = Path(__file__).parent / "data"
@@ -177,3 +177,15 @@ COREFERENCE_HELD_OUT = (
     ('The goat ate the paper because it was curious.',
      'The goat ate the paper because it was soft.', 'goat', 'paper'),
 )
+
+
+def reference_sentences() -> list:
+    """The reference sentences for baselines: :data:`SINK_PROBES` and every
+    sentence of the Gettysburg Address with more than three words (18 sentences): what the encoder's baselines
+    are measured on, and the reference inputs of its mean ablation (:func:`attnlib.encoder.run`).
+
+    >>> len(reference_sentences())
+    18
+    """
+    speech = [s.strip() + "." for s in re.split(r"\.", load_text("gettysburg")) if len(s.split()) > 3]
+    return list(SINK_PROBES) + speech

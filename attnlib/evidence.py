@@ -39,6 +39,7 @@ from fractions import Fraction
 import torch
 
 from . import _validate, corpus, encoder
+from .corpus import reference_sentences
 from .edits import head_means
 from .encoder.loading import model_and_tokenizer
 
@@ -50,17 +51,6 @@ __all__ = [
 ]
 
 _SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
-
-
-def reference_sentences() -> list:
-    """The reference sentences for baselines: :data:`attnlib.corpus.SINK_PROBES` and every
-    sentence of the Gettysburg Address with more than three words (18 sentences).
-
-    >>> len(reference_sentences())
-    18
-    """
-    speech = [s.strip() + "." for s in re.split(r"\.", corpus.load_text("gettysburg")) if len(s.split()) > 3]
-    return list(corpus.SINK_PROBES) + speech
 
 
 def uniform_weight(n_keys: int) -> float:

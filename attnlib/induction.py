@@ -55,14 +55,14 @@ from . import _validate, corpus, model_cache
 from .evidence import uniform_weight
 from .devices import default_device
 from .measures import offset_share
-from .transformer import STATIC_BOOK_ENV, TinyTransformer
+from .transformer import STATIC_BOOK_ENV, TinyTransformer, repeated_tokens, run
 
 __all__ = [
     "SEQ_LEN", "CHUNK", "SPAN_MIN", "D_MODEL", "N_HEADS", "BATCH_SIZE", "LR", "STEPS",
     "vocabulary", "encode", "decode", "training_batch", "repeated_sequences", "text_sequences",
     "build_model", "TrainConfig", "train", "induction_scores", "previous_token_scores", "duplicate_token_scores",
     "repeated_loss", "natural_repeats", "natural_repeat_loss",
-    "uniform_induction_score", "uniform_previous_score", "offset_baseline", "head_patterns", "head_means", "trained",
+    "uniform_induction_score", "uniform_previous_score", "offset_baseline", "head_patterns", "trained",
     "TRAINING_SOURCES", "checkpoint",
 ]
 
@@ -200,9 +200,8 @@ def repeated_sequences(n: int = N_HELD_OUT, seed: int = 0) -> torch.Tensor:
         returns ``(n, SEQ_LEN)`` int64.
     """
     n = _validate.positive_int(n, "n")
-    g = _generator(seed, _HELD_OUT_REPEATED)
-    half = torch.stack([torch.randperm(len(_speech()[0]), generator=g)[:SEQ_LEN // 2] for _ in range(n)])
-    return torch.cat([half, half], dim=1)
+    seed = _validate.non_negative_int(seed, "seed")
+    return repeated_tokens(n, SEQ_LEN, len(_speech()[0]), _HELD_OUT_REPEATED + seed)
 
 
 def _plain_sequences(n: int, seed: int) -> torch.Tensor:
@@ -535,24 +534,13 @@ def checkpoint(history: dict, step: int) -> TinyTransformer:
 @torch.no_grad()
 def head_patterns(model, tokens, edits=()) -> list:
     """The model's attention weights on ``tokens`` (one ``(B, H, T, T)`` tensor per layer, on
-    the CPU), with ``edits`` (:mod:`attnlib.edits`'s spec, heads only) applied."""
+    the CPU), with ``edits`` (:mod:`attnlib.edits`'s spec) applied."""
     model = _model(model)
-    model.eval()
-    return [w.cpu() for w in model(tokens.to(_device(model)), edits=edits)[1]]
-
-
-@torch.no_grad()
-def head_means(model, seed: int = 0) -> torch.Tensor:
-    """Each head's mean output over the held-out :func:`repeated_sequences` (``seed``): the
-    ``source`` of a mean-ablation edit in this chapter's measures (``{"layer", "head", "mode":
-    "mean", "source": head_means(model)}``), in the kernel and in the circuit lab alike.
-
-    Shapes:
-        returns ``(n_layers, H, d_head)`` float32 on the CPU.
-    """
-    model = _model(model)
-    model.eval()
-    return model.head_means(repeated_sequences(N_HELD_OUT, seed).to(_device(model))).float().cpu()
+    tokens = tokens.to(_device(model))
+    if not edits:                                       # the intact model: its own forward pass
+        model.eval()
+        return [w.cpu() for w in model(tokens)[1]]
+    return [w.cpu() for w in run(model, tokens, edits=edits).pattern]
 
 
 def induction_scores(model, seed: int = 0, *, edits=()) -> torch.Tensor:
@@ -700,8 +688,7 @@ def natural_repeat_loss(model, edits=(), seed: int = 0) -> dict:
     model = _model(model)
     tokens = text_sequences(N_HELD_OUT, seed)
     kinds = natural_repeats(tokens)
-    model.eval()
-    logits, _ = model(tokens.to(_device(model)), edits=edits)
+    logits = run(model, tokens.to(_device(model)), edits=edits).logits
     loss = _next_token_loss(logits, tokens.to(_device(model))).cpu()              # (B, T-1)
     out = {k: loss[m].mean().item() for k, m in kinds.items()}
     out["counts"] = {k: int(m.sum()) for k, m in kinds.items()}
@@ -714,9 +701,10 @@ _HALVES = ("second", "first")
 @torch.no_grad()
 def repeated_loss(model, edits=(), seed: int = 0, *, half: str = "second") -> float:
     """Mean next-token loss, in nats, on one half of the held-out :func:`repeated_sequences`
-    (``seed``), with ``edits`` (:mod:`attnlib.edits`'s spec, heads only) applied: for example
+    (``seed``), with ``edits`` (:mod:`attnlib.edits`'s spec) applied: for example
     ``[{"layer": 1, "head": 0, "mode": "zero"}]`` (zero ablation) or ``[{"layer": 1, "head": 0,
-    "mode": "mean", "source": head_means(model)}]`` (mean ablation).
+    "mode": "mean"}]`` (mean ablation: the head's mean output over the held-out repeated
+    sequences, :func:`attnlib.transformer.reference_means`).
 
     ``half="second"`` scores the predictions of the tokens of the second copy that copying
     can predict (positions ``T/2 + 1 .. T-1``: the token before each of them occurred earlier,
@@ -731,8 +719,7 @@ def repeated_loss(model, edits=(), seed: int = 0, *, half: str = "second") -> fl
     model = _model(model)
     half = _validate.choice(half, _HALVES, "half")
     tokens = repeated_sequences(N_HELD_OUT, seed).to(_device(model))
-    model.eval()
-    logits, _ = model(tokens, edits=edits)
+    logits = run(model, tokens, edits=edits).logits
     loss = _next_token_loss(logits, tokens)                       # (B, T-1): entry i predicts token i + 1
     n = tokens.shape[1] // 2
     part = loss[:, n:] if half == "second" else loss[:, :n - 1]

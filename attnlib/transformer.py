@@ -14,7 +14,7 @@ and in chapter 6), ``"rope"`` (no table; every layer rotates each head's queries
 :func:`attnlib.apply_rope`, Su et al. 2021) or ``"alibi"`` (no table; every layer adds the
 bias ``-m_h (i - j)`` to head ``h``'s causal scores, :func:`alibi_bias`, Press et al. 2022).
 
-Edits (``forward(tokens, edits=...)`` and :func:`run`, in :mod:`attnlib.edits`'s spec) switch
+Edits (:func:`run`, in :mod:`attnlib.edits`'s spec) switch
 heads off or patch them: each head's output is a block of ``d_head`` columns of the
 concatenation that enters ``W_O`` (:func:`attnlib.merge_heads`), and an edit replaces that block
 (by zeros, by the head's mean, or by another run's) before ``W_O`` mixes the heads.
@@ -24,19 +24,21 @@ Shapes legend: ``B`` batch, ``H`` heads, ``T`` sequence length (``T_q = T_k = T`
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from . import _validate
-from .edits import RunActivations, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer
+from .edits import RunActivations, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer, head_means
 from .kv_cache import KVCache
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .attention import scaled_dot_product_attention
 from .positions import apply_rope
 
-__all__ = ["TinyTransformer", "STATIC_BOOK_ENV", "POSITIONS", "alibi_slopes", "alibi_bias", "Run", "run"]
+__all__ = ["TinyTransformer", "STATIC_BOOK_ENV", "POSITIONS", "alibi_slopes", "alibi_bias", "Run", "run",
+           "repeated_tokens", "reference_tokens", "reference_means", "REFERENCE"]
 
 #: The position schemes of :class:`TinyTransformer` (``positions=``).
 POSITIONS = ("learned", "rope", "alibi")
@@ -128,24 +130,13 @@ class Block(nn.Module):
         heads, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, t, d_head), (B, H, t, T_k)
         return attn.out_proj(merge_heads(heads)), weights
 
-    def forward(self, x, edits=(), is_causal: bool = True, cache=None, start: int = 0):
-        handle = None
-        if edits:                                                # checked attnlib.edits.Edit of this layer
-
-            def swap(module, args):                              # args[0]: (B, T, H * d_head), the heads side by side
-                return (apply_head_edits(args[0], self.attn.n_heads, edits),)
-
-            handle = self.attn.out_proj.register_forward_pre_hook(swap)
-        try:
-            if self.positions != "learned":
-                a, weights = self._positional(self.ln_attn(x), start, cache)
-            elif cache is None:
-                a, weights = self.attn(self.ln_attn(x), is_causal=is_causal)  # (B, T, d_model), (B, H, T, T)
-            else:
-                a, weights = self.attn(self.ln_attn(x), cache=cache)          # (B, t, d_model), (B, H, t, T)
-        finally:
-            if handle is not None:
-                handle.remove()
+    def forward(self, x, is_causal: bool = True, cache=None, start: int = 0):
+        if self.positions != "learned":
+            a, weights = self._positional(self.ln_attn(x), start, cache)
+        elif cache is None:
+            a, weights = self.attn(self.ln_attn(x), is_causal=is_causal)  # (B, T, d_model), (B, H, T, T)
+        else:
+            a, weights = self.attn(self.ln_attn(x), cache=cache)          # (B, t, d_model), (B, H, t, T)
         return x + a, weights
 
 
@@ -169,19 +160,15 @@ class TinyTransformer(nn.Module):
         ``(B, T, V)`` (position ``i`` predicts token ``i + 1``) and ``weights``, a list of
         ``n_layers`` tensors ``(B, H, T, T)``.
 
-    ``forward(tokens, edits=[...])`` applies head edits in :mod:`attnlib.edits`'s spec, e.g.
-    ``[{"layer": 1, "head": 0, "mode": "zero"}]`` (zero ablation) or ``{..., "mode": "mean",
-    "source": model.head_means(tokens)}`` (mean ablation); the rest of the computation is
-    unchanged.  Residual-stream edits and the activations of every layer: :func:`run`.
+    ``forward`` is the intact model.  Edits (zero, mean, patch; heads and the residual stream)
+    and the activations of every layer: :func:`run`, the one door for edits.
 
     Raises:
         TypeError: a size or ``seed`` is not an int (at construction); tokens not an
-            integer tensor; an edit malformed (:func:`attnlib.edits.as_edits`).
+            integer tensor.
         ValueError: a size below 1, ``d_model`` not divisible by ``n_heads``, ``positions`` not
             one of :data:`POSITIONS` (anything else, a non-str included); tokens not
-            2-D, longer than ``max_len`` or outside ``0..V-1``; an edit of the residual stream
-            (``forward`` edits heads; :func:`run` edits both).
-        IndexError: an edited layer or head outside the model.
+            2-D, longer than ``max_len`` or outside ``0..V-1``.
 
     Source: Elhage et al. (2021), attention-only transformers; Vaswani et al. (2017); Su et
     al. (2021), RoFormer (RoPE); Press et al. (2022), "Train Short, Test Long" (ALiBi).
@@ -218,7 +205,7 @@ class TinyTransformer(nn.Module):
         """One empty :class:`attnlib.KVCache` per layer, for ``forward(..., cache=...)``."""
         return [KVCache() for _ in self.blocks]
 
-    def forward(self, tokens, edits=(), cache=None):
+    def forward(self, tokens, cache=None):
         tokens = self._tokens(tokens)
         start = 0
         if cache is not None:
@@ -229,9 +216,6 @@ class TinyTransformer(nn.Module):
             start = cache[0].length
             if start + tokens.shape[1] > self.max_len:
                 raise ValueError(f"positions up to {start + tokens.shape[1] - 1} exceed max_len = {self.max_len}")
-        head_edits, resid_edits = edits_by_layer(as_edits(edits, self.n_layers, self.n_heads))
-        if resid_edits:
-            raise ValueError("forward edits heads only; edit the residual stream with attnlib.transformer.run")
         B, T = tokens.shape
         positions = torch.arange(start, start + T, device=tokens.device)   # after what the cache holds
         x = self.tok_emb(tokens)                               # (B, T, d_model)
@@ -239,7 +223,7 @@ class TinyTransformer(nn.Module):
             x = x + self.pos_emb(positions)                    # + (T, d_model)
         weights = []
         for layer, block in enumerate(self.blocks):
-            x, w = block(x, head_edits.get(layer, ()), cache=None if cache is None else cache[layer], start=start)  # (B, T, d_model), (B, H, T, start + T)
+            x, w = block(x, cache=None if cache is None else cache[layer], start=start)  # (B, T, d_model), (B, H, T, start + T)
             weights.append(w)
         logits = self.unembed(self.ln_out(x))                  # (B, T, V)
         return logits, weights
@@ -309,27 +293,6 @@ class TinyTransformer(nn.Module):
         except RuntimeError as err:
             raise ValueError(f"{path}: the weights do not fit the stored config {config}: {err}") from None
         return model.to(device if device is not None else "cpu").eval()
-
-    @torch.no_grad()
-    def head_means(self, tokens) -> torch.Tensor:
-        """Each head's output averaged over the batch and the positions of ``tokens``: the
-        replacement used by mean ablation.
-
-        Shapes:
-            tokens ``(B, T)``; returns ``(n_layers, H, d_head)``.
-        """
-        tokens = self._tokens(tokens)
-        captured = []
-        hooks = [block.attn.out_proj.register_forward_pre_hook(
-            lambda module, args: captured.append(args[0].detach())) for block in self.blocks]
-        try:
-            self(tokens)
-        finally:
-            for hook in hooks:
-                hook.remove()
-        # each captured: (B, T, H * d_head) -> (H, d_head)
-        return torch.stack([c.mean(dim=(0, 1)).view(self.n_heads, self.d_head) for c in captured])
-
 
     @torch.no_grad()
     def generate(self, prompt, n_new: int, *, use_cache: bool = True, return_caches: bool = False):
@@ -409,7 +372,8 @@ class Run(RunActivations):
 def run(model, tokens, *, edits=()) -> Run:
     """Run ``model`` once on ``tokens`` and keep every activation of every layer and head
     (:class:`Run`), with ``edits`` applied (the spec of :mod:`attnlib.edits`: zero, mean or
-    patch, per head or for the residual stream, optionally at one position).
+    patch, per head or for the residual stream, optionally at one position).  The one way to
+    run the model with edits.  A ``"mean"`` edit without a source uses :func:`reference_means`.
 
     The pass is the model's own ``forward`` (under ``torch.no_grad()``, in evaluation mode);
     hooks read its projections, edit what enters ``W_O`` (:func:`attnlib.edits.apply_head_edits`)
@@ -435,7 +399,8 @@ def run(model, tokens, *, edits=()) -> Run:
     if isinstance(tokens, torch.Tensor) and tokens.dim() == 1:
         tokens = tokens[None]
     tokens = model._tokens(tokens)
-    edits = as_edits(edits, model.n_layers, model.n_heads)
+    edits = as_edits(edits, model.n_layers, model.n_heads, T=tokens.shape[1],
+                     reference=lambda: reference_means(model))
     head_edits, resid_edits = edits_by_layer(edits)
     model.eval()
     H, d_head = model.n_heads, model.d_head
@@ -445,8 +410,8 @@ def run(model, tokens, *, edits=()) -> Run:
     def resid_hook(layer):
         def hook(module, args):
             x = args[0]
-            if layer in resid_edits:
-                x = apply_resid_edit(x, resid_edits[layer])
+            for edit in resid_edits.get(layer, ()):
+                x = apply_resid_edit(x, edit)
             resid[layer] = x.detach()
             return (x, *args[1:])
         return hook
@@ -487,3 +452,66 @@ def run(model, tokens, *, edits=()) -> Run:
                k=tuple(proj["k", l] for l in range(model.n_layers)), v=tuple(proj["v", l] for l in range(model.n_layers)),
                attn_scores=tuple(scores), pattern=tuple(w.detach() for w in weights), z=tuple(z), logits=logits,
                edits=edits)
+
+
+#: Mean ablation's reference inputs for a :class:`TinyTransformer` (a ``"mean"`` edit without a
+#: source): ``n`` sequences of ``length / 2`` distinct token ids in a seeded random order, each
+#: followed by itself, drawn with ``seed`` (:func:`repeated_tokens`).  They are chapter 6's
+#: held-out repeated sequences (:func:`attnlib.induction.repeated_sequences`, seed 0), so the
+#: kernel's default means are the ones the circuit lab's page stores.
+REFERENCE = {"n": 256, "length": 32, "seed": 10_000}
+
+
+def repeated_tokens(n: int, length: int, vocab_size: int, seed: int) -> torch.Tensor:
+    """``n`` sequences of ``min(length // 2, vocab_size)`` distinct ids of ``0..vocab_size-1`` in
+    a random order (a ``torch.Generator`` seeded with ``seed``, one permutation per sequence),
+    each followed by a copy of itself.
+
+    Shapes:
+        returns ``(n, 2 * min(length // 2, vocab_size))`` int64.
+
+    Raises:
+        TypeError: an argument not an int.  ValueError: ``n``, ``length`` or ``vocab_size``
+            below 1 (``length`` below 2), ``seed`` negative.
+    """
+    n, vocab_size = _validate.positive_int(n, "n"), _validate.positive_int(vocab_size, "vocab_size")
+    length, seed = _validate.positive_int(length, "length"), _validate.non_negative_int(seed, "seed")
+    if length < 2:
+        raise ValueError(f"length must be at least 2 (a word and its repeat), got {length}")
+    g = torch.Generator().manual_seed(seed)
+    half = torch.stack([torch.randperm(vocab_size, generator=g)[:length // 2] for _ in range(n)])
+    return torch.cat([half, half], dim=1)
+
+
+def reference_tokens(model) -> torch.Tensor:
+    """The model's reference inputs (:data:`REFERENCE`, at most ``max_len`` tokens long), on the
+    CPU.  Shapes: ``(256, T)`` int64, ``T <= 32``."""
+    if not isinstance(model, TinyTransformer):
+        raise TypeError(f"model must be an attnlib.transformer.TinyTransformer, got {type(model).__name__}")
+    return repeated_tokens(REFERENCE["n"], min(REFERENCE["length"], model.max_len), model.vocab_size, REFERENCE["seed"])
+
+
+_REFERENCE_MEANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+@torch.no_grad()
+def reference_means(model) -> torch.Tensor:
+    """Each head's output ``z`` averaged over every token of the model's reference inputs
+    (:func:`reference_tokens`), by :func:`attnlib.edits.head_means` of an intact :func:`run`:
+    what a ``"mean"`` edit without a source puts in a head's place.  Computed once per model and
+    state of its weights (a training step recomputes it).
+
+    Shapes:
+        returns ``(n_layers, H, d_head)`` float32 on the CPU.
+
+    Raises:
+        TypeError: ``model`` not a :class:`TinyTransformer`.
+    """
+    tokens = reference_tokens(model)
+    state = tuple((p.data_ptr(), p._version) for p in model.parameters())
+    cached = _REFERENCE_MEANS.get(model)
+    if cached is None or cached[0] != state:
+        device = next(model.parameters()).device
+        means = head_means(run(model, tokens.to(device))).float().cpu()
+        _REFERENCE_MEANS[model] = cached = (state, means)
+    return cached[1]

@@ -59,6 +59,15 @@ from attnlib.encoder import browser as browser_model  # noqa: E402
 
 
 
+
+def _page_models():
+    """``_ext/page_models.py``: the build's list of in-page models and their scripts."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("page_models", ROOT / "_ext" / "page_models.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 def sentences() -> dict:
     words = corpus.load_text().split()
     short = "The cat sat on the mat because it was warm."
@@ -73,9 +82,7 @@ def sentences() -> dict:
 def build_site(folder: Path) -> dict:
     model_dir = folder / "_static" / "model"
     info = browser_model.write_site_files(model_dir, cache=ROOT / "_build" / "browser-model" / "cache")
-    shutil.copyfile(ROOT / "attnlib" / "static" / "model_worker.js", model_dir / "worker.js")
-    shutil.copyfile(ROOT / "attnlib" / "static" / "wordpiece.js", model_dir / "wordpiece.js")
-    shutil.copyfile(ROOT / "attnlib" / "static" / "worker_common.js", model_dir / "worker_common.js")
+    _page_models().copy_scripts("model", model_dir)                  # as the build copies them
     shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     from attnlib.explorables import model_lab
     lab = model_lab(corpus.RUNNING, layer=0, head=2, ablation=False)

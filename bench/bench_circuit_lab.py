@@ -2,7 +2,7 @@
 time for a full patching table, and the longest main-thread task over a reader's path.
 
 Assembles the site as ``tests/test_page_tiny.py``'s ``site`` fixture does (as ``make book``
-does, ``_ext/tiny_model.py``): ``attnlib.circuit_lab.write_site_files`` (the export cached in
+does, ``_ext/page_models.py``): ``attnlib.circuit_export.write_site_files`` (the export cached in
 ``_build/tiny-model/cache``), the worker, ``worker_common.js`` and the vendored onnxruntime-web
 under a page that carries the lab; serves it on 127.0.0.1 with every other host blocked, and
 measures with ``performance.now()`` in the page:
@@ -57,7 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from _browser_bench import FLAGS, LONG_TASKS, SETTINGS, open_page, serve  # noqa: E402
-from attnlib import circuit_lab, induction  # noqa: E402
+from attnlib import circuit_export, circuit_lab, induction  # noqa: E402
 from attnlib import explorables as xp  # noqa: E402
 
 GOALS = {"checkpoint_bytes": 6e6, "run_ms": 10.0, "table_ms": 1000.0}
@@ -65,12 +65,20 @@ RUNTIME = "_static/vendor/onnxruntime-web/"
 LAB = "_static/tiny/"
 
 
+
+def _page_models():
+    """``_ext/page_models.py``: the build's list of in-page models and their scripts."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("page_models", ROOT / "_ext" / "page_models.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 def build_site(folder: Path) -> dict:
     """The site of ``tests/test_page_tiny.py``'s ``site`` fixture: returns tiny.json's dict."""
     tiny = folder / "_static" / "tiny"
-    info = circuit_lab.write_site_files(tiny, cache=ROOT / "_build" / "tiny-model" / "cache", keep=folder / "weights")
-    shutil.copyfile(ROOT / "attnlib" / "static" / "tiny_worker.js", tiny / "worker.js")
-    shutil.copyfile(ROOT / "attnlib" / "static" / "worker_common.js", tiny / "worker_common.js")
+    info = circuit_export.write_site_files(tiny, cache=ROOT / "_build" / "tiny-model" / "cache", keep=folder / "weights")
+    _page_models().copy_scripts("tiny", tiny)                  # as the build copies them
     shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     lab = xp.circuit_lab()
     size = sum(m["bytes"] for m in info["models"])

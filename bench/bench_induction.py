@@ -59,7 +59,7 @@ def measure(seed: int) -> dict:
         "ablation_rise_second": induction.repeated_loss(model, [{"layer": last, "head": ih, "mode": "zero"}]) - intact2,
         "ablation_rise_first": induction.repeated_loss(model, [{"layer": last, "head": ih, "mode": "zero"}], half="first") - intact1,
         "mean_ablation_rise_second": induction.repeated_loss(
-            model, [{"layer": last, "head": ih, "mode": "mean", "source": induction.head_means(model)}]) - intact2,
+            model, [{"layer": last, "head": ih, "mode": "mean"}]) - intact2,
         "induction_without_layer0_head": feeder, "feeder_head": fh,
         "feeder_duplicate_score": dup[0, fh].item(), "feeder_previous_score": prev[0, fh].item(),
         "control_induction_best": ind1.max().item(), "control_loss_second": loss1,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlib import circuit_lab, induction
+from attnlib import circuit_export, circuit_lab, induction, transformer
+from attnlib.edits import head_means
 from attnlib.transformer import TinyTransformer, run
 
 
@@ -43,8 +44,8 @@ def test_a_checkpoint_is_the_model_at_that_step(history):
 
 
 def _edits(model, g, T, source):
-    means = model.head_means(torch.randint(model.vocab_size, (8, model.max_len), generator=g))
-    return circuit_lab._check_edits(model, g, T, source, means)
+    means = head_means(run(model, torch.randint(model.vocab_size, (8, model.max_len), generator=g)))
+    return circuit_export._check_edits(model, g, T, source, means)
 
 
 @pytest.mark.parametrize("n_layers", [2, 1])
@@ -52,14 +53,14 @@ def test_the_lab_graph_equals_a_run_with_every_edit(n_layers):
     """LabGraph, in PyTorch (what is exported), fed the page's translation of each edit, against
     transformer.run on seeded random sequences."""
     model = TinyTransformer(40, d_model=16, n_heads=4, n_layers=n_layers, max_len=12, seed=3).eval()
-    graph = circuit_lab.LabGraph(model)
+    graph = circuit_export.LabGraph(model)
     g = torch.Generator().manual_seed(5)
     for _ in range(4):
         T = int(torch.randint(2, 13, (1,), generator=g))
         tokens = torch.randint(40, (2, T), generator=g)
         source = run(model, torch.randint(40, (2, T), generator=g))
         for edits in _edits(model, g, T, source):
-            feeds = {k: torch.from_numpy(v) for k, v in circuit_lab._graph_inputs(model, tokens, edits).items()}
+            feeds = {k: torch.from_numpy(v) for k, v in circuit_export.feeds(model, tokens, edits).items()}
             with torch.no_grad():
                 logits, pattern, z, resid = graph(**feeds)
             want = run(model, tokens, edits=edits)
@@ -73,11 +74,11 @@ def test_the_build_check_fails_on_an_export_of_another_model(tmp_path):
     pytest.importorskip("onnxruntime")
     a = TinyTransformer(30, d_model=16, n_heads=4, n_layers=2, max_len=10, seed=1)
     b = TinyTransformer(30, d_model=16, n_heads=4, n_layers=2, max_len=10, seed=2)
-    path = circuit_lab.export(a, tmp_path / "a.onnx")
-    figures = circuit_lab.check(path, a, n=3)
-    assert figures["max_logit_diff"] <= circuit_lab.BUILD_TOLERANCE and figures["runs"] == 15
+    path = circuit_export.export(a, tmp_path / "a.onnx")
+    figures = circuit_export.check(path, a, n=3)
+    assert figures["max_logit_diff"] <= circuit_export.BUILD_TOLERANCE and figures["runs"] == 30
     with pytest.raises(ValueError, match="differs from PyTorch"):
-        circuit_lab.check(path, b, n=3)
+        circuit_export.check(path, b, n=3)
 
 
 @pytest.mark.parametrize("text, error, message", [
@@ -109,10 +110,10 @@ def test_the_pair_metric_is_the_chapters_logit_difference():
         circuit_lab.corrupted_position(a, a[:-1])
 
 
-def _counting(monkeypatch, name):
-    """Count the calls of attnlib.induction.<name> (the real function still runs)."""
-    calls, real = [], getattr(induction, name)
-    monkeypatch.setattr(induction, name, lambda *a, **k: calls.append(a[1:]) or real(*a, **k))
+def _counting(monkeypatch, name, module=induction):
+    """Count the calls of <module>.<name> (the real function still runs)."""
+    calls, real = [], getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, **k: calls.append(a[1:]) or real(*a, **k))
     return calls
 
 
@@ -122,7 +123,7 @@ def test_read_builds_the_one_model_it_reads_once_and_reads_as_a_fresh_model(monk
     building the lab's 17 models and the head means on every call cost the kernel memory), and
     the cached model reads exactly as a freshly built one."""
     monkeypatch.setattr(circuit_lab, "_LAB", {})
-    built, means = _counting(monkeypatch, "checkpoint"), _counting(monkeypatch, "head_means")
+    built, means = _counting(monkeypatch, "checkpoint"), _counting(monkeypatch, "head_means", transformer)
     name = [n for n in circuit_lab.lab_checkpoints() if n != circuit_lab.CONTROL][-1]
     assert built == [] and means == []                                   # listing builds nothing
     text = "we are met on a great battle-field of that war . we are met on a great battle-field of that nation"
@@ -135,7 +136,8 @@ def test_read_builds_the_one_model_it_reads_once_and_reads_as_a_fresh_model(monk
     fresh = induction.checkpoint(induction.trained(2)[1], induction.STEPS)
     tokens = induction.encode(circuit_lab.read_words(text))[None]
     for variant in variants:
-        edits = [{**e, "source": induction.head_means(fresh)} if e["mode"] == "mean" else e for e in variant["edits"]]
+        edits = [{**e, "source": head_means(run(fresh, induction.repeated_sequences()))} if e["mode"] == "mean" else e
+                 for e in variant["edits"]]
         want = torch.nn.functional.cross_entropy(run(fresh, tokens, edits=edits).logits[0, :-1], tokens[0, 1:],
                                                  reduction="none")
         assert answers[0]["runs"][0]["loss"][variant["name"]] == [round(float(x), 6) for x in want]

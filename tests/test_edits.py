@@ -25,7 +25,8 @@ def _fake_run(n_layers=2, B=2, T=5, H=3, d_head=4, d_model=12, seed=0):
 
 @pytest.mark.parametrize("head, cols", [(-1, slice(8, 12)), (0, slice(0, 4)), (-3, slice(0, 4))])
 def test_a_negative_head_counts_from_the_end(head, cols):
-    edited = apply_head_edits(OUT, 3, [Edit(layer=0, head=head, mode="zero")])
+    edits = as_edits([{"layer": 0, "head": head, "mode": "zero"}], 2, 3)
+    edited = apply_head_edits(OUT, 3, list(edits))
     assert torch.equal(edited[..., cols], torch.zeros(2, 5, 4))
     kept = torch.ones(12, dtype=torch.bool)
     kept[cols] = False
@@ -36,7 +37,7 @@ def test_a_mean_and_a_patch_write_that_heads_own_values():
     run = _fake_run()
     means = head_means(run)                                                    # (n_layers, H, d_head)
     torch.testing.assert_close(means[1, 2], run.z[1][:, 2].reshape(-1, 4).mean(0))
-    mean = apply_head_edits(OUT, 3, [Edit(layer=1, head=-2, mode="mean", source=means)])
+    mean = apply_head_edits(OUT, 3, [Edit(layer=1, head=1, mode="mean", source=means)])
     assert torch.equal(mean[..., 4:8], means[1, 1].expand(2, 5, 4))
     patched = apply_head_edits(OUT, 3, [Edit(layer=1, head=2, mode="patch", source=run, position=-1)])
     assert torch.equal(patched[:, -1, 8:], run.z[1][:, 2, -1]) and torch.equal(patched[:, :-1], OUT[:, :-1])
@@ -50,8 +51,8 @@ def test_a_mean_and_a_patch_write_that_heads_own_values():
     (OUT, 5, [], ValueError, r"out must be \(B, T, H \* d_head\) with H = 5"),
     (OUT, 3, None, TypeError, r"edits must be a list of attnlib.edits.Edit, got NoneType"),
     (OUT, 3, [{"layer": 0, "head": 1, "mode": "zero"}], TypeError, r"edits\[0\] must be an attnlib.edits.Edit .*as_edits"),
-    (OUT, 3, [Edit(0, 3, "zero")], IndexError, r"head must be in 0..2 \(or -3..-1 from the end\), got 3"),
-    (OUT, 3, [Edit(0, -4, "zero")], IndexError, r"head must be in 0..2 \(or -3..-1 from the end\), got -4"),
+    (OUT, 3, [Edit(0, 3, "zero")], IndexError, r"head must be in 0..2 \(as_edits normalises a negative head\), got 3"),
+    (OUT, 3, [Edit(0, -4, "zero")], IndexError, r"head must be in 0..2 \(as_edits normalises a negative head\), got -4"),
     (OUT, 3, [Edit(0, 1.0, "zero")], TypeError, r"head must be an int, got float"),
     (OUT, 3, [Edit(0, None, "patch", source=_fake_run())], TypeError, r"residual stream: apply it with apply_resid_edit"),
     (OUT, 3, [Edit(2, 1, "mean", source=torch.zeros(2, 3, 4))], IndexError, r"layer must be in 0..1"),
@@ -96,7 +97,7 @@ def test_head_means_refuses_what_is_not_a_run(bad, exc, match):
 
 def test_as_edits_normalises_heads_and_checks_the_model_sizes():
     assert as_edits([{"layer": -1, "head": -1, "mode": "zero"}], 2, 4)[0] == Edit(layer=1, head=3, mode="zero")
-    with pytest.raises(IndexError, match=r"edit 0's head must be in 0..3"):
+    with pytest.raises(IndexError, match=r"edit 0: head -5 is outside 0..3 \(or -4..-1 from the end\)"):
         as_edits([{"layer": 0, "head": -5, "mode": "zero"}], 2, 4)
     with pytest.raises(TypeError, match=r"n_layers must be a positive int, got str"):
         as_edits([], "2", 4)

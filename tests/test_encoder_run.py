@@ -168,11 +168,11 @@ ZERO_1_1 = {"layer": 1, "head": 1, "mode": "zero"}
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
-    ({"edits": "2,3"}, TypeError, "list of dicts"),
-    ({"edits": [3]}, TypeError, "must be a dict"),
+    ({"edits": "2,3"}, TypeError, "must be a list of edits"),
+    ({"edits": [3]}, TypeError, "must be an object such as"),
     ({"edits": [{"layer": 6, "head": 0, "mode": "zero"}]}, IndexError, "layer"),
     ({"edits": [{"layer": 0, "head": 12, "mode": "zero"}]}, IndexError, "head"),
-    ({"edits": [ZERO_1_1, dict(ZERO_1_1)]}, ValueError, "edited twice"),
+    ({"edits": [ZERO_1_1, dict(ZERO_1_1)]}, ValueError, "edits 0 and 1 both edit head"),
     ({"ablate": [(1, 1)]}, TypeError, "ablate"),
     ({"edits": [{"layer": 1, "head": 1, "mode": "mean", "source": torch.zeros(6, 12, 31, 2)}]}, ValueError, "d_head"),
 ])

@@ -11,7 +11,8 @@ import torch.nn.functional as F
 
 from attnlib import explorables, induction
 from attnlib.corpus import load_text, words_of
-from attnlib.transformer import STATIC_BOOK_ENV, TinyTransformer
+from attnlib.edits import head_means
+from attnlib.transformer import STATIC_BOOK_ENV, TinyTransformer, run
 
 T = induction.SEQ_LEN
 V = len(induction.vocabulary())
@@ -174,7 +175,7 @@ def test_ablation_removes_exactly_the_named_heads(ablate):
     model = small_model(seed=2).eval()
     tokens = induction.repeated_sequences(4, seed=0)
     with torch.no_grad():
-        logits, _ = model(tokens, edits=[{"layer": l, "head": h, "mode": "zero"} for l, h in ablate])
+        logits = run(model, tokens, edits=[{"layer": l, "head": h, "mode": "zero"} for l, h in ablate]).logits
         expected = reference_forward(model, tokens, ablate)
     torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-5)
 
@@ -184,8 +185,8 @@ def test_ablation_leaves_other_heads_and_earlier_layers_alone():
     tokens = induction.repeated_sequences(3, seed=1)
     with torch.no_grad():
         _, intact = model(tokens)
-        _, late = model(tokens, edits=[{"layer": 1, "head": 0, "mode": "zero"}])
-        _, early = model(tokens, edits=[{"layer": 0, "head": 1, "mode": "zero"}])
+        late = run(model, tokens, edits=[{"layer": 1, "head": 0, "mode": "zero"}]).pattern
+        early = run(model, tokens, edits=[{"layer": 0, "head": 1, "mode": "zero"}]).pattern
     assert all(torch.equal(a, b) for a, b in zip(intact, late))         # layer 1's outputs feed nothing's weights
     assert torch.equal(intact[0], early[0]) and not torch.allclose(intact[1], early[1])
 
@@ -193,17 +194,17 @@ def test_ablation_leaves_other_heads_and_earlier_layers_alone():
 def test_mean_ablation_uses_the_given_means():
     model = small_model(seed=4).eval()
     tokens = induction.repeated_sequences(3, seed=2)
-    means = model.head_means(tokens)
+    means = head_means(run(model, tokens))
     assert means.shape == (2, 2, 8)
     with torch.no_grad():
         mean = lambda source: [{"layer": 1, "head": 1, "mode": "mean", "source": source}]    # noqa: E731
-        zero = model(tokens, edits=[{"layer": 1, "head": 1, "mode": "zero"}])[0]
-        by_zero_means = model(tokens, edits=mean(torch.zeros_like(means)))[0]
-        by_means = model(tokens, edits=mean(means))[0]
+        zero = run(model, tokens, edits=[{"layer": 1, "head": 1, "mode": "zero"}]).logits
+        by_zero_means = run(model, tokens, edits=mean(torch.zeros_like(means))).logits
+        by_means = run(model, tokens, edits=mean(means)).logits
     torch.testing.assert_close(zero, by_zero_means)
     assert not torch.allclose(zero, by_means)
     loss_zero = induction.repeated_loss(model, [{"layer": 1, "head": 1, "mode": "zero"}])
-    loss_mean = induction.repeated_loss(model, mean(induction.head_means(model)))
+    loss_mean = induction.repeated_loss(model, [{"layer": 1, "head": 1, "mode": "mean"}])
     assert math.isfinite(loss_zero) and math.isfinite(loss_mean) and loss_zero != loss_mean
 
 
@@ -260,9 +261,9 @@ def test_static_book_prints_one_line(monkeypatch, capsys):
     (lambda m: induction.previous_token_scores(None), TypeError, "TinyTransformer"),
     (lambda m: induction.repeated_loss(m, [{"layer": 2, "head": 0, "mode": "zero"}]), IndexError, "layer"),
     (lambda m: induction.repeated_loss(m, [{"layer": 0, "head": 5, "mode": "zero"}]), IndexError, "head"),
-    (lambda m: induction.repeated_loss(m, [1]), TypeError, "must be a dict"),
-    (lambda m: induction.repeated_loss(m, "0,1"), TypeError, "list of dicts"),
-    (lambda m: induction.repeated_loss(m, [{"layer": 0, "head": 0, "mode": "mean"}]), ValueError, "needs a source"),
+    (lambda m: induction.repeated_loss(m, [1]), TypeError, "must be an object such as"),
+    (lambda m: induction.repeated_loss(m, "0,1"), TypeError, "must be a list of edits"),
+    (lambda m: induction.repeated_loss(m, [{"layer": 0, "head": 0, "mode": "patch"}]), ValueError, "needs a source"),
     (lambda m: induction.repeated_loss(m, [{"layer": 0, "head": None, "mode": "patch", "source": None}]), ValueError, "source"),
     (lambda m: induction.repeated_loss(m, half="third"), ValueError, "half"),
     (lambda m: induction.train(n_layers=0), ValueError, "n_layers"),
@@ -272,8 +273,8 @@ def test_static_book_prints_one_line(monkeypatch, capsys):
     (lambda m: m(torch.zeros(1, 4)), TypeError, "int64"),
     (lambda m: m(torch.zeros(1, T + 1, dtype=torch.long)), ValueError, "1 <= T"),
     (lambda m: m(torch.full((1, 4), V)), ValueError, "token ids"),
-    (lambda m: m(torch.zeros(1, 4, dtype=torch.long), edits=[{"layer": 0, "head": 0, "mode": "mean",
-                                                               "source": torch.zeros(2, 2, 3, dtype=torch.long)}]),
+    (lambda m: run(m, torch.zeros(1, 4, dtype=torch.long), edits=[{"layer": 0, "head": 0, "mode": "mean",
+                                                                   "source": torch.zeros(2, 2, 3, dtype=torch.long)}]),
      ValueError, "floating point"),
     (lambda m: TinyTransformer(V, d_model=10, n_heads=3), ValueError, "divisible"),
     (lambda m: induction.induction_scores(TinyTransformer(V, max_len=8)), ValueError, "max_len"),

@@ -4,7 +4,7 @@ model's tokenizer and every attention weight of held-out sentences within 2e-3 o
 :func:`attnlib.encoder.run` (PyTorch), its head mask is zero ablation, and the lab's controls
 work on a reader's own sentences, keep the page responsive and survive hostile input.
 
-The site is assembled here as ``make book`` assembles it (``_ext/browser_model.py``): the
+The site is assembled here as ``make book`` assembles it (``_ext/page_models.py``): the
 export (cached in ``_build/browser-model/cache``), the worker, the tokenizer and the vendored
 onnxruntime-web, under a page that carries the lab.  No book build is needed.
 """
@@ -47,12 +47,10 @@ def site(tmp_path_factory):
     folder = tmp_path_factory.mktemp("site")
     model_dir = folder / "_static" / "model"
     info = browser_model.write_site_files(model_dir, cache=ROOT / "_build" / "browser-model" / "cache")
-    shutil.copyfile(ROOT / "attnlib" / "static" / "model_worker.js", model_dir / "worker.js")
-    shutil.copyfile(ROOT / "attnlib" / "static" / "wordpiece.js", model_dir / "wordpiece.js")
-    shutil.copyfile(ROOT / "attnlib" / "static" / "worker_common.js", model_dir / "worker_common.js")
+    ext("page_models").copy_scripts("model", model_dir)                  # as the build copies them
     shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     lab = xp.model_lab(*corpus.PAIR, mode="minimal", layer=0, head=2)
-    size = ext("browser_model").first_use_bytes(info)                # what the book's pages state
+    size = ext("page_models").first_use_bytes(info)                # what the book's pages state
     # the sentence exercises graded in the page, as the book serves them (Pyodide + graders)
     pages_ext = exercise_ext()
     pages_ext.write_assets(folder / "_static")
@@ -382,7 +380,7 @@ def themed(site):
     folder = site["folder"]
     shutil.copy(theme_css(), folder / "_static" / "theme.css")
     shutil.copy(ROOT / "_static" / "course-layout.css", folder / "_static" / "course-layout.css")   # the book's own layout
-    size = ext("browser_model").first_use_bytes(site["info"])
+    size = ext("page_models").first_use_bytes(site["info"])
     for theme in ("light", "dark"):
         (folder / "chapters" / f"{theme}-column.html").write_text(
             f'<!DOCTYPE html><html lang="en" data-theme="{theme}" data-content_root="../"><head><meta charset="utf-8">'
@@ -650,7 +648,8 @@ def test_lab_speaks_through_one_polite_status_and_its_heatmap_names_head_and_str
 
 @pytest.mark.parametrize("edit, message", [
     ({"layer": 0, "head": 1, "mode": "mean"}, "mean ablation and patching run in the kernel"),
-    ({"layer": 6, "head": 1, "mode": "zero"}, "layer must be 0..5"),
+    ({"layer": 6, "head": 1, "mode": "zero"}, "edit 0: layer 6 is outside 0..5 (or -6..-1 from the end)"),
+    ({"layer": 0, "head": 1, "mode": "zero", "source": {}}, 'edit 0: mode "zero" takes no source'),
     ({"layer": 0, "head": 1, "mode": "zero", "position": 3}, "at every position"),
 ])
 def test_the_page_encoder_names_the_edits_it_cannot_make(lab, edit, message):

@@ -1,11 +1,11 @@
 """Chapter 6's circuit lab in headless Chromium, with every outside request blocked: the
 exported checkpoints run by onnxruntime-web in a Web Worker give the logits, the attention
 weights and the per-word loss of :func:`attnlib.transformer.run` (PyTorch) within
-``circuit_lab.BUILD_TOLERANCE`` on seeded random sequences, intact and with every kind of edit;
+``circuit_export.BUILD_TOLERANCE`` on seeded random sequences, intact and with every kind of edit;
 the page's patching table equals :func:`attnlib.patching.patch_table`; the lab's controls work on
 a reader's own words and refuse bad input with a message, keeping the last result.
 
-The site is assembled here as ``make book`` assembles it (``_ext/tiny_model.py``): the export
+The site is assembled here as ``make book`` assembles it (``_ext/page_models.py``): the export
 (cached in ``_build/tiny-model/cache``), the worker and the vendored onnxruntime-web, under a
 page that carries the lab.  No book build is needed.
 """
@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlib import circuit_lab, induction, patching
+from attnlib import circuit_export, circuit_lab, induction, patching
 from attnlib import explorables as xp
 from attnlib.exercises import ch06, check
 from attnlib.exercises.page import render_html
@@ -28,7 +28,7 @@ from attnlib.transformer import TinyTransformer, run
 from test_browser import Visit, browser, downloaded_bytes, exercise_ext, ext, serve  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
-TOL = circuit_lab.BUILD_TOLERANCE
+TOL = circuit_export.BUILD_TOLERANCE
 LAB_EXERCISES = ("copy_wrong", "feeder_matters")
 
 
@@ -39,12 +39,11 @@ def site(tmp_path_factory):
     folder = tmp_path_factory.mktemp("site")
     tiny = folder / "_static" / "tiny"
     keep = folder / "weights"
-    info = circuit_lab.write_site_files(tiny, cache=ROOT / "_build" / "tiny-model" / "cache", keep=keep)
-    shutil.copyfile(ROOT / "attnlib" / "static" / "tiny_worker.js", tiny / "worker.js")
-    shutil.copyfile(ROOT / "attnlib" / "static" / "worker_common.js", tiny / "worker_common.js")
+    info = circuit_export.write_site_files(tiny, cache=ROOT / "_build" / "tiny-model" / "cache", keep=keep)
+    ext("page_models").copy_scripts("tiny", tiny)                  # as the build copies them
     shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     lab = xp.circuit_lab()
-    size = ext("tiny_model").first_use_bytes(info)                   # what the book's pages state
+    size = ext("page_models").first_use_bytes(info)                   # what the book's pages state
     # the lab's two exercises, graded in the page as the book serves them (Pyodide + graders)
     pages_ext = exercise_ext()
     pages_ext.write_assets(folder / "_static")
@@ -122,8 +121,7 @@ def test_page_runs_equal_pytorch_on_seeded_random_sequences_and_edits(lab, model
         cases = [
             ([], []),
             ([{"layer": l, "head": h, "mode": "zero"}], [{"layer": l, "head": h, "mode": "zero"}]),
-            ([{"layer": l, "head": h, "mode": "mean"}],
-             [{"layer": l, "head": h, "mode": "mean", "source": induction.head_means(model)}]),
+            ([{"layer": l, "head": h, "mode": "mean"}], [{"layer": l, "head": h, "mode": "mean"}]),
             ([{"layer": l, "head": h, "mode": "patch", "source": source, "position": p}],
              [{"layer": l, "head": h, "mode": "patch", "source": run(model, src), "position": p}]),
             ([{"layer": pick(L + 1), "head": None, "mode": "patch", "source": source, "position": p}], None),

@@ -43,11 +43,11 @@ from .loading import (DEFAULT_MODEL, DEFAULT_MODEL_MANIFEST, default_model_dir, 
 from .readers import (EncoderAttention, EncoderBatch, ablated_outputs, embed, feed_forward, get_attentions,
                       get_batch_attentions, head_outputs, head_projections, head_qkv, head_scores, layer_input,
                       mean_head_outputs, project_qkv, token_vectors, weighted_value_norms)
-from .run import ACTIVATIONS, Run, run
+from .run import ACTIVATIONS, Run, reference_means, run
 
 __all__ = [
     "DEFAULT_MODEL", "DEFAULT_MODEL_MANIFEST", "default_model_dir", "file_manifest", "verify_files",
-    "load_encoder", "Run", "run", "ACTIVATIONS", "EncoderAttention", "EncoderBatch", "get_attentions",
+    "load_encoder", "Run", "run", "reference_means", "ACTIVATIONS", "EncoderAttention", "EncoderBatch", "get_attentions",
     "get_batch_attentions", "layer_input", "embed", "head_projections", "project_qkv", "head_qkv",
     "head_outputs", "head_scores", "weighted_value_norms", "token_vectors", "ablated_outputs",
     "mean_head_outputs", "feed_forward",

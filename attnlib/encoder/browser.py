@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import _validate
+from .. import _validate, site_files
 from ..multihead import scale_heads
 from .loading import DEFAULT_MODEL_MANIFEST, default_model_dir, length_limit, load_encoder, sha256_file
 from .run import run
@@ -236,8 +236,9 @@ def tokenizer_settings() -> dict:
 def write_site_files(folder, *, cache=None) -> dict:
     """Write what the page's model lab fetches into ``folder``: ``encoder.onnx``,
     ``vocab.txt`` and ``model.json`` (sizes, sha256, the layer and head counts, the
-    tokenizer's settings and :func:`check`'s figures).  With ``cache`` (a folder), the export
-    and its check are reused while the model's files and the exporter are unchanged.
+    tokenizer's settings and :func:`check`'s figures), through :func:`attnlib.site_files.write`.
+    With ``cache`` (a folder), the export and its check are reused while the model's files and
+    the exporter's code (not its docstrings) are unchanged.
 
     Returns:
         the ``model.json`` dict.
@@ -245,30 +246,22 @@ def write_site_files(folder, *, cache=None) -> dict:
     Raises:
         ValueError: the exported graph fails :func:`check`.
     """
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    key = hashlib.sha256(json.dumps([DEFAULT_MODEL_MANIFEST, _GRAPH_VERSION, torch.__version__],
-                                    sort_keys=True).encode() + Path(__file__).read_bytes()).hexdigest()[:16]
-    cached = Path(cache) / key if cache is not None else None
-    if cached is not None and (cached / "model.json").is_file():
-        source = cached
-    else:
-        source = cached if cached is not None else folder
-        source.mkdir(parents=True, exist_ok=True)
-        export(source / "encoder.onnx")
-        figures = check(source / "encoder.onnx")
-        shutil.copyfile(default_model_dir() / "vocab.txt", source / "vocab.txt")
-        model, _ = load_encoder(device="cpu")
-        info = {
-            "model": "sentence-transformers/all-MiniLM-L6-v2", "graph_version": _GRAPH_VERSION,
-            "n_layers": model.config.num_hidden_layers, "n_heads": model.config.num_attention_heads,
-            "d_model": model.config.hidden_size, "tokenizer": tokenizer_settings(),
-            "files": {name: {"bytes": (source / name).stat().st_size, "sha256": sha256_file(source / name)}
-                      for name in ("encoder.onnx", "vocab.txt")},
-            "check": {**figures, "tolerance": BUILD_TOLERANCE, "sentences": len(CHECK_SENTENCES)},
-        }
-        (source / "model.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
-    if source != folder:
-        for name in ("encoder.onnx", "vocab.txt", "model.json"):
-            shutil.copyfile(source / name, folder / name)
-    return json.loads((folder / "model.json").read_text(encoding="utf-8"))
+    key = hashlib.sha256(json.dumps([DEFAULT_MODEL_MANIFEST, _GRAPH_VERSION, torch.__version__,
+                                     site_files.code_digest(Path(__file__).read_text(encoding="utf-8"))],
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    return site_files.write(folder, key=key, info_name="model.json", produce=_produce, cache=cache)
+
+
+def _produce(target: Path) -> dict:
+    export(target / "encoder.onnx")
+    figures = check(target / "encoder.onnx")
+    shutil.copyfile(default_model_dir() / "vocab.txt", target / "vocab.txt")
+    model, _ = load_encoder(device="cpu")
+    return {
+        "model": "sentence-transformers/all-MiniLM-L6-v2", "graph_version": _GRAPH_VERSION,
+        "n_layers": model.config.num_hidden_layers, "n_heads": model.config.num_attention_heads,
+        "d_model": model.config.hidden_size, "tokenizer": tokenizer_settings(),
+        "files": {name: {"bytes": (target / name).stat().st_size, "sha256": sha256_file(target / name)}
+                  for name in ("encoder.onnx", "vocab.txt")},
+        "check": {**figures, "tolerance": BUILD_TOLERANCE, "sentences": len(CHECK_SENTENCES)},
+    }

@@ -26,16 +26,17 @@ head, ``d_model`` the model width.  A run holds one text (or one pair): no batch
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 
 import torch
 
-from .. import _validate
-from ..edits import ACTIVATIONS, RunActivations, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer
+from .. import _validate, corpus
+from ..edits import ACTIVATIONS, RunActivations, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer, head_means
 from ..multihead import split_heads
 from .loading import check_length, model_and_tokenizer
 
-__all__ = ["Run", "run", "encode", "ACTIVATIONS", "head_interventions", "EncoderAttention", "EncoderBatch"]
+__all__ = ["Run", "run", "reference_means", "encode", "ACTIVATIONS", "head_interventions", "EncoderAttention", "EncoderBatch"]
 
 
 class _LayersAndHeads:
@@ -199,8 +200,8 @@ class head_interventions:
 
             def pre(module, args, layer=layer):
                 x = args[0]                                           # (B, T, d_model)
-                if layer in self.resid_edits:
-                    x = apply_resid_edit(x, self.resid_edits[layer])
+                for edit in self.resid_edits.get(layer, ()):
+                    x = apply_resid_edit(x, edit)
                 self.resid[layer] = x.detach()
                 return (x, *args[1:])
             self._handles.append(block.attention.self.register_forward_hook(hook))
@@ -221,9 +222,10 @@ def run(text, text_pair=None, *, edits=(), model=None, tokenizer=None, truncate:
         text, text_pair: the input; a pair is encoded the BERT way,
             ``[CLS] text [SEP] text_pair [SEP]``.
         edits: interventions in the spec of :mod:`attnlib.edits`: ``{"layer", "head", "mode":
-            "zero" | "mean" | "patch", "source"?, "position"?}``, ``source`` being a run (a list
-            of runs for ``"mean"``: the head's mean output over every token of them; for
-            ``"patch"``, a run on an input of the same length).  ``head=None`` patches the
+            "zero" | "mean" | "patch", "source"?, "position"?}``, ``source`` being a run (for
+            ``"mean"``, optional: a run, a list of runs or their head means; without one, the
+            head's mean output over :func:`reference_means`'s sentences; for ``"patch"``, a run
+            on an input of the same length).  ``head=None`` patches the
             residual stream entering ``layer`` (``layer = n_layers``: the output).
         model, tokenizer: default :func:`attnlib.encoder.load_encoder`'s.
         truncate: cut an input longer than the model's maximum (with a warning) instead of
@@ -257,8 +259,9 @@ def run(text, text_pair=None, *, edits=(), model=None, tokenizer=None, truncate:
         raise ValueError("the model is in training mode, so dropout would randomise the weights; call model.eval() first")
     cfg = model.config
     n_layers, n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
-    edits = as_edits(edits, n_layers, n_heads)
     enc = encode(tokenizer, model, text, text_pair, truncate=truncate)
+    edits = as_edits(edits, n_layers, n_heads, T=enc["input_ids"].shape[1],
+                     reference=lambda: reference_means(model, tokenizer))
     ids = enc["input_ids"].to(model.device)                                     # (1, T)
     types = enc.get("token_type_ids", torch.zeros_like(enc["input_ids"])).to(model.device)
     qkv: dict = {}
@@ -284,8 +287,8 @@ def run(text, text_pair=None, *, edits=(), model=None, tokenizer=None, truncate:
     scores = tuple(q @ k.transpose(-2, -1) / math.sqrt(d_k) for q, k in zip(per_layer["q"], per_layer["k"]))
     z = tuple(split_heads(heads.captured[l], n_heads)[0] for l in range(n_layers))     # (H, T, d_v)
     final = out.hidden_states[-1]                                                       # (1, T, d_model)
-    if n_layers in heads.resid_edits:                                  # the output itself patched
-        final = apply_resid_edit(final, heads.resid_edits[n_layers])
+    for edit in heads.resid_edits.get(n_layers, ()):                   # the output itself patched
+        final = apply_resid_edit(final, edit)
     resid = tuple(heads.resid[l][0] for l in range(n_layers)) + (final[0].detach(),)
     sentence_b_start = None
     if text_pair is not None:
@@ -296,3 +299,22 @@ def run(text, text_pair=None, *, edits=(), model=None, tokenizer=None, truncate:
                resid_pre=resid,
                q=per_layer["q"], k=per_layer["k"], v=per_layer["v"], attn_scores=scores,
                pattern=tuple(a[0].detach() for a in out.attentions), z=z, edits=edits)
+
+
+_REFERENCE_MEANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def reference_means(model=None, tokenizer=None) -> torch.Tensor:
+    """Each head's output ``z`` averaged over every token of the encoder's reference sentences
+    (:func:`attnlib.corpus.reference_sentences`, each run alone with :func:`run`), by
+    :func:`attnlib.edits.head_means`: what a ``"mean"`` edit without a source puts in a head's
+    place.  Computed once per model.
+
+    Shapes:
+        returns ``(n_layers, H, d_v)``, on the model's device.
+    """
+    model, tokenizer = model_and_tokenizer(model, tokenizer)
+    if model not in _REFERENCE_MEANS:
+        _REFERENCE_MEANS[model] = head_means([run(t, model=model, tokenizer=tokenizer)
+                                              for t in corpus.reference_sentences()])
+    return _REFERENCE_MEANS[model]

@@ -22,7 +22,7 @@
 var HERE = new URL("./", self.location.href);
 var VENDOR = new URL("../vendor/onnxruntime-web/", HERE);
 importScripts(new URL("ort.wasm.min.js", VENDOR).href, new URL("wordpiece.js", HERE).href,
-              new URL("worker_common.js", HERE).href);
+              new URL("worker_common.js", HERE).href, new URL("edits.js", HERE).href);
 
 var state = {session: null, tokenizer: null, info: null, loading: null};
 
@@ -62,12 +62,12 @@ function run(msg) {
   var ids = new BigInt64Array(B * T), types = new BigInt64Array(B * T), headMask = new Float32Array(B * L * H).fill(1);
   for (var b = 0; b < B; b++) {
     for (var t = 0; t < T; t++) { ids[b * T + t] = BigInt(enc.ids[t]); types[b * T + t] = BigInt(enc.typeIds[t]); }
-    if (!Array.isArray(batch[b])) throw new Error("each run's edits must be a list such as [{layer: 0, head: 2, mode: \"zero\"}]");
-    batch[b].forEach(function (e, i) {     /* attnlib.edits's spec; the graph's head_mask is how zero ablation runs */
-      if (!e || e.mode !== "zero") throw new Error("edit " + i + ": the in-page encoder switches whole heads off (mode \"zero\"); mean ablation and patching run in the kernel");
-      if (e.position !== undefined && e.position !== null) throw new Error("edit " + i + ": the in-page encoder switches a head off at every position");
-      if (!(Number.isInteger(e.layer) && e.layer >= 0 && e.layer < L)) throw new Error("edit " + i + ": layer must be 0.." + (L - 1));
-      if (!(Number.isInteger(e.head) && e.head >= 0 && e.head < H)) throw new Error("edit " + i + ": head must be 0.." + (H - 1));
+    /* attnlib.edits's rules (edits.js, the kernel's as_edits word for word), then what this
+       graph takes: its head_mask switches whole heads off, which is zero ablation */
+    var checked = attnlibEdits.check(batch[b], {L: L, H: H, T: T});
+    checked.forEach(function (e, i) {
+      if (e.mode !== "zero" || e.head === null) throw new Error("edit " + i + ": the in-page encoder switches whole heads off (mode \"zero\"); mean ablation and patching run in the kernel");
+      if (e.position !== null) throw new Error("edit " + i + ": the in-page encoder switches a head off at every position");
       headMask[b * L * H + e.layer * H + e.head] = 0;
     });
   }

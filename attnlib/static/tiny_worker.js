@@ -2,8 +2,8 @@
  * its training and the one-layer control, run by onnxruntime-web in a Web Worker.
  *
  * Served from _static/tiny/worker.js next to tiny.json and one <name>.onnx per model (written
- * at build by attnlib.circuit_lab.write_site_files, each checked against PyTorch there), and
- * worker_common.js.  onnxruntime-web is the vendored copy in _static/vendor/onnxruntime-web/.
+ * at build by attnlib.circuit_export.write_site_files, each checked against PyTorch there),
+ * worker_common.js and edits.js (attnlib.edits's rules and translation, mirrored).  onnxruntime-web is the vendored copy in _static/vendor/onnxruntime-web/.
  * Nothing is fetched from another host.  Float32 throughout, as in PyTorch.
  *
  * Messages in:  {id, cmd: "load"}
@@ -11,9 +11,10 @@
  *                last (optional: true returns only the last position's logits, no pattern or loss)}
  *                 every item has the same length T; an edit is attnlib.edits's spec
  *                 {layer, head (null: the residual stream entering that layer), mode, position?}
- *                 with mode "zero", "mean" (the head's mean output over the chapter's held-out
- *                 repeated sequences, stored in tiny.json) or "patch" with source {tokens: [ids]}
- *                 (the run whose activation is patched in; same T)
+ *                 with mode "zero", "mean" (no source: the head's mean output over the chapter's
+ *                 held-out repeated sequences, attnlib.transformer.reference_means, in tiny.json)
+ *                 or "patch" with source {tokens: [ids]} (the run whose activation is patched
+ *                 in; same T), checked by edits.js as the kernel checks them
  * Messages out: {id, progress: {loaded, total}}   while the models download
  *               {id, ok: true, info}               after "load" (tiny.json)
  *               {id, ok: true, result}             after "run":
@@ -25,7 +26,8 @@
 "use strict";
 var HERE = new URL("./", self.location.href);
 var VENDOR = new URL("../vendor/onnxruntime-web/", HERE);
-importScripts(new URL("ort.wasm.min.js", VENDOR).href, new URL("worker_common.js", HERE).href);
+importScripts(new URL("ort.wasm.min.js", VENDOR).href, new URL("worker_common.js", HERE).href,
+              new URL("edits.js", HERE).href);
 
 var state = {info: null, sessions: {}, loading: null};
 
@@ -69,44 +71,21 @@ function checkTokens(tokens, V, maxLen, what) {
   });
 }
 
-function isIndex(x, n) { return Number.isInteger(x) && x >= 0 && x < n; }
-
-/* The edits of one item, checked as attnlib.edits.as_edits checks them. */
+/* The edits of one item: attnlib.edits's rules (edits.js, the kernel's as_edits word for word),
+ * then what this page's graph takes: a patch's source is {tokens: [ids]} of the same length, and
+ * a mean is the model's reference means (tiny.json; a mean over other inputs runs in the kernel). */
 function checkEdits(edits, L, H, T, V) {
-  if (edits === undefined || edits === null) return [];
-  if (!Array.isArray(edits)) throw new Error("edits must be a list such as [{layer: 1, head: 0, mode: \"zero\"}]");
-  var seen = {};
-  return edits.map(function (e, i) {
-    if (!e || typeof e !== "object") throw new Error("edit " + i + " must be an object {layer, head, mode}");
-    Object.keys(e).forEach(function (k) {
-      if (["layer", "head", "mode", "source", "position"].indexOf(k) < 0) throw new Error("edit " + i + ": unknown key " + k);
-    });
-    if (["zero", "mean", "patch"].indexOf(e.mode) < 0) throw new Error("edit " + i + ": mode must be \"zero\", \"mean\" or \"patch\"");
-    var head = e.head === undefined ? null : e.head;
-    if (head === null) {
-      if (!isIndex(e.layer, L + 1)) throw new Error("edit " + i + ": layer must be 0.." + L + " for the residual stream");
-      if (e.mode !== "patch") throw new Error("edit " + i + ": the residual stream (head null) can only be patched");
-    } else {
-      if (!isIndex(e.layer, L)) throw new Error("edit " + i + ": layer must be 0.." + (L - 1));
-      if (!isIndex(head, H)) throw new Error("edit " + i + ": head must be 0.." + (H - 1) + " or null");
-    }
-    var pos = e.position === undefined ? null : e.position;
-    if (pos !== null) {
-      if (!Number.isInteger(pos) || pos < -T || pos >= T) throw new Error("edit " + i + ": position must be 0.." + (T - 1));
-      pos = (pos + T) % T;
-    }
+  var checked = attnlibEdits.check(edits, {L: L, H: H, T: T});
+  checked.forEach(function (e, i) {
     if (e.mode === "patch") {
-      if (!e.source || !Array.isArray(e.source.tokens)) throw new Error("edit " + i + ": a patch needs source {tokens}");
+      if (typeof e.source !== "object" || !Array.isArray(e.source.tokens)) throw new Error("edit " + i + ": a patch's source must be {tokens: [word ids]}, the run whose activations are patched in");
       checkTokens(e.source.tokens, V, T, "edit " + i + "'s source");
       if (e.source.tokens.length !== T) throw new Error("edit " + i + ": the source has " + e.source.tokens.length + " words, the run " + T);
-    } else if (e.source !== undefined && e.source !== null) {
-      throw new Error("edit " + i + ": mode " + e.mode + " takes no source");
+    } else if (e.mode === "mean" && e.source !== null) {
+      throw new Error("edit " + i + ": on the page a mean is the model's reference means (leave out source); a mean over other inputs runs in the kernel");
     }
-    var key = e.layer + ":" + head + ":" + pos;
-    if (seen[key]) throw new Error("edit " + i + ": the same place is edited twice");
-    seen[key] = true;
-    return {layer: e.layer, head: head, mode: e.mode, position: pos, source: e.source || null};
   });
+  return checked;
 }
 
 function runBatch(session, items, L, H, T, dh, d) {
@@ -150,29 +129,14 @@ function run(msg) {
   var started = performance.now();
   var first = order.length ? runBatch(session, order.map(function (t) { return {tokens: t, fill: none}; }), L, H, T, dh, d)
                            : Promise.resolve(null);
-  return first.then(function (src) {
-    var z = src && src.z.data, resid = src && src.resid.data;
+  return first.then(function (ran) {
+    var z = ran && ran.z.data, resid = ran && ran.resid.data;
+    var src = {means: m.means, z: z, resid: resid,
+               index: function (e) { return sources[e.source.tokens.join(",")]; }};
     items.forEach(function (item) {
       item.fill = function (b, hm, hv, rm, rv) {
-        item.edits.forEach(function (e) {
-          var s = e.mode === "patch" ? sources[e.source.tokens.join(",")] : -1;
-          for (var t = 0; t < T; t++) {
-            if (e.position !== null && t !== e.position) continue;
-            if (e.head === null) {
-              rm[(b * (L + 1) + e.layer) * T + t] = 1;
-              var to = ((b * (L + 1) + e.layer) * T + t) * d, from = ((s * (L + 1) + e.layer) * T + t) * d;
-              for (var k = 0; k < d; k++) rv[to + k] = resid[from + k];
-              continue;
-            }
-            var cell = ((b * L + e.layer) * H + e.head) * T + t;
-            hm[cell] = 1;
-            for (var c = 0; c < dh; c++) {
-              hv[cell * dh + c] = e.mode === "zero" ? 0
-                : e.mode === "mean" ? m.means[(e.layer * H + e.head) * dh + c]
-                : z[(((s * L + e.layer) * H + e.head) * T + t) * dh + c];
-            }
-          }
-        });
+        attnlibEdits.fill(item.edits, b, {headMask: hm, headValue: hv, residMask: rm, residValue: rv},
+                          {L: L, H: H, T: T, dh: dh, d: d}, src);
       };
     });
     return runBatch(session, items, L, H, T, dh, d);
