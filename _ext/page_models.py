@@ -17,7 +17,6 @@ One extension for every in-page model (:data:`MODELS`): chapter 8's encoder
 
 Nothing here is loaded by a page until the reader presses a lab's Load button.
 """
-from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass, field

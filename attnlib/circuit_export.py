@@ -30,6 +30,7 @@ from torch import nn
 
 from . import _validate, circuit_lab, induction, site_files
 from .edits import as_edits, graph_inputs, head_means
+from .patching import MIN_GAP
 from .transformer import TinyTransformer, reference_means, run
 
 __all__ = ["BUILD_TOLERANCE", "LabGraph", "export", "check", "feeds", "write_site_files"]
@@ -268,4 +269,5 @@ def _produce(target: Path) -> dict:
         "digest": hashlib.sha256("".join(m["sha256"] for m in models).encode()).hexdigest(),
         "example": induction.decode(probe),
         "uniform_induction": induction.uniform_induction_score(), "uniform_previous": induction.uniform_previous_score(),
+        "min_gap": MIN_GAP,
     }

@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 
 from . import _validate, induction
+from .patching import MIN_GAP
 from .transformer import TinyTransformer, run
 
 __all__ = ["N_CHECKPOINTS", "checkpoint_steps", "lab_checkpoints", "lab_models",
@@ -167,6 +168,7 @@ def lab_data(words=None, corrupt=None, *, model_name: str | None = None, layer: 
         "loss": [round(float(x), 5) for x in loss],
         "attentions": [round(float(x), 4) for x in r.stacked("pattern")[:, 0].flatten()],
         "uniform_induction": induction.uniform_induction_score(), "uniform_previous": induction.uniform_previous_score(),
+        "min_gap": MIN_GAP,
     }
 
 

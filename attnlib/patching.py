@@ -30,13 +30,14 @@ Shapes legend: ``B`` batch, ``T`` tokens, ``H`` heads, ``L`` layers, ``V`` vocab
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 
 from . import _validate
 from .transformer import Run, TinyTransformer, run
 
-__all__ = ["induction_pairs", "logit_diff", "normalised", "patch_table", "gaussian_noise_source", "embedding_norms"]
+__all__ = ["induction_pairs", "logit_diff", "normalised", "gap_problem", "MIN_GAP", "patch_table", "gaussian_noise_source", "embedding_norms"]
 
 
 def induction_pairs(n: int = 64, seed: int = 0, *, query: int | None = None) -> dict:
@@ -90,14 +91,46 @@ def logit_diff(logits: torch.Tensor, pairs: dict) -> float:
     return float((at[idx, pairs["clean_next"]] - at[idx, pairs["corrupt_next"]]).mean())
 
 
-def normalised(patched, clean: float, corrupted: float):
+#: The smallest gap ``|clean - corrupted|`` (nats) that :func:`normalised` divides by.  Below it
+#: the corruption barely moves the metric, and a normalised score is a ratio of two numbers of the
+#: size of float32 rounding and of what one changed word does by chance: ``normalised(1.0, 0.3 +
+#: 1e-12, 0.3)`` would be 7e11.  The circuit lab's page uses the same value (``tiny.json``).
+MIN_GAP = 0.05
+
+
+def gap_problem(clean, corrupted, min_gap: float = MIN_GAP) -> str | None:
+    """Why ``clean`` and ``corrupted`` cannot normalise a patching score, in words, or ``None``:
+    one of them is not a finite number, or they are less than ``min_gap`` nats apart.  The page
+    shows the same sentence (``attnlib/static/xp_tiny.js``)."""
+    clean, corrupted = float(clean), float(corrupted)
+    if not (math.isfinite(clean) and math.isfinite(corrupted)):
+        return f"the clean ({clean}) or corrupted ({corrupted}) metric is not a finite number"
+    if abs(clean - corrupted) < min_gap:
+        return (f"the corruption moves the metric by {clean - corrupted:+.3f} nats, less than {min_gap:g}: "
+                f"a normalised score would divide by noise")
+    return None
+
+
+def normalised(patched, clean: float, corrupted: float, *, min_gap: float = MIN_GAP):
     """``(patched - corrupted) / (clean - corrupted)``: 1 = the clean behaviour, 0 = the corrupted.
 
+    Args:
+        patched: a metric or a tensor of them (nats).  clean, corrupted: the two reference metrics.
+        min_gap: the smallest ``|clean - corrupted|`` divided by (:data:`MIN_GAP`).
+
     Raises:
-        ValueError: ``clean == corrupted`` (the corruption changed nothing: nothing to restore).
+        ValueError: the two references closer than ``min_gap`` or not finite (:func:`gap_problem`
+            says which); ``patched`` not finite (a NaN would pass through as a score).
+
+    >>> normalised(2.0, 3.0, 1.0)
+    0.5
     """
-    if clean == corrupted:
-        raise ValueError("the clean and corrupted metrics are equal: the corruption changed nothing to patch back")
+    problem = gap_problem(clean, corrupted, _validate.real(min_gap, "min_gap", low=0.0))
+    if problem is not None:
+        raise ValueError(problem)
+    finite = bool(torch.isfinite(torch.as_tensor(patched, dtype=torch.float64)).all())
+    if not finite:
+        raise ValueError("the patched metric is not a finite number (NaN or infinite): nothing to normalise")
     return (patched - corrupted) / (clean - corrupted)
 
 

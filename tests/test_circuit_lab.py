@@ -157,3 +157,78 @@ def test_lab_models_are_built_once_per_trained_run(monkeypatch):
     monkeypatch.setattr(induction, "trained", lambda n=2, seed=0: (runs[n][0], dict(runs[n][1])))  # a new run
     circuit_lab.lab_models()
     assert len(built) == 2 * (circuit_lab.N_CHECKPOINTS + 1)
+
+
+# ------------------------------------------------- issue 47: every guard fails a test when broken
+@pytest.mark.parametrize("n, ok", [(31, True), (32, True), (33, False)])
+def test_read_words_takes_exactly_the_models_context(n, ok):
+    text = " ".join(["we"] * n)
+    assert induction.SEQ_LEN == 32
+    if ok:
+        assert circuit_lab.read_words(text) == ["we"] * n
+    else:
+        with pytest.raises(ValueError, match=f"{n} words: the model reads at most 32"):
+            circuit_lab.read_words(text)
+
+
+def _by_definition(steps, score, n):
+    """checkpoint_steps written from its docstring, independently: the first and last steps; for
+    n - 2 levels evenly spaced between the best score at the start and the highest, the first step
+    that reaches each level; then, while fewer than n, the step furthest from those chosen."""
+    low, high = score[0], max(score)
+    chosen = [steps[0], steps[-1]]
+    for i in range(1, n - 1):
+        level = low + (high - low) * i / (n - 1)
+        first = min(s for s, v in zip(steps, score) if v >= level)
+        if first not in chosen:
+            chosen.append(first)
+    while len(chosen) < n:
+        rest = [s for s in steps if s not in chosen]
+        distance = [min(abs(s - c) for c in chosen) for s in rest]
+        chosen.append(rest[distance.index(max(distance))])
+    return sorted(chosen)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_checkpoint_steps_follow_their_definition_on_generated_runs(seed):
+    """Generated training histories (a rise at a random step with a random width, noise, plateaus
+    that make levels coincide) against the rule written independently above."""
+    g = torch.Generator().manual_seed(seed)
+    n_probe = int(torch.randint(20, 80, (1,), generator=g))
+    steps = (torch.arange(n_probe) * int(torch.randint(5, 50, (1,), generator=g))).tolist()
+    centre, width = float(torch.rand(1, generator=g)) * steps[-1], 1 + float(torch.rand(1, generator=g)) * steps[-1] / 4
+    rise = torch.sigmoid((torch.tensor(steps, dtype=torch.float32) - centre) / width)
+    score = (rise + 0.05 * torch.randn(n_probe, generator=g)).clamp(min=0).round(decimals=1)   # plateaus
+    history = {"probe_step": steps, "induction": [torch.stack([torch.zeros(4), torch.full((4,), float(v))]) for v in score]}
+    for n in (2, 5, 16, min(n_probe, 30)):
+        assert circuit_lab.checkpoint_steps(history, n) == _by_definition(steps, [float(v) for v in score], n)
+
+
+def _perturbing_session(monkeypatch, output: int, by: float):
+    """onnxruntime sessions whose run() adds ``by`` to one output (0 logits, 1 pattern, 2 z, 3 resid)."""
+    import onnxruntime as ort
+    real = ort.InferenceSession
+
+    class Perturbed:
+        def __init__(self, *a, **k):
+            self.inner = real(*a, **k)
+
+        def run(self, names, feeds):
+            out = list(self.inner.run(names, feeds))
+            out[output] = out[output] + by
+            return out
+
+    monkeypatch.setattr(ort, "InferenceSession", Perturbed)
+
+
+@pytest.mark.parametrize("output, name", [(0, "logits"), (1, "pattern"), (2, "z"), (3, "resid")])
+def test_the_build_check_fails_on_any_output_beyond_its_tolerance(tmp_path, monkeypatch, output, name):
+    pytest.importorskip("onnxruntime")
+    model = TinyTransformer(30, d_model=16, n_heads=4, n_layers=2, max_len=10, seed=1)
+    path = circuit_export.export(model, tmp_path / "m.onnx")
+    _perturbing_session(monkeypatch, output, 0.5 * circuit_export.BUILD_TOLERANCE)
+    circuit_export.check(path, model, n=1)                                  # within the tolerance: passes
+    monkeypatch.undo()
+    _perturbing_session(monkeypatch, output, 3 * circuit_export.BUILD_TOLERANCE)
+    with pytest.raises(ValueError, match=f"differs from PyTorch in {name} by 3.00e-04"):
+        circuit_export.check(path, model, n=1)

@@ -295,3 +295,22 @@ def test_the_cache_applies_the_bottom_right_causal_mask(prompt, new):
     torch.testing.assert_close(chunk.attend(q_new), one_call, atol=1e-6, rtol=1e-6)
     top_left, _ = scaled_dot_product_attention(q_new, k, v, is_causal=True, enable_gqa=True)
     assert (top_left - one_call).abs().max() > 1e-2
+
+
+# ------------------------------------------------- issue 47: the width check on a later append
+@pytest.mark.parametrize("which", ["k", "v"])
+def test_a_later_append_of_another_width_is_refused_by_name(which):
+    """The cache's d_k and d_v are fixed by its first append; a later append of another width is
+    refused with the library's ValueError naming the cache's shape (without the check torch would
+    raise a RuntimeError about a shape mismatch deep inside the copy)."""
+    from attnlib import KVCache
+    cache = KVCache()
+    cache.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 5))
+    k, v = torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 5)
+    if which == "k":
+        k = torch.zeros(1, 2, 1, 6)
+    else:
+        v = torch.zeros(1, 2, 1, 6)
+    with pytest.raises(ValueError, match=rf"{which} must match the cache's \(B, H_kv, ., d\) = \(1, 2, ., {4 if which == 'k' else 5}\)"):
+        cache.append(k, v)
+    assert cache.length == 3                                   # nothing was written

@@ -389,3 +389,17 @@ def test_the_load_button_states_what_first_use_downloads(browser, site):  # noqa
     assert abs(got - stated) <= 0.005 * stated, (got, stated)
     assert f"({stated / 1e6:.1f} MB, once)" in label and stated > 14e6        # the models and the runtime
     visit.close()
+
+
+# ------------------------------------------------- issue 47: the patching tolerance, the same on the page
+@pytest.mark.parametrize("clean, corrupted", [(2.0, 2.0), (0.3 + 1e-12, 0.3), (1.0, 1.0 - 0.049), (1.0, 0.95),
+                                              (1.0, 0.9), (-3.2, 1.5), (0.02, -0.02)])
+def test_the_page_refuses_to_normalise_where_the_kernel_does(lab, site, clean, corrupted):
+    """attnlibTiny.gapProblem (what the patching readout shows instead of normalised scores, which
+    become NaN) says what patching.gap_problem says, word for word, with tiny.json's tolerance."""
+    assert site["info"]["min_gap"] == patching.MIN_GAP
+    got = lab.page.evaluate("([c, x, g]) => window.attnlibTiny.gapProblem(c, x, g)", [clean, corrupted, site["info"]["min_gap"]])
+    assert got == patching.gap_problem(clean, corrupted)
+    if got is not None:
+        with pytest.raises(ValueError, match="divide by noise"):
+            patching.normalised(0.5, clean, corrupted)

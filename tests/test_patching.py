@@ -45,8 +45,27 @@ def test_logit_diff_is_the_mean_difference_of_two_logits(setup):
     by_hand = (clean.logits[b, q, pairs["clean_next"]] - clean.logits[b, q, pairs["corrupt_next"]]).mean()
     assert patching.logit_diff(clean.logits, pairs) == pytest.approx(float(by_hand), rel=1e-6)
     assert patching.normalised(2.0, 3.0, 1.0) == 0.5
-    with pytest.raises(ValueError, match="changed nothing"):
-        patching.normalised(1.0, 2.0, 2.0)
+
+
+@pytest.mark.parametrize("clean, corrupted, message", [
+    (2.0, 2.0, r"moves the metric by \+0.000 nats, less than 0.05"),
+    (0.3 + 1e-12, 0.3, "less than 0.05"),                       # was 7e11 with no tolerance
+    (1.0, 1.0 - (patching.MIN_GAP - 1e-9), "less than 0.05"),      # just under the tolerance
+    (float("nan"), 0.0, "not a finite number"),
+    (1.0, float("inf"), "not a finite number"),
+])
+def test_normalised_refuses_a_gap_under_its_tolerance_or_not_finite(clean, corrupted, message):
+    with pytest.raises(ValueError, match=message):
+        patching.normalised(1.0, clean, corrupted)
+    assert patching.gap_problem(clean, corrupted) is not None
+
+
+def test_normalised_at_the_tolerance_and_with_a_nan_patch():
+    assert patching.normalised(1.0, 1.0, 1.0 - patching.MIN_GAP) == pytest.approx(1.0)   # exactly the tolerance: divided
+    assert patching.gap_problem(1.0, 1.0 - patching.MIN_GAP) is None
+    with pytest.raises(ValueError, match="patched metric is not a finite number"):
+        patching.normalised(torch.tensor([0.5, float("nan")]), 1.0, 0.0)
+    torch.testing.assert_close(patching.normalised(torch.tensor([0.5, 1.0]), 1.0, 0.0), torch.tensor([0.5, 1.0]))
 
 
 def test_patching_every_head_from_the_run_itself_gives_its_own_metric(setup):

@@ -106,6 +106,13 @@ function tinyApi(known) {
               loss: r.loss, ms: r.ms};
     });
   }
+  /* attnlib.patching.gap_problem: why two reference metrics cannot normalise a score, or null. */
+  function gapProblem(clean, corrupted, minGap) {
+    if (!isFinite(clean) || !isFinite(corrupted)) return "the clean (" + clean + ") or corrupted (" + corrupted + ") metric is not a finite number";
+    var gap = clean - corrupted;
+    if (Math.abs(gap) < minGap) return "the corruption moves the metric by " + (gap >= 0 ? "+" : "-") + Math.abs(gap).toFixed(3) + " nats, less than " + minGap + ": a normalised score would divide by noise";
+    return null;
+  }
   function patch(clean, corrupted, options) {
     var opts = options || {}, a, b, name;
     try {
@@ -135,16 +142,19 @@ function tinyApi(known) {
         return out;
       }
       var den = {heads: table(L, H), resid: table(L + 1, T)}, noi = {heads: table(L, H), resid: table(L + 1, T)};
-      function norm(t) {
-        return {heads: t.heads.map(function (row) { return row.map(function (x) { return (x - corrupt0) / (clean0 - corrupt0); }); }),
-                resid: t.resid.map(function (row) { return row.map(function (x) { return (x - corrupt0) / (clean0 - corrupt0); }); })};
+      var problem = gapProblem(clean0, corrupt0, described().min_gap);
+      function norm(t) {             /* NaN where the gap is too small to divide by (problem says why) */
+        function one(x) { return problem ? NaN : (x - corrupt0) / (clean0 - corrupt0); }
+        return {heads: t.heads.map(function (row) { return row.map(one); }),
+                resid: t.resid.map(function (row) { return row.map(one); })};
       }
       return {position: p, cleanWord: a[p], corruptWord: b[p], clean: clean0, corrupted: corrupt0, denoise: den, noise: noi,
-              normalised: {denoise: norm(den), noise: norm(noi)}, runs: items.length, ms: performance.now() - started};
+              normalised: {denoise: norm(den), noise: norm(noi)}, problem: problem, runs: items.length,
+              ms: performance.now() - started};
     });
   }
   window.attnlibTiny = {available: available, load: load, info: client.info, checkpoints: checkpoints,
-                        vocabulary: vocabulary, words: words, run: run, patch: patch};
+                        vocabulary: vocabulary, words: words, run: run, patch: patch, gapProblem: gapProblem};
   return window.attnlibTiny;
 }
 
@@ -442,7 +452,7 @@ function view(root, data, uid) {
     var p = s.pair.position, T = s.words.length;
     pairReadout.textContent = "Metric: at the last word, logit(\u201c" + s.words[p] + "\u201d) \u2212 logit(\u201c" + s.corrupt[p] +
       "\u201d), the clean and corrupted words at position " + p + ". Clean run: " + fmt(s.pair.clean, 2) + " nats; corrupted run: " +
-      fmt(s.pair.corrupted, 2) + " nats." + (Math.abs(s.pair.clean - s.pair.corrupted) < 0.05
+      fmt(s.pair.corrupted, 2) + " nats." + (api.gapProblem(s.pair.clean, s.pair.corrupted, data.min_gap)
         ? " The corruption barely moves the metric: there is nothing to patch back." : "");
   }
   function cellColour(v) {
@@ -460,7 +470,11 @@ function view(root, data, uid) {
       return b;
     }
     var bd = best(t.normalised.denoise.heads), bn = t.normalised.noise.heads;
-    lead.textContent = t.runs + " runs in " + fmt(t.ms, 0) + " ms.  Normalised scores: 1 = the clean behaviour, 0 = the corrupted one (the share of the gap between them). " +
+    if (t.problem) {
+      lead.textContent = t.runs + " runs in " + fmt(t.ms, 0) + " ms.  No normalised score: " + t.problem +
+        ".  The tables show the metric itself (nats), clean " + fmt(t.clean, 2) + ", corrupted " + fmt(t.corrupted, 2) + ".";
+      lead.setAttribute("data-problem", "1");
+    } else lead.textContent = t.runs + " runs in " + fmt(t.ms, 0) + " ms.  Normalised scores: 1 = the clean behaviour, 0 = the corrupted one (the share of the gap between them). " +
       "Denoising (clean into corrupted: is it sufficient?): head " + bd.l + "." + bd.h + " alone closes the largest share of " +
       "the gap, " + fmt(bd.v, 2) + "; noising that head (corrupted into clean: is it necessary?) keeps " +
       fmt(bn[bd.l][bd.h], 2) + " of it.";
@@ -484,12 +498,14 @@ function view(root, data, uid) {
     }
     var heads = []; for (var h = 0; h < H; h++) heads.push("head " + h);
     var pos = s.words.map(function (w, i) { return i + " " + w; });
-    table("Heads, denoising (normalised)", t.normalised.denoise.heads, function (l) { return "layer " + l; }, heads, "table-den-heads");
-    table("Heads, noising (normalised)", t.normalised.noise.heads, function (l) { return "layer " + l; }, heads, "table-noi-heads");
+    /* normalised scores, or the metric itself (nats) when the gap is too small to divide by */
+    var shown = t.problem ? {denoise: t.denoise, noise: t.noise} : t.normalised, unit = t.problem ? " (metric, nats)" : " (normalised)";
+    table("Heads, denoising" + unit, shown.denoise.heads, function (l) { return "layer " + l; }, heads, "table-den-heads");
+    table("Heads, noising" + unit, shown.noise.heads, function (l) { return "layer " + l; }, heads, "table-noi-heads");
     function stream(l) { return l < Lm ? "into layer " + l : "after layer " + (Lm - 1); }
-    table("Residual stream entering each layer, one position at a time, denoising (normalised)", t.normalised.denoise.resid,
+    table("Residual stream entering each layer, one position at a time, denoising" + unit, shown.denoise.resid,
           stream, pos, "table-den-resid");
-    table("Residual stream, one position at a time, noising (normalised)", t.normalised.noise.resid, stream, pos, "table-noi-resid");
+    table("Residual stream, one position at a time, noising" + unit, shown.noise.resid, stream, pos, "table-noi-resid");
   }
 
   function modelChanged() {
