@@ -501,7 +501,7 @@ def trained(n_layers: int = 2, seed: int = 0):
             where = model_cache.entry_path(cache_key)
             print(f"The chapter's {n_layers}-layer model (seed {seed}) is not in the trained-model cache yet: "
                   f"training it now ({STEPS} steps; under a minute to a few minutes, by how busy the CPU is)"
-                  + (f"; it is then kept in {where.parent} for next time." if where else "."),
+                  + (f"; it is then kept in {where.parent.parent} for next time." if where else "."),
                   file=sys.stdout, flush=True)
             train(n_layers, seed, progress=True)
     return _RUNS[key]

@@ -22,17 +22,21 @@ book, the tests and the Binder test; the Makefile does not), otherwise the user'
 so the models trained while the image was built are there when a learner's session starts).
 Set ``ATTNLIB_CACHE=off`` to neither read nor write.
 
-An entry is two files in ``<cache>/models``: ``<key>.pt`` (``torch.save``; read back with
-``weights_only=True``, so it can hold tensors and plain data only, never code) and
-``<key>.json`` (the SHA-256 and size of the ``.pt`` file, what produced it, from which sources,
-when).  Storing an entry deletes the entries of the same kind trained from other sources or
-another torch, which no key can reach any more: the cache keeps one generation.  :func:`load`
-checks the size, the digest and the key recorded inside the file before it trusts an entry; an
-entry that fails is reported (one warning naming the file and the reason) and treated as
-missing, so the run is trained again and stored afresh.  :func:`store` writes to a temporary
-file and renames it, so two processes that train the same run at once never leave a half
-written entry; a folder that cannot be written costs a warning, never a failed run.  A
-process about to train a run first takes the entry's lock (:func:`lock`, ``<key>.lock``), so
+An entry is one folder, ``<cache>/models/<key>/``, holding ``model.pt`` (``torch.save``; read
+back with ``weights_only=True``, so it can hold tensors and plain data only, never code) and
+``entry.json`` (the SHA-256 and size of ``model.pt``, what produced it, from which sources,
+when).  :func:`store` writes both into a temporary folder and renames the folder into place in
+one step, so a reader sees a whole entry or none, never a ``model.pt`` of one run beside the
+record of another; if two processes store the same run at once, the first rename wins and the
+second discards its copy.  Entries are readable by the group and others as the umask allows
+(not 0600): a cache shared by a course's accounts works.  Storing an entry deletes the entries of
+the same kind trained from other sources or another torch, which no key can reach any more (the
+cache keeps one generation), and the leftovers of writes killed more than an hour ago; it never
+deletes a lock another process holds.  :func:`load` checks the size, the digest and the key
+recorded inside the file before it trusts an entry; an entry that fails is reported (one warning
+naming the file and the reason) and treated as missing, so the run is trained again and stored
+afresh.  A folder that cannot be written costs a warning, never a failed run.  A process about
+to train a run first takes the entry's lock (:func:`lock`, ``<key>.lock`` beside the entry), so
 that when several processes need the same run at once (the test workers, a notebook kernel),
 one trains it and the others wait and then load it.
 """
@@ -43,6 +47,7 @@ import io
 import json
 import os
 import contextlib
+import shutil
 import sys
 import tempfile
 import time
@@ -55,8 +60,10 @@ __all__ = ["ENV", "cache_dir", "source_digest", "entry_key", "entry_path", "load
 
 #: The environment variable that names the cache folder (``off`` disables the cache).
 ENV = "ATTNLIB_CACHE"
-#: Bump when the layout of an entry changes.
-FORMAT = 1
+#: Bump when the layout of an entry changes (2: one folder per entry, renamed into place whole).
+FORMAT = 2
+#: Temporary folders of a write older than this (seconds) belong to a killed process.
+STALE_WRITE_SECONDS = 3600
 
 
 def cache_dir() -> Path | None:
@@ -101,9 +108,10 @@ def entry_key(kind: str, config: dict, sources) -> str:
 
 
 def entry_path(key: str) -> Path | None:
-    """Where the entry ``key`` lives (``<cache>/models/<key>.pt``), ``None`` with the cache off."""
+    """Where the entry ``key``'s weights live (``<cache>/models/<key>/model.pt``), ``None`` with
+    the cache off.  The entry is the folder ``entry_path(key).parent``."""
     folder = cache_dir()
-    return None if folder is None else folder / "models" / f"{key}.pt"
+    return None if folder is None else folder / "models" / key / "model.pt"
 
 
 def load(key: str):
@@ -113,27 +121,43 @@ def load(key: str):
     one ``UserWarning`` that names the file and the reason, and ``None``.
     """
     path = entry_path(key)
-    if path is None or not path.is_file():
+    if path is None or not path.parent.is_dir():
         return None
-    meta_path = path.with_suffix(".json")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = json.loads((path.parent / "entry.json").read_text(encoding="utf-8"))
         data = path.read_bytes()
         if len(data) != meta["bytes"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
-            raise ValueError("its size or SHA-256 differs from the record in " + meta_path.name)
+            raise ValueError("its size or SHA-256 differs from the record in entry.json")
         payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
         if not isinstance(payload, dict) or payload.get("key") != key:
-            raise ValueError("the key recorded inside it is not its file name")
+            raise ValueError("the key recorded inside it is not its folder's name")
     except Exception as err:                      # a damaged or foreign entry: train again
         warnings.warn(f"ignoring the cached model {path}: {err}; it will be trained again", stacklevel=2)
         return None
     return payload
 
 
+def _intact(entry: Path, key: str) -> bool:
+    """Whether the entry folder's weights match its record and its key (no warning)."""
+    try:
+        meta = json.loads((entry / "entry.json").read_text(encoding="utf-8"))
+        data = (entry / "model.pt").read_bytes()
+        return meta.get("key") == key and len(data) == meta["bytes"] and hashlib.sha256(data).hexdigest() == meta["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def store(key: str, payload: dict, *, describe: dict | None = None) -> Path | None:
     """Write ``payload`` (a dict of tensors and plain data; ``key`` is added to it) as the
-    entry ``key``, atomically.  Returns the path, or ``None`` when the cache is off or the
-    folder cannot be written (then a ``UserWarning`` says why)."""
+    entry ``key``, atomically (one folder renamed into place).  Returns the path of its weights,
+    or ``None`` when the cache is off or the folder cannot be written (then a ``UserWarning``
+    says why)."""
     path = entry_path(key)
     if path is None:
         return None
@@ -143,44 +167,77 @@ def store(key: str, payload: dict, *, describe: dict | None = None) -> Path | No
     meta = {"key": key, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
             "torch": torch.__version__, "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             **(describe or {})}
+    models = path.parent.parent
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for target, content in ((path, data), (path.with_suffix(".json"), json.dumps(meta, indent=1).encode())):
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{target.name}.", suffix=".tmp")
+        models.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(dir=models, prefix=f".{key}.", suffix=".tmp"))
+        try:
+            os.chmod(scratch, 0o777 & ~_umask())              # mkdtemp makes 0700
+            (scratch / "model.pt").write_bytes(data)          # open() honours the umask (not 0600)
+            (scratch / "entry.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
             try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(content)
-                os.replace(tmp, target)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+                os.rename(scratch, path.parent)               # the whole entry appears at once
+            except OSError:
+                if not path.parent.is_dir():                  # not "another process stored it first"
+                    raise
+                if not _intact(path.parent, key):             # a damaged entry: set it aside, then replace it
+                    aside = Path(tempfile.mkdtemp(dir=models, prefix=f".{key}.", suffix=".tmp")) / "old"
+                    os.rename(path.parent, aside)
+                    os.rename(scratch, path.parent)
+                    shutil.rmtree(aside.parent, ignore_errors=True)
+        finally:
+            if scratch.exists():
+                shutil.rmtree(scratch, ignore_errors=True)
     except OSError as err:
-        warnings.warn(f"could not store the trained model in {path.parent}: {err}", stacklevel=2)
+        warnings.warn(f"could not store the trained model in {models}: {err}", stacklevel=2)
         return None
-    _forget_stale(path, meta)
+    _forget_stale(path.parent, meta)
     return path
 
 
-def _forget_stale(path: Path, meta: dict) -> None:
+def _remove_lock_if_free(lock_path: Path) -> None:
+    """Delete a stale entry's lock file only while holding it: a lock another process holds (or
+    waits for) is left alone."""
+    try:
+        import fcntl
+        with open(lock_path, "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            lock_path.unlink()
+    except (ImportError, OSError):
+        pass
+
+
+def _forget_stale(entry: Path, meta: dict) -> None:
     """Delete the entries of the same kind (``what``) trained from other sources (``source``, a
     digest) or another torch: no key can reach them again while the code stays as it is, so the
-    cache holds one generation of each kind instead of growing with every edit."""
+    cache holds one generation of each kind instead of growing with every edit.  Also delete the
+    temporary folders of writes older than :data:`STALE_WRITE_SECONDS` (a process killed while
+    writing) and the files of the first layout (``<key>.pt`` and ``<key>.json``)."""
     what, source = meta.get("what"), meta.get("source")
-    if not what or not source:
-        return
-    for other in path.parent.glob("*.json"):
-        if other.stem == path.stem:
-            continue
+    models = entry.parent
+    now = time.time()
+    for other in models.iterdir():
         try:
-            old = json.loads(other.read_text(encoding="utf-8"))
+            if other.name.startswith(".") and other.name.endswith(".tmp"):
+                if now - other.stat().st_mtime > STALE_WRITE_SECONDS:
+                    shutil.rmtree(other, ignore_errors=True) if other.is_dir() else other.unlink()
+                continue
+            if other.suffix == ".json" and other.is_file():          # the first layout's record
+                old = json.loads(other.read_text(encoding="utf-8"))
+                if old.get("what") == what:
+                    other.with_suffix(".pt").unlink(missing_ok=True)
+                    other.unlink()
+                    _remove_lock_if_free(other.with_suffix(".lock"))
+                continue
+            if not other.is_dir() or other == entry:
+                continue
+            old = json.loads((other / "entry.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if old.get("what") == what and (old.get("source") != source or old.get("torch") != meta.get("torch")):
-            for suffix in (".pt", ".json", ".lock"):
-                try:
-                    other.with_suffix(suffix).unlink()
-                except OSError:
-                    pass
+        if what and source and old.get("what") == what and (old.get("source") != source
+                                                            or old.get("torch") != meta.get("torch")):
+            shutil.rmtree(other, ignore_errors=True)
+            _remove_lock_if_free(models / f"{other.name}.lock")
 
 
 @contextlib.contextmanager
@@ -194,8 +251,8 @@ def lock(key: str, *, waiting: str | None = None):
         import fcntl
         if path is None:
             raise OSError("the cache is off")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path.with_suffix(".lock"), "a+")
+        path.parent.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path.parent.parent / f"{key}.lock", "a+")
     except (ImportError, OSError):
         yield
         return

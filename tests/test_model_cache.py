@@ -4,6 +4,9 @@ a damaged entry is never trusted, and a file can hold no code."""
 import json
 import os
 import pickle
+import shutil
+import stat
+import time
 import subprocess
 import sys
 import textwrap
@@ -27,7 +30,8 @@ def cache(tmp_path, monkeypatch):
 
 
 def _entries(folder: Path) -> list[Path]:
-    return sorted((folder / "models").glob("*.pt")) if (folder / "models").is_dir() else []
+    """The weights of every entry (``<cache>/models/<key>/model.pt``)."""
+    return sorted((folder / "models").glob("*/model.pt")) if (folder / "models").is_dir() else []
 
 
 # ------------------------------------------------------------------ TinyTransformer.save / load
@@ -177,10 +181,8 @@ def test_a_damaged_entry_is_never_trusted(cache):
     _, third = induction.train(1, 1, steps=3, progress=False)
     assert third["cached"] is True                              # ... and stored afresh
     # an entry renamed to another key is refused too
-    meta = json.loads(entry.with_suffix(".json").read_text())
-    other = entry.with_name("0" * 32 + ".pt")
-    other.write_bytes(entry.read_bytes())
-    other.with_suffix(".json").write_text(json.dumps(meta))
+    (entry,) = _entries(cache)
+    shutil.copytree(entry.parent, entry.parent.with_name("0" * 32))
     with pytest.warns(UserWarning, match="key recorded inside it"):
         assert model_cache.load("0" * 32) is None
 
@@ -246,3 +248,59 @@ def test_the_key_is_that_of_the_code_this_process_loaded(monkeypatch):
     before = induction._cache_key(config)
     monkeypatch.setattr(model_cache, "source_digest", lambda paths: "the files on disk changed")
     assert induction._cache_key(config) == before
+
+
+# ------------------------------------------------------------------ issue 47: one atomic entry
+def test_an_entry_is_one_folder_that_appears_whole_and_readable_by_the_group(cache):
+    payload = {"weights": torch.arange(5.0)}
+    old = os.umask(0o022)
+    try:
+        path = model_cache.store("a" * 32, payload, describe={"what": "test"})
+    finally:
+        os.umask(old)
+    assert path == cache / "models" / ("a" * 32) / "model.pt"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["entry.json", "model.pt"]
+    assert [p.name for p in (cache / "models").iterdir() if p.name.endswith(".tmp")] == []
+    for item in (path.parent, path, path.parent / "entry.json"):
+        assert stat.S_IMODE(item.stat().st_mode) & 0o044 == 0o044, (item, oct(item.stat().st_mode))  # not 0600
+    assert torch.equal(model_cache.load("a" * 32)["weights"], payload["weights"])
+    # a second store of the same run (another process finishing later) keeps the first, whole
+    again = model_cache.store("a" * 32, {"weights": torch.zeros(5)}, describe={"what": "test"})
+    assert again == path and torch.equal(model_cache.load("a" * 32)["weights"], payload["weights"])
+
+
+def test_a_reader_never_sees_the_weights_of_one_write_beside_the_record_of_another(cache, monkeypatch):
+    """The rename is the only step that makes an entry visible: a write stopped before it (a
+    killed process) leaves no entry, only a temporary folder, which a later store removes once
+    it is older than an hour (a fresh one may be another process's write in progress)."""
+    real_rename = os.rename
+    monkeypatch.setattr(model_cache.os, "rename", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        model_cache.store("b" * 32, {"w": torch.ones(2)}, describe={"what": "test"})
+    monkeypatch.setattr(model_cache.os, "rename", real_rename)
+    assert model_cache.load("b" * 32) is None and not (cache / "models" / ("b" * 32)).exists()
+    # what a kill -9 leaves: a temporary folder nobody removes (no finally runs)
+    killed = cache / "models" / f".{'c' * 32}.x1.tmp"
+    killed.mkdir()
+    (killed / "model.pt").write_bytes(b"half")
+    fresh = cache / "models" / f".{'d' * 32}.x2.tmp"
+    fresh.mkdir()
+    an_hour_ago = time.time() - model_cache.STALE_WRITE_SECONDS - 60
+    os.utime(killed, (an_hour_ago, an_hour_ago))
+    model_cache.store("e" * 32, {"w": torch.ones(2)}, describe={"what": "test"})
+    assert not killed.exists() and fresh.exists()
+
+
+def test_forgetting_old_entries_never_touches_a_held_lock(cache):
+    fcntl = pytest.importorskip("fcntl")
+    model_cache.store("1" * 32, {"w": torch.ones(1)}, describe={"what": "kind", "source": "old"})
+    model_cache.store("2" * 32, {"w": torch.ones(1)}, describe={"what": "kind", "source": "old"})
+    held = cache / "models" / f"{'1' * 32}.lock"
+    free = cache / "models" / f"{'2' * 32}.lock"
+    free.write_text("")
+    with open(held, "a+") as handle:                       # another process's lock, held
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        model_cache.store("3" * 32, {"w": torch.ones(1)}, describe={"what": "kind", "source": "new"})
+        assert held.exists()                                # held: left alone
+    assert not free.exists()                                # free: removed with its entry
+    assert [p.parent.name for p in _entries(cache)] == ["3" * 32]
