@@ -16,6 +16,7 @@ One idea per module, mirroring the chapters.  Shapes legend used in every docstr
 # table is a namespace, named in __all__ below: reading models, measuring heads, graphs,
 # evidence, edits, circuits, patching, the tiny language model and its training, figures and
 # exercises.  tests/test_build.py reads that table and fails on a module missing here or there.
+# The namespaces are imported on first use (_LAZY below).
 from .attention import attention_scores, kv_head_of, repeat_kv, scaled_dot_product_attention
 from .devices import as_tensor, default_device
 from .geometry import convex_hull_2d, in_convex_hull_2d, support_excess
@@ -26,13 +27,15 @@ from .positions import apply_rope, rope_scores, sinusoidal
 from .softmax import entropy, softmax, softmax_jacobian
 from .tiled import online_softmax, online_softmax_step, tiled_attention
 from .views import column_view, dot_product_view, outer_product_view, row_view
-from . import (bertviz_offline, circuit_lab, circuits, corpus, edits, encoder, evidence,  # noqa: E402
-               exercises, explorables, graphs, induction, kernels, measures, model_cache, patching,
-               transformer)
+from . import kernels  # noqa: E402  (triton_attention below loads its kernel through it)
 
-#: Namespaces imported on first use (``attnlib.plotting`` imports matplotlib, which ``import
-#: attnlib`` must not: tests/test_plotting.py).
-_LAZY = ("plotting",)
+#: The namespaces, each imported on first use (``attnlib.encoder`` the first time it is named,
+#: or ``from attnlib import encoder``): ``import attnlib`` loads the tensor mechanism only, never
+#: Hugging Face's transformers, matplotlib, the exercises or the explorables, and no module of
+#: the package imports upwards through its root.
+_LAZY = ("bertviz_offline", "circuit_export", "circuit_lab", "circuits", "corpus", "edits", "encoder", "evidence",
+         "exercises", "explorables", "graphs", "induction", "measures", "model_cache", "patching", "plotting",
+         "site_files", "transformer")
 
 
 def __getattr__(name):
@@ -40,6 +43,10 @@ def __getattr__(name):
         import importlib
         return importlib.import_module(f"{__name__}.{name}")   # also sets attnlib.<name>
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __version__ = "0.1.0"
@@ -76,7 +83,7 @@ __all__ = [
     "KVCache", "kv_cache_bytes",
     "default_device", "as_tensor",
     # the namespaces (CONTRIBUTING's module table; plotting is imported on first use)
-    "bertviz_offline", "circuit_lab", "circuits", "corpus", "edits", "encoder", "evidence", "exercises",
-    "explorables", "graphs", "induction", "kernels", "measures", "model_cache", "patching", "plotting",
-    "transformer",
+    "bertviz_offline", "circuit_export", "circuit_lab", "circuits", "corpus", "edits", "encoder", "evidence",
+    "exercises", "explorables", "graphs", "induction", "kernels", "measures", "model_cache", "patching", "plotting",
+    "site_files", "transformer",
 ]

@@ -5,7 +5,7 @@ mark, zero-width characters, "25 positions", "#8", Swiss thousands), forged sent
 data.  Only graders that need no model run here (no encoder, no training)."""
 import math
 import signal
-import time
+
 
 import pytest
 
@@ -20,29 +20,31 @@ class _Overran(Exception):
     pass
 
 
-def _seconds(fn, budget: float, runs: int = 3) -> float:
-    """The best of ``runs`` timings of ``fn()``, in seconds.  A run still going after ``budget``
-    seconds is stopped (SIGALRM: the re engine checks for signals) and counts as ``budget``, so
-    that a quadratic reader fails this file in seconds instead of hanging it for hours."""
+#: A reader that has not answered after this many seconds is stopped and the test fails: a hang
+#: guard, far from any duration a linear reader takes on a busy machine (milliseconds; the
+#: timings are bench/bench_answers.py's) and far below what the quadratic readers took.
+HANG_SECONDS = 60
+
+
+def _finishes(fn, budget: float = HANG_SECONDS) -> bool:
+    """Whether ``fn()`` returns before ``budget`` seconds (SIGALRM stops it otherwise: the re
+    engine checks for signals), so that a quadratic reader fails this file instead of hanging it
+    for hours.  No duration is asserted."""
     def stop(*_):
         raise _Overran
 
     previous = signal.signal(signal.SIGALRM, stop)
-    best = budget
     try:
-        for _ in range(runs):
-            start = time.perf_counter()
-            signal.setitimer(signal.ITIMER_REAL, budget)
-            try:
-                fn()
-            except _Overran:
-                return budget
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            best = min(best, time.perf_counter() - start)
+        signal.setitimer(signal.ITIMER_REAL, budget)
+        try:
+            fn()
+        except _Overran:
+            return False
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
     finally:
         signal.signal(signal.SIGALRM, previous)
-    return best
+    return True
 
 
 MB = 1_000_000
@@ -63,8 +65,7 @@ PASTES = {
 @pytest.mark.parametrize("shape", PASTES)
 def test_a_megabyte_paste_is_answered_at_once_with_a_reason(shape):
     text = PASTES[shape](MB)
-    seconds = _seconds(lambda: check(10, "cache_bytes", text), budget=2.0)
-    assert seconds < 0.1, f"{shape}: {seconds:.2f} s for 1 MB"
+    assert _finishes(lambda: check(10, "cache_bytes", text)), f"{shape}: no answer for 1 MB within {HANG_SECONDS} s"
     fb = check(10, "cache_bytes", text)
     assert not fb.correct and f"that answer is {len(text.strip()):,} characters long; a number is expected" in fb.text
 
@@ -73,9 +74,8 @@ def test_a_megabyte_paste_is_answered_at_once_with_a_reason(shape):
 def test_the_patterns_are_linear_even_without_the_length_limit(shape, monkeypatch):
     """The limit guards the reader; this guards its patterns, should the limit ever grow."""
     monkeypatch.setattr(core, "MAX_NUMBER_CHARS", 10 ** 9, raising=False)
-    text = PASTES[shape](100_000)
-    seconds = _seconds(lambda: read_number(text), budget=2.0)
-    assert seconds < 0.25, f"{shape}: {seconds:.2f} s for 100,000 characters"
+    text = PASTES[shape](300_000)                   # a quadratic reader: over 10 minutes here
+    assert _finishes(lambda: read_number(text)), f"{shape}: no answer for 300,000 characters within {HANG_SECONDS} s"
 
 
 def test_the_length_limit_counts_after_stripping_and_says_why():

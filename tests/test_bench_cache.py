@@ -1,6 +1,7 @@
 """bench/bench_cache.py (chapter 9's experiment on caches and fresh pages): the committed
 result file is what its own summary function makes of its calls, and a small re-run on this
-machine reproduces the size-independent cost of a pass that allocates nothing."""
+machine faults in one matrix of fresh pages per call that allocates one, and none for a call that
+writes into a reused buffer (counts, not times: the timings are bench/bench_cache.py's)."""
 import importlib.util
 import json
 from pathlib import Path
@@ -50,20 +51,8 @@ def test_fresh_pages_are_counted_per_matrix():
     import sys
 
     run = subprocess.run([sys.executable, "-c", _FRESH, str(ROOT / "bench" / "bench_cache.py")],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert all(0.95 < c["fresh"] < 1.05 for c in out["fresh"]), out["fresh"]
     assert all(c["fresh"] < 0.01 for c in out["reused"]), out["reused"]
-
-
-def test_a_small_rerun_matches_the_committed_pass_cost():
-    """The pass that allocates nothing costs about the same per score at 256 and 1024 here, as in
-    the committed file (within a factor 3, for a machine shared with other jobs)."""
-    bench = _bench()
-    data = json.loads(RESULT.read_text())
-    rerun = bench.summarise({str(T): v for T, v in bench.run([256, 1024], calls=5).items()})
-    for T in ("256", "1024"):
-        ratio = rerun[T]["exp_into_median"] / data["summary"][T]["exp_into_median"]
-        assert 1 / 3 < ratio < 3, (T, rerun[T], data["summary"][T])
-    assert rerun["1024"]["exp_into_median"] / rerun["256"]["exp_into_median"] < 2
