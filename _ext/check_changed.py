@@ -4,9 +4,10 @@
    does not ignore, and, with ``--base REF``, every file changed since ``REF``.
 2. The unit tests that touch it (``-m "not book"``; the book tests need the whole build):
    * a changed ``tests/test_*.py`` file itself;
-   * for a changed ``attnlib`` module, every test file that imports or names it
-     (``attnlib.induction``, ``from attnlib import induction``, ``from attnlib.exercises.ch06 import``),
-     and its doctests;
+   * for a changed ``attnlib`` module, every test file that imports or names it or any attnlib
+     module that imports it, directly or through others (the package's import graph,
+     :func:`import_graph`: a change to ``softmax`` reaches the tests of ``attention``, which
+     imports it), and its doctests;
    * for a changed file of ``attnlib/static`` or ``_ext``, the test files that name it; for an
      ``_ext`` module, also those that name or import an ``_ext`` module importing it
      (``make_notebooks.py`` imports ``notebook_convert``);
@@ -14,6 +15,11 @@
 3. One chapter executed in a fresh kernel, as the book build runs it (``_ext/execute_notebook.py``):
    the first changed chapter, else the chapter that names the changed modules most often,
    else chapter 1.
+4. For each changed chapter, the book's references checked by Sphinx itself (:func:`check_references`):
+   the whole book is read with the book's configuration and extensions but without executing
+   anything or exporting the in-page models, and every warning about a reference (an unknown
+   label, document, citation or term: ``{ref}``, ``{numref}``, ``{doc}``, ``{cite}``, ``{term}``)
+   fails ``make check``.
 
 It prints what it chose and why, then runs it; the exit status is 1 when a test or the chapter
 fails.  Usage: ``.venv/bin/python _ext/check_changed.py [--base REF] [--jobs N] [--dry-run]``.
@@ -78,6 +84,88 @@ def ext_users(module: str) -> set[str]:
     return found
 
 
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """attnlib's import graph, read from the source (``ast``): ``{module: modules it imports}``,
+    with dotted names (``attnlib.encoder.run``), every ``import`` and ``from ... import`` of an
+    attnlib module counted, at the top of a module or inside a function (a function's import is
+    an arrow too: it runs, and can close a circle, when the function runs)."""
+    import ast
+    files = {_module_name(p): p for p in sorted((ROOT / "attnlib").rglob("*.py"))}
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for module, path in files.items():
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for alias in node.names:                     # from attnlib import corpus: the module corpus
+                    if f"{target}.{alias.name}" in files:
+                        graph[module].add(f"{target}.{alias.name}")
+                    elif target in files:
+                        graph[module].add(target)
+            elif isinstance(node, ast.Import):
+                graph[module].update(a.name for a in node.names if a.name in files)
+        graph[module].discard(module)
+    return graph
+
+
+def importers(module: str, graph: dict[str, set[str]] | None = None) -> set[str]:
+    """``module`` and every attnlib module that imports it, directly or through others.  A
+    package's ``__init__`` importing its own submodules does not count (``attnlib`` imports
+    ``attnlib.kernels``, yet a change to the kernels does not reach every test)."""
+    graph = import_graph() if graph is None else graph
+    reverse: dict[str, set[str]] = {m: set() for m in graph}
+    for m, targets in graph.items():
+        for t in targets:
+            if not t.startswith(m + "."):
+                reverse.setdefault(t, set()).add(m)
+    found, todo = {module}, [module]
+    while todo:
+        for user in reverse.get(todo.pop(), ()):
+            if user not in found:
+                found.add(user)
+                todo.append(user)
+    return found
+
+
+REFERENCE_WARNING = re.compile(r"(undefined label|unknown document|reference target not found|"
+                               r"could not find bibtex key|term not in glossary|failed to create a cross reference|"
+                               r"Unknown interpreted text role|unknown target|Unknown directive type)", re.I)
+
+
+def check_references(out: Path | None = None, root: Path = ROOT) -> tuple[int, list[str]]:
+    """Read the whole book with Sphinx (``jupyter-book build``, the book's configuration and
+    extensions) without executing a page (``execute_notebooks: off``) or exporting the in-page
+    models (``ATTNLIB_PAGE_MODELS=off``), and return ``(exit status, the warnings about
+    references)``.  Glue and output warnings of the unexecuted pages are expected and ignored;
+    a broken ``{ref}``, ``{numref}``, ``{doc}``, ``{cite}`` or ``{term}`` is not.  ``root``: the
+    book's folder (a copy, in the tests)."""
+    import os
+    import yaml
+    out = root / "_build" / "check-refs" if out is None else out
+    config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+    config["execute"]["execute_notebooks"] = "off"
+    extensions = config["sphinx"].get("local_extensions") or {}
+    config["sphinx"]["local_extensions"] = {name: str(root / folder) for name, folder in extensions.items()}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "_config.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    book = Path(sys.executable).with_name("jupyter-book")
+    proc = subprocess.run([str(book), "build", str(root), "--config", str(out / "_config.yml"), "--path-output",
+                           str(out), "--builder", "html", "--nitpick", "-q"], cwd=root, capture_output=True,
+                          text=True, env={**os.environ, "ATTNLIB_PAGE_MODELS": "off"})
+    log = proc.stdout + proc.stderr
+    found = [line.strip() for line in log.splitlines() if REFERENCE_WARNING.search(line)]
+    return proc.returncode, found
+
+
 def select(files: list[str]) -> tuple[list[str], list[str], list[str], list[str]]:
     """``(test files, doctest modules, chapters named by the change, reasons)``."""
     tests, doctests, reasons = set(), set(), []
@@ -86,17 +174,21 @@ def select(files: list[str]) -> tuple[list[str], list[str], list[str], list[str]
                if p.name != "test_ci.py"}
     chapter_hits: dict[str, int] = {}
     changed_chapters = []
+    graph = import_graph()
     for f in files:
         p = Path(f)
         if p.parts[0] == "tests" and p.name.startswith("test_") and p.suffix == ".py":
             tests.add(f)
             reasons.append(f"{f}: changed")
         elif p.parts[0] == "attnlib" and p.suffix == ".py":
-            pats = module_patterns(f)
+            module = _module_name(ROOT / f)
+            reached = importers(module, graph) if module in graph else {module}
+            pats = [pt for m in sorted(reached) for pt in module_patterns(m.replace(".", "/") + ".py")]
             hits = [str(t.relative_to(ROOT)) for t, src in sources.items() if any(pt.search(src) for pt in pats)]
             tests.update(hits)
             doctests.add(f)
-            reasons.append(f"{f}: {len(hits)} test files use it, and its doctests")
+            reasons.append(f"{f}: {len(hits)} test files use it or one of the {len(reached) - 1} modules "
+                           f"that import it, and its doctests")
             name = p.stem if p.stem != "__init__" else p.parent.name
             for ch in CHAPTERS.glob("[0-9][0-9]_*.md"):
                 n = len(re.findall(rf"\b{re.escape(name)}\b", ch.read_text(encoding="utf-8")))
@@ -151,6 +243,14 @@ def main(argv=None) -> int:
         rc |= subprocess.run(cmd, cwd=ROOT).returncode
     rc |= subprocess.run([sys.executable, str(ROOT / "_ext" / "execute_notebook.py"), chapter,
                           "-o", str(ROOT / "_build" / "check.ipynb")], cwd=ROOT).returncode
+    if any(f.startswith("chapters/") or f in ("intro.md", "references.bib", "_toc.yml") for f in files):
+        print("make check: the book's references, read by Sphinx (nothing executed)")
+        status, broken = check_references()
+        for line in broken:
+            print("  " + line)
+        if broken:
+            print(f"make check: {len(broken)} broken references")
+            rc |= 1
     return 1 if rc else 0
 
 

@@ -18,6 +18,7 @@ One extension for every in-page model (:data:`MODELS`): chapter 8's encoder
 Nothing here is loaded by a page until the reader presses a lab's Load button.
 """
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,8 +100,8 @@ def first_use_bytes(info: dict, site: Path | None = None) -> int:
 
 
 def _export(app) -> None:
-    if app.builder.format != "html":
-        return
+    if app.builder.format != "html" or os.environ.get("ATTNLIB_PAGE_MODELS") == "off":
+        return                              # off: make check's reading of references only
     build = Path(app.outdir).parent
     app.attnlib_page_models = {}
     for m in MODELS:

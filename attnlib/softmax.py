@@ -11,7 +11,7 @@ import torch
 
 from . import _validate
 
-__all__ = ["softmax", "entropy", "softmax_jacobian", "soft_cap", "qk_norm_scores"]
+__all__ = ["softmax", "entropy", "softmax_jacobian", "soft_cap"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -172,50 +172,3 @@ def soft_cap(scores, cap: float) -> torch.Tensor:
     x = scores.to(compute_dtype(scores.dtype))
     capped = cap * torch.tanh(x / cap)
     return torch.where(torch.isneginf(x), x, capped).to(scores.dtype)
-
-
-def qk_norm_scores(q, k, scale: float | None = None, eps: float = 1e-6) -> torch.Tensor:
-    """Scores with QK normalisation: ``LN(q) LN(k)^T * scale``, where ``LN`` normalises each
-    query and each key over its ``d_k`` entries to mean 0 and variance 1 (LayerNorm without
-    learned gain or bias) and ``scale`` is ``1/sqrt(d_k)`` by default.
-
-    A normalised vector has length ``sqrt(d_k)`` (a little less, by ``eps``), so by
-    Cauchy-Schwarz every score satisfies ``|s| <= d_k * |scale|``: ``sqrt(d_k)`` with the
-    default scale, whatever the size of ``q`` and ``k``.  Scaling a query or a key by a
-    positive number, or adding the same number to all its entries, leaves the scores
-    unchanged: the norms of ``W_Q`` and ``W_K`` no longer reach the softmax.  In a trained
-    model the LayerNorms have learned gains, which multiply this bound; the logits can then
-    grow only through them.  No mask is applied: mask the result as any scores.
-    Float16/bfloat16 inputs are computed in float32 and cast back.
-
-    Shapes:
-        q: ``(..., T_q, d_k)``, k: ``(..., T_k, d_k)`` with batch dimensions that broadcast;
-        result: ``(..., T_q, T_k)``, the dtype of ``q``.
-
-    Raises:
-        TypeError: ``q`` or ``k`` is not a floating tensor or numpy array, or they differ in
-            dtype; ``scale`` or ``eps`` is not a real number.
-        ValueError: ``q`` and ``k`` do not fit together (see
-            :func:`attnlib.attention.check_qk`); ``scale`` is NaN or infinite; ``eps`` is not
-            a finite number > 0.
-
-    Source: Dehghani et al. (2023), "Scaling Vision Transformers to 22 Billion Parameters",
-    section 2 (LayerNorm on the queries and keys); earlier, Henry et al. (2020),
-    "Query-Key Normalization for Transformers" (unit-length q and k with a learned scale).
-
-    >>> g = torch.Generator().manual_seed(0)
-    >>> q, k = torch.randn(2, 5, 16, generator=g), torch.randn(2, 7, 16, generator=g)
-    >>> s = qk_norm_scores(1000 * q, k)
-    >>> tuple(s.shape), bool(s.abs().max() <= 16 ** 0.5), torch.allclose(s, qk_norm_scores(q, k), atol=1e-4)
-    ((2, 5, 7), True, True)
-    """
-    from .attention import attention_scores, check_qk, resolve_scale  # attention imports this module
-
-    q, k = check_qk(q, k)
-    eps = _validate.real(eps, "eps", low=0.0, low_open=True)
-    d_k = q.shape[-1]
-    scale = resolve_scale(scale, d_k)
-    dtype = compute_dtype(q.dtype)
-    q_n = torch.nn.functional.layer_norm(q.to(dtype), (d_k,), eps=eps)   # (..., T_q, d_k), length ~ sqrt(d_k)
-    k_n = torch.nn.functional.layer_norm(k.to(dtype), (d_k,), eps=eps)   # (..., T_k, d_k)
-    return attention_scores(q_n, k_n, scale).to(q.dtype)                # (..., T_q, T_k)

@@ -68,6 +68,51 @@ def test_make_check_selects_the_tests_that_touch_a_change(changed, must_test, ch
             assert f in doctests
 
 
+def test_make_check_follows_the_import_graph():
+    """A change reaches the tests of every module that imports the changed one, directly or
+    through others: softmax is imported by attention, which test_kv_cache imports without
+    naming softmax."""
+    assert "softmax" not in (ROOT / "tests" / "test_kv_cache.py").read_text()
+    graph = check_changed.import_graph()
+    assert "attnlib.softmax" in graph["attnlib.attention"]
+    assert {"attnlib.attention", "attnlib.kv_cache"} <= check_changed.importers("attnlib.softmax", graph)
+    tests, _, _, reasons = check_changed.select(["attnlib/softmax.py"])
+    assert "tests/test_kv_cache.py" in tests and "modules that import it" in reasons[0]
+    # a leaf that nothing imports reaches only its own users
+    assert check_changed.importers("attnlib.bertviz_offline", graph) == {"attnlib.bertviz_offline"}
+
+
+def test_attnlib_has_no_import_circles_and_a_light_root():
+    """No circle in attnlib's import graph (imports inside functions included), and `import
+    attnlib` loads no chapter-level module (exercises, explorables), no reader of a pretrained
+    model and no transformers: the namespaces are imported on first use."""
+    import subprocess
+    import networkx as nx
+    graph = check_changed.import_graph()
+    g = nx.DiGraph([(m, t) for m, targets in graph.items() for t in targets if not t.startswith(m + ".")])
+    assert list(nx.simple_cycles(g)) == []
+    code = ("import sys, attnlib; print(sorted(m for m in sys.modules if m in ('transformers', 'matplotlib') "
+            "or m.startswith(('attnlib.exercises', 'attnlib.explorables', 'attnlib.encoder', 'attnlib.induction'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr[-2000:]
+
+
+def test_make_check_fails_on_a_broken_reference_in_a_chapter(tmp_path):
+    """make check reads the book's references with Sphinx when a chapter changed: a {ref} to a
+    label no page defines is reported, and it is the only one (the book's own are whole)."""
+    import shutil
+    book = tmp_path / "book"
+    book.mkdir()
+    for name in ("_config.yml", "_toc.yml", "intro.md", "references.bib"):
+        shutil.copy(ROOT / name, book / name)
+    for folder in ("chapters", "_ext", "_static"):
+        shutil.copytree(ROOT / folder, book / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    page = book / "chapters" / "05_masking.md"
+    page.write_text(page.read_text(encoding="utf-8") + "\nSee {ref}`no-such-section`.\n", encoding="utf-8")
+    _, broken = check_changed.check_references(root=book)
+    assert len(broken) == 1 and "no-such-section" in broken[0], broken
+
+
 def test_make_check_does_not_select_unrelated_tests():
     tests, _, _, _ = check_changed.select(["attnlib/kernels/triton_attention.py"])
     assert "tests/test_triton_attention.py" in tests

@@ -184,7 +184,8 @@ def test_softmax_jacobian_errors():
 
 
 # ---------------------------------------------------------------- soft-capping (Gemma 2)
-from attnlib.softmax import qk_norm_scores, soft_cap  # noqa: E402  (attnlib.softmax is also the function)
+from attnlib.attention import qk_norm_scores  # noqa: E402
+from attnlib.softmax import soft_cap  # noqa: E402  (attnlib.softmax is also the function)
 
 
 @pytest.mark.parametrize("cap", [1.0, 5.0, 50.0])

@@ -16,11 +16,11 @@ maths module imports plotting.  Every figure function takes an optional ``ax`` a
 * :mod:`.graphs`: :func:`draw_attention_graph`, :func:`draw_layered_graph` (ch. 7).
 """
 from ._figure import (
-    BOOK_RC, COLUMN_PX, COLUMN_WIDTH, DPI, MIN_FONT_PT, MIN_TEXT_KEY, book_style, figure, min_text_size, panels,
+    BOOK_RC, COLUMN_PX, COLUMN_WIDTH, DPI, MIN_FONT_PT, MIN_TEXT_KEY, figure, min_text_size, panels,
     render_png, text_size, to_numpy,
 )
 from ._variants import (
-    PHONE_DENSITY, PHONE_PX, PHONE_WIDTH, VARIANT_KEY, VARIANTS_ENV, ZOOM_DENSITY, figure_png, pack_variants,
+    PHONE_DENSITY, PHONE_PX, PHONE_WIDTH, VARIANT_KEY, VARIANTS_ENV, ZOOM_DENSITY, book_style, figure_png, pack_variants,
     reflow_for_phone, render_variants, strip_variants, unpack_variants,
 )
 from .graphs import draw_attention_graph, draw_layered_graph

@@ -18,7 +18,6 @@ labels of a log axis) at 0.7 of the font size, so such a text needs a font of 8 
 """
 from __future__ import annotations
 
-import base64
 import functools
 import io
 import math
@@ -192,32 +191,6 @@ def render_png(fig, *, minimum: float = MIN_FONT_PT, dpi: float = DPI, meta: dic
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", pad_inches=0.04,
                 facecolor=fig.get_facecolor(), metadata={**(meta or {}), MIN_TEXT_KEY: smallest_px})
     return buf.getvalue()
-
-
-def _png_formatter(fig, **_ignored):
-    if not fig.axes and not fig.lines:
-        return None
-    from ._variants import figure_png   # (it imports this module)
-    return base64.b64encode(figure_png(fig)).decode("ascii")
-
-
-def book_style():
-    """Apply the book's figure style (:data:`BOOK_RC`: 100 dpi, text of at least 8 pt,
-    mathtext in the sans face) and, inside IPython, show every figure through
-    :func:`render_png` (in the book build, with its phone and zoom renderings packed inside:
-    :func:`attnlib.plotting.figure_png`).  Chapters call it once, in their set-up cell;
-    returns None.
-    """
-    matplotlib.rcParams.update(BOOK_RC)
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython is a declared dependency; kept optional for plain scripts
-        get_ipython = lambda: None  # noqa: E731
-    shell = get_ipython()
-    if shell is not None:
-        plt.close(plt.figure())   # load the inline backend now, so that it cannot replace our formatter later
-        shell.display_formatter.formatters["image/png"].for_type(matplotlib.figure.Figure, _png_formatter)
-        matplotlib.rcParams.update(BOOK_RC)   # the inline backend loads its own rc on first use
 
 
 def colormap(cmap, name: str = "cmap") -> matplotlib.colors.Colormap:

@@ -26,20 +26,23 @@ the formatter draws the desktop rendering only.
 """
 from __future__ import annotations
 
+import base64
 import functools
 import os
 import re
 import struct
 import zlib
 
+import matplotlib
 import matplotlib.axis
 import matplotlib.colorbar
 import matplotlib.figure
 import matplotlib.text
+import matplotlib.pyplot as plt
 import matplotlib.ticker
 from matplotlib.gridspec import GridSpec
 
-from ._figure import COLUMN_WIDTH, DPI, MIN_FONT_PT, _texts, render_png
+from ._figure import BOOK_RC, COLUMN_WIDTH, DPI, MIN_FONT_PT, _texts, render_png
 
 __all__ = ["PHONE_PX", "PHONE_WIDTH", "PHONE_DENSITY", "ZOOM_DENSITY", "VARIANT_KEY", "VARIANTS_ENV",
            "CHUNK_TYPE", "render_variants", "reflow_for_phone", "pack_variants", "unpack_variants",
@@ -431,3 +434,27 @@ def figure_png(fig) -> bytes:
     v = render_variants(fig)
     return pack_variants(v["desktop"], {k: v[k] for k in _NAMES if k in v})
 
+
+def _png_formatter(fig, **_ignored):
+    if not fig.axes and not fig.lines:
+        return None
+    return base64.b64encode(figure_png(fig)).decode("ascii")
+
+
+def book_style():
+    """Apply the book's figure style (:data:`BOOK_RC`: 100 dpi, text of at least 8 pt,
+    mathtext in the sans face) and, inside IPython, show every figure through
+    :func:`render_png` (in the book build, with its phone and zoom renderings packed inside:
+    :func:`attnlib.plotting.figure_png`).  Chapters call it once, in their set-up cell;
+    returns None.
+    """
+    matplotlib.rcParams.update(BOOK_RC)
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is a declared dependency; kept optional for plain scripts
+        get_ipython = lambda: None  # noqa: E731
+    shell = get_ipython()
+    if shell is not None:
+        plt.close(plt.figure())   # load the inline backend now, so that it cannot replace our formatter later
+        shell.display_formatter.formatters["image/png"].for_type(matplotlib.figure.Figure, _png_formatter)
+        matplotlib.rcParams.update(BOOK_RC)   # the inline backend loads its own rc on first use
