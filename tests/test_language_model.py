@@ -183,3 +183,64 @@ def test_bad_input_is_named(model, monkeypatch):
     lm._sha256.cache_clear()
     with pytest.raises(ValueError, match="not the file the course was written for"):
         lm.gguf_path()
+
+
+def test_many_edited_runs_at_once_equal_one_run_each(model):
+    """run_variants (each item its own edits, through edits.graph_inputs, in batches) against
+    run(edits=...) one list at a time, for every kind of edit and a mix."""
+    clean, corrupt = lm.encode("When Mary and John went to the store, John gave a drink to"), \
+        lm.encode("When Mary and John went to the store, Mary gave a drink to")
+    source = lm.run(model, clean)
+    lists = [[], [{"layer": 3, "head": 2, "mode": "zero"}], [{"layer": 20, "head": -1, "mode": "mean", "position": -1}],
+             [{"layer": 14, "head": 5, "mode": "patch", "source": source}],
+             [{"layer": 9, "head": None, "mode": "patch", "source": source, "position": 10}],
+             [{"layer": 30, "head": None, "mode": "patch", "source": source, "position": -1},
+              {"layer": 0, "head": 0, "mode": "zero"}, {"layer": 29, "head": 8, "mode": "patch", "source": source}]]
+    batched = lm.run_variants(model, corrupt, lists, batch_size=4)
+    for edits, got in zip(lists, batched):
+        torch.testing.assert_close(got, lm.run(model, corrupt, edits=edits).logits[0], atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(lm.run_variants(model, corrupt, lists, last=True), batched[:, -1])
+
+
+def test_the_patching_sweep_is_the_single_runs_and_names_bad_pairs(model):
+    """patch_sweep's tables are the metric of single patched runs (spot-checked: heads and
+    positions drawn with a seeded generator), its normalisation is patching.normalised's, and a
+    bad pair or answer is named."""
+    from attnlib import patching
+    clean = "When Mary and John went to the store, John gave a drink to"
+    corrupt = "When Mary and John went to the store, Mary gave a drink to"
+    layers = [0, 11, 23, 30]                       # a few layers: the whole sweep is 1,400 runs
+    sweep = lm.patch_sweep(model, clean, corrupt, [" Mary", " John"], layers=layers)
+    assert sweep["layers"] == layers and tuple(sweep["denoise"]["heads"].shape) == (3, 9)
+    assert tuple(sweep["noise"]["resid"].shape) == (4, 14)
+    a, b = lm.encode(clean), lm.encode(corrupt)
+    good, bad = lm.answer_token(" Mary"), lm.answer_token(" John")
+
+    def metric(tokens, edits):
+        logits = lm.run(model, tokens, edits=edits).logits[0, -1]
+        return float(logits[good] - logits[bad])
+
+    assert sweep["position"] == 9 and sweep["clean"] > 3 > -3 > sweep["corrupted"] and sweep["problem"] is None
+    source = {"denoise": lm.run(model, a), "noise": lm.run(model, b)}
+    base = {"denoise": b, "noise": a}
+    g = torch.Generator().manual_seed(11)
+    for direction in ("denoise", "noise"):
+        for _ in range(2):
+            i, h = int(torch.randint(3, (1,), generator=g)), int(torch.randint(9, (1,), generator=g))
+            want = metric(base[direction], [{"layer": layers[i], "head": h, "mode": "patch", "source": source[direction]}])
+            assert abs(float(sweep[direction]["heads"][i, h]) - want) < 1e-3
+            i, t = int(torch.randint(4, (1,), generator=g)), int(torch.randint(a.numel(), (1,), generator=g))
+            want = metric(base[direction], [{"layer": layers[i], "head": None, "mode": "patch", "source": source[direction],
+                                              "position": t}])
+            assert abs(float(sweep[direction]["resid"][i, t]) - want) < 1e-3
+    # the stream at the changed position, early, carries the whole difference; at the last position, late, too
+    torch.testing.assert_close(sweep["normalised"]["denoise"]["resid"][0, 9], torch.tensor(1.0, dtype=torch.float64), atol=1e-3, rtol=0)
+    torch.testing.assert_close(sweep["normalised"]["denoise"]["resid"][3, -1], torch.tensor(1.0, dtype=torch.float64), atol=1e-3, rtol=0)
+    torch.testing.assert_close(sweep["normalised"]["noise"]["heads"],
+                               patching.normalised(sweep["noise"]["heads"], sweep["clean"], sweep["corrupted"]))
+    with pytest.raises(ValueError, match="same number of tokens"):
+        lm.patch_sweep(model, clean, "When Mary and John went to the big store, John gave a drink to", [" Mary", " John"])
+    with pytest.raises(ValueError, match="differ in exactly one token; they differ in 0"):
+        lm.patch_sweep(model, clean, clean, [" Mary", " John"])
+    with pytest.raises(ValueError, match="must be one token"):
+        lm.patch_sweep(model, clean, corrupt, [" Mary", " Johnathan Smithers"])
