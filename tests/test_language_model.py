@@ -244,3 +244,37 @@ def test_the_patching_sweep_is_the_single_runs_and_names_bad_pairs(model):
         lm.patch_sweep(model, clean, clean, [" Mary", " John"])
     with pytest.raises(ValueError, match="must be one token"):
         lm.patch_sweep(model, clean, corrupt, [" Mary", " Johnathan Smithers"])
+
+
+def test_head_scores_follow_their_definitions_on_hand_made_patterns():
+    """Patterns built by hand (a perfect induction head, a previous-token head, a sink, a uniform
+    head) get the scores their definitions give, and the uniform head its baselines."""
+    T, n = 8, 4
+    induction, previous, sink = torch.zeros(T, T), torch.zeros(T, T), torch.zeros(T, T)
+    for i in range(T):
+        induction[i, i - n + 1 if i >= n else i] = 1
+        previous[i, max(i - 1, 0)] = 1
+        sink[i, 0] = 1
+    uniform = torch.ones(T, T).tril() / torch.arange(1, T + 1)[:, None]
+    w = [torch.stack([induction, previous, sink, uniform])[None]]        # one layer, 4 heads, B = 1
+    s = lm.head_scores(w)
+    assert s["induction"][0].tolist()[:3] == [1.0, 0.0, 0.0] and s["previous"][0, 1] == 1 and s["first"][0, 2] == 1
+    assert abs(float(s["induction"][0, 3]) - s["uniform_induction"]) < 1e-6
+    assert abs(float(s["previous"][0, 3]) - s["uniform_previous"]) < 1e-6
+    assert abs(s["uniform_induction"] - sum(1 / (i + 1) for i in range(n, T)) / n) < 1e-12
+    with pytest.raises(ValueError, match="even length"):
+        lm.head_scores([torch.zeros(1, 1, 5, 5)])
+
+
+def test_the_model_copies_on_repeated_random_tokens(model):
+    """On repeated random tokens the second copy is predicted far better than the first, and
+    some heads put most of their weight where induction would (a held-out check of what the
+    module docstring and the chapter report: seeds other than the bench's)."""
+    tokens = lm.repeated_random_tokens(4, 20, seed=101)
+    assert torch.equal(tokens[:, :20], tokens[:, 20:]) and int(tokens.min()) >= lm.FIRST_ORDINARY_TOKEN
+    r = lm.run(model, tokens)
+    loss = torch.nn.functional.cross_entropy(r.logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten(),
+                                             reduction="none").view(4, -1)
+    assert float(loss[:, 20:].mean()) < float(loss[:, :19].mean()) / 2
+    s = lm.head_scores(r.pattern)
+    assert float(s["induction"].max()) > 10 * s["uniform_induction"]
