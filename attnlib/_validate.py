@@ -359,3 +359,24 @@ def distribution(p: torch.Tensor, dim: int, name: str = "weights") -> torch.Tens
             f"row), found a sum of {total[bad].flatten()[0].item():.6g}"
         )
     return p
+
+
+def token_ids(tokens, vocab_size: int, max_len: int, what: str = "tokens"):
+    """``tokens`` as a ``(B, T)`` integer tensor of ids of a vocabulary of ``vocab_size`` with
+    ``1 <= T <= max_len`` (a ``(T,)`` tensor is read as a batch of one): the check every model
+    of the course makes of its input.
+
+    Raises:
+        TypeError: not an int32/int64 tensor.  ValueError: another shape, too long, or an id
+            outside ``0 .. vocab_size - 1``.
+    """
+    import torch
+    if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"{what} must be an int64 tensor of ids, got {getattr(tokens, 'dtype', type(tokens).__name__)}")
+    if tokens.dim() == 1:
+        tokens = tokens[None]
+    if tokens.dim() != 2 or not 1 <= tokens.shape[1] <= max_len:
+        raise ValueError(f"{what} must be (B, T) with 1 <= T <= {max_len}, got shape {tuple(tokens.shape)}")
+    if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab_size):
+        raise ValueError(f"token ids must lie in 0..{vocab_size - 1}, got {int(tokens.min())}..{int(tokens.max())}")
+    return tokens

@@ -32,7 +32,7 @@ from . import _validate
 from .attention import scaled_dot_product_attention
 from .masks import causal_block
 
-__all__ = ["KVCache", "kv_cache_bytes"]
+__all__ = ["KVCache", "kv_cache_bytes", "cache_start"]
 
 
 def kv_cache_bytes(*, n_layers: int, n_kv_heads: int, d_head: int, T: int, batch: int = 1,
@@ -235,3 +235,15 @@ class KVCache:
         out, weights = scaled_dot_product_attention(q, self.keys, self.values, mask, scale=scale,
                                                     enable_gqa=q.shape[1] != self.keys.shape[1])
         return (out, weights) if return_weights else out               # (B, H, t, d_v), (B, H, t, T)
+
+
+def cache_start(cache, n_layers: int) -> int:
+    """How many tokens a model's per-layer caches already hold (where new tokens start), after
+    checking that ``cache`` is ``model.new_cache()``: ``n_layers`` :class:`KVCache`.
+
+    Raises:
+        TypeError: anything else.
+    """
+    if not isinstance(cache, (list, tuple)) or len(cache) != n_layers or not all(isinstance(c, KVCache) for c in cache):
+        raise TypeError(f"cache must be a list of {n_layers} KVCache (model.new_cache()), got {type(cache).__name__}")
+    return cache[0].length

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import hashlib
 import math
 import os
 import weakref
@@ -68,7 +67,7 @@ from . import _validate, corpus, model_cache
 from .attention import kv_head_of, repeat_kv, scaled_dot_product_attention
 from .edits import (RunActivations, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer, graph_inputs,
                     head_means)
-from .kv_cache import KVCache
+from .kv_cache import KVCache, cache_start
 from .positions import apply_rope
 
 __all__ = ["PACKAGE", "GGUF_NAME", "GGUF_SHA256", "HUB_ID", "LMConfig", "gguf_path", "read_gguf", "RMSNorm",
@@ -136,11 +135,7 @@ def gguf_path(*, verify: bool = True) -> Path:
 
 @functools.lru_cache(maxsize=4)
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return model_cache.file_sha256(path)
 
 
 def _unpermute(w: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -314,8 +309,8 @@ class LanguageModel(nn.Module):
     L tensors (B, H, T, T_k))``; edits and every activation: :func:`run`.
 
     Raises:
-        TypeError: tokens not an integer tensor.  ValueError: tokens not ``(B, T)`` or outside
-            the vocabulary; longer than the context; a cache of the wrong kind.
+        TypeError: tokens not an integer tensor; a cache that is not ``new_cache()``'s.
+        ValueError: tokens not ``(B, T)`` or outside the vocabulary; longer than the context.
     """
 
     def __init__(self, config: LMConfig = LMConfig()):
@@ -331,18 +326,8 @@ class LanguageModel(nn.Module):
     d_head = property(lambda self: self.config.d_head)
 
     def _tokens(self, tokens) -> torch.Tensor:
-        if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int32, torch.int64):
-            raise TypeError(f"tokens must be an int64 tensor of token ids (language_model.encode), "
-                            f"got {getattr(tokens, 'dtype', type(tokens).__name__)}")
-        if tokens.dim() == 1:
-            tokens = tokens[None]
-        if tokens.dim() != 2 or tokens.shape[1] < 1:
-            raise ValueError(f"tokens must be (B, T) with T >= 1, got shape {tuple(tokens.shape)}")
-        if tokens.shape[1] > self.config.context_length:
-            raise ValueError(f"{tokens.shape[1]} tokens: the model reads at most {self.config.context_length}")
-        if tokens.min() < 0 or tokens.max() >= self.config.vocab_size:
-            raise ValueError(f"token ids must lie in 0..{self.config.vocab_size - 1}, got {int(tokens.min())}..{int(tokens.max())}")
-        return tokens
+        """``(B, T)`` token ids (``(T,)`` is a batch of one), checked (:func:`attnlib._validate.token_ids`)."""
+        return _validate.token_ids(tokens, self.config.vocab_size, self.config.context_length)
 
     def new_cache(self) -> list:
         """One empty :class:`attnlib.KVCache` per layer (each will hold ``H_kv`` heads)."""
@@ -350,12 +335,7 @@ class LanguageModel(nn.Module):
 
     def forward(self, tokens, cache=None):
         tokens = self._tokens(tokens)
-        start = 0
-        if cache is not None:
-            if not isinstance(cache, (list, tuple)) or len(cache) != self.n_layers or \
-                    not all(isinstance(c, KVCache) for c in cache):
-                raise ValueError(f"cache must be model.new_cache(): {self.n_layers} KVCache, got {type(cache).__name__}")
-            start = cache[0].length
+        start = 0 if cache is None else cache_start(cache, self.n_layers)
         x = self.embed(tokens)                                          # (B, T, d_model)
         weights = []
         for layer, block in enumerate(self.blocks):

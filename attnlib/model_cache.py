@@ -56,7 +56,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["ENV", "cache_dir", "source_digest", "entry_key", "entry_path", "load", "store", "lock"]
+__all__ = ["ENV", "cache_dir", "source_digest", "file_sha256", "entry_key", "entry_path", "load", "store", "lock"]
 
 #: The environment variable that names the cache folder (``off`` disables the cache).
 ENV = "ATTNLIB_CACHE"
@@ -90,6 +90,19 @@ def source_digest(paths) -> str:
         h.update(path.name.encode() + b"\0")
         h.update(path.read_bytes())
         h.update(b"\0")
+    return h.hexdigest()
+
+
+def file_sha256(path) -> str:
+    """The SHA-256 of a file, hex, read in 1 MiB chunks.
+
+    Raises:
+        FileNotFoundError: no such file.
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
     return h.hexdigest()
 
 

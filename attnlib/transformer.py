@@ -32,7 +32,7 @@ from torch import nn
 
 from . import _validate
 from .edits import RunActivations, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer, head_means
-from .kv_cache import KVCache
+from .kv_cache import KVCache, cache_start
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .attention import scaled_dot_product_attention
 from .positions import apply_rope
@@ -193,13 +193,9 @@ class TinyTransformer(nn.Module):
         self.n_heads, self.d_head = self.blocks[0].attn.n_heads, self.blocks[0].attn.d_head
 
     def _tokens(self, tokens) -> torch.Tensor:
-        if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int32, torch.int64):
-            raise TypeError(f"tokens must be an int64 tensor of ids, got {getattr(tokens, 'dtype', type(tokens).__name__)}")
-        if tokens.dim() != 2 or not 1 <= tokens.shape[1] <= self.max_len:
+        if isinstance(tokens, torch.Tensor) and tokens.dim() == 1:
             raise ValueError(f"tokens must be (B, T) with 1 <= T <= {self.max_len}, got shape {tuple(tokens.shape)}")
-        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
-            raise ValueError(f"token ids must lie in 0..{self.vocab_size - 1}, got {tokens.min().item()}..{tokens.max().item()}")
-        return tokens
+        return _validate.token_ids(tokens, self.vocab_size, self.max_len)
 
     def new_cache(self) -> list:
         """One empty :class:`attnlib.KVCache` per layer, for ``forward(..., cache=...)``."""
@@ -209,11 +205,7 @@ class TinyTransformer(nn.Module):
         tokens = self._tokens(tokens)
         start = 0
         if cache is not None:
-            if not isinstance(cache, (list, tuple)) or len(cache) != self.n_layers or \
-                    not all(isinstance(c, KVCache) for c in cache):
-                raise TypeError(f"cache must be a list of {self.n_layers} KVCache (model.new_cache()), "
-                                f"got {type(cache).__name__}")
-            start = cache[0].length
+            start = cache_start(cache, self.n_layers)
             if start + tokens.shape[1] > self.max_len:
                 raise ValueError(f"positions up to {start + tokens.shape[1] - 1} exceed max_len = {self.max_len}")
         B, T = tokens.shape

@@ -171,7 +171,7 @@ def test_patching_invariants(model):
 
 
 def test_bad_input_is_named(model, monkeypatch):
-    with pytest.raises(TypeError, match="int64 tensor of token ids"):
+    with pytest.raises(TypeError, match="int64 tensor of ids"):
         lm.run(model, [1, 2, 3])
     with pytest.raises(ValueError, match="token ids must lie in 0..49151"):
         lm.run(model, torch.tensor([49152]))

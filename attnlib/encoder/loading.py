@@ -17,6 +17,7 @@ from pathlib import Path, PureWindowsPath
 import torch
 
 from .. import _validate
+from ..model_cache import file_sha256
 from ..devices import default_device
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_MODEL_MANIFEST", "default_model_dir", "file_manifest", "verify_files",
@@ -69,12 +70,8 @@ def default_model_dir() -> Path:
 
 
 def sha256_file(path: Path) -> str:
-    """The sha256 of a file, hex, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    """The sha256 of a file, hex, read in 1 MiB chunks (:func:`attnlib.model_cache.file_sha256`)."""
+    return file_sha256(path)
 
 
 def _files(folder: Path) -> list:
