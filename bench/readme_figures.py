@@ -10,6 +10,7 @@ cannot drift from what was measured:
 * ``binder.json``: ``bench/bench_binder.py`` (the Binder environment built and its notebooks run);
 * ``browser_model.json``, ``circuit_lab.json``: ``bench/bench_browser_model.py`` and
   ``bench/bench_circuit_lab.py`` (chapter 8's and chapter 6's in-page models, headless Chromium);
+* ``language_model.json``: ``bench/bench_language_model.py`` (the language model in a kernel);
 * ``attention_cuda.json``, ``triton_cuda.json``: ``make gpu-check`` on a CUDA machine.
 
     python bench/readme_figures.py           # rewrite the section between the markers in README.md
@@ -385,12 +386,28 @@ def model_cache_section(mc: dict) -> list[str]:
             f"{runs}."]
 
 
+def language_model_section(m: dict) -> list[str]:
+    """The language model in a kernel (bench/bench_language_model.py)."""
+    rows = m["model_by_threads"]
+    best = rows[max(rows, key=int)]
+    one = rows[min(rows, key=int)]
+    return [f"The language model in a kernel (`bench/bench_language_model.py`, {m['date']}, {m['machine']['cpus']} CPU "
+            f"cores, load average {m['load_before'][0]:.1f} before and {m['load_after'][0]:.1f} after; each row a fresh "
+            f"process; `bench/results/language_model.md`): SmolLM2-135M-Instruct (Q4_1) loads in "
+            f"{best['load_seconds']:.1f} s (the SHA-256 check, reading the GGUF file, dequantizing to float32); a "
+            f"{best['tokens']}-token run keeping every activation takes {best['run_seconds']:.2f} s "
+            f"({one['run_seconds']:.2f} s on one thread); the process holding the model and a run peaks at "
+            f"{best['peak_rss_mb']:.0f} MB.  The tokenizer is built from the file once "
+            f"({m['tokenizer_first']['seconds']:.1f} s, with transformers) and then read in "
+            f"{m['tokenizer_kept']['seconds']:.2f} s."]
+
+
 def render() -> str:
     parts = []
     for name, section in (("ci.json", ci_section), ("model_cache.json", model_cache_section), ("book.json", book_section), ("attention_cpu.json", attention_section),
                           ("explorables.json", explorables_section), ("binder.json", binder_section),
                           ("browser_model.json", browser_model_section), ("circuit_lab.json", circuit_lab_section),
-                          ("exercises.json", exercises_section),
+                          ("exercises.json", exercises_section), ("language_model.json", language_model_section),
                           ("figures.json", figures_section)):
         data = _load(name)
         if data is not None and section(data):

@@ -27,6 +27,8 @@ def test_every_results_file_the_readme_quotes_exists_and_states_its_settings():
                        ("explorables.json", ("date", "chromium", "runs", "repeats", "views")),
                        ("ci.json", ("meta", "phases", "total_seconds", "all_passed")),
                        ("model_cache.json", ("meta", "rows")),
+                       ("language_model.json", ("machine", "repeats", "load_before", "load_after", "date", "tokenizer_first",
+                                                "tokenizer_kept", "model_by_threads")),
                        ("circuit_lab.json", ("machine", "settings", "repeats", "table_repeats", "path_repeats", "load_average_before",
                                              "load_average_after", "lab_bytes", "runtime_bytes", "goals"))):
         data = json.loads((ROOT / "bench" / "results" / name).read_text())
