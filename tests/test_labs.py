@@ -978,10 +978,12 @@ def hostile_run():
 
 
 def test_an_endless_loop_is_stopped_by_a_time_limit(hostile_run):
+    """The loop never returns: that the check came back at all, with the time limit's verdict,
+    is what shows the limit works (no duration is asserted; the checks that follow ran too)."""
     loop = hostile_run["results"].get("loop")
     assert loop is not None, hostile_run["rc"]
     assert loop["diagnosis"] == "timed_out" and "did not return within 1 s" in loop["message"], loop
-    assert loop["seconds"] < 10, loop
+    assert "after" in hostile_run["results"], hostile_run["results"].keys()
 
 
 def test_exits_do_not_end_the_kernel(hostile_run):
