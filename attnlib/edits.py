@@ -53,7 +53,7 @@ import torch
 
 from . import _validate
 
-__all__ = ["MODES", "Edit", "as_edits", "head_means", "apply_head_edits", "apply_resid_edit", "edits_by_layer",
+__all__ = ["MODES", "Edit", "as_edits", "head_means", "apply_head_edits", "apply_resid_edit", "edits_by_layer", "RunHooks",
            "graph_inputs", "ACTIVATIONS", "RunReading", "RunActivations"]
 
 #: The intervention modes.
@@ -258,6 +258,40 @@ def graph_inputs(edits, *, n_layers: int, n_heads: int, d_head: int, d_model: in
         elif e.mode == "patch":
             feeds["head_value"][:, e.layer, e.head, at] = _source_z(e, B, T, d_head)[:, at]
     return feeds
+
+
+class RunHooks:
+    """The two hooks every model's ``run`` puts on its blocks, written once: a forward pre-hook on
+    each block (and on the final normalisation, entry ``n_layers``) applies the residual edits and
+    records ``resid_pre``; a forward pre-hook on each ``W_O`` applies the head edits and records
+    ``z``.  ``edits``: checked edits (:func:`as_edits`).  After the pass, ``resid`` holds
+    ``n_layers + 1`` tensors ``(B, T, d_model)`` and ``z`` ``n_layers`` tensors ``(B, H, T, d_head)``,
+    detached."""
+
+    def __init__(self, edits, n_layers: int, n_heads: int):
+        self.heads, self.streams = edits_by_layer(edits)
+        self.n_heads = n_heads
+        self.resid, self.z = [None] * (n_layers + 1), [None] * n_layers
+
+    def stream(self, layer: int):
+        """The pre-hook for the stream entering ``layer``."""
+        def hook(module, args):
+            x = args[0]
+            for edit in self.streams.get(layer, ()):
+                x = apply_resid_edit(x, edit)
+            self.resid[layer] = x.detach()
+            return (x, *args[1:])
+        return hook
+
+    def head_outputs(self, layer: int):
+        """The pre-hook for ``W_O`` of ``layer``: its input is the heads side by side ``(B, T, H * d_head)``."""
+        def hook(module, args):
+            out = args[0]
+            if layer in self.heads:
+                out = apply_head_edits(out, self.n_heads, self.heads[layer])
+            self.z[layer] = out.view(out.shape[0], out.shape[1], self.n_heads, -1).transpose(1, 2).detach()
+            return (out, *args[1:])
+        return hook
 
 
 def _batched(t: torch.Tensor, n_lead: int) -> torch.Tensor:

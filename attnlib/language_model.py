@@ -65,8 +65,7 @@ from torch import nn
 
 from . import _validate, corpus, model_cache
 from .attention import kv_head_of, repeat_kv, scaled_dot_product_attention
-from .edits import (RunActivations, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer, graph_inputs,
-                    head_means)
+from .edits import RunActivations, RunHooks, as_edits, graph_inputs, head_means
 from .kv_cache import KVCache, cache_start
 from .positions import apply_rope
 
@@ -515,28 +514,9 @@ def run(model, tokens, *, edits=()) -> Run:
                         f"got {type(model).__name__}")
     tokens = model._tokens(tokens)
     edits = as_edits(edits, model.n_layers, model.n_heads, T=tokens.shape[1], reference=lambda: reference_means(model))
-    head_edits, resid_edits = edits_by_layer(edits)
     H, L = model.n_heads, model.n_layers
-    resid, proj, z = [None] * (L + 1), {}, [None] * L
+    hooks, proj = RunHooks(edits, L, H), {}
     handles = []
-
-    def resid_hook(layer):
-        def hook(module, args):
-            x = args[0]
-            for edit in resid_edits.get(layer, ()):
-                x = apply_resid_edit(x, edit)
-            resid[layer] = x
-            return (x, *args[1:])
-        return hook
-
-    def z_hook(layer):
-        def hook(module, args):
-            out = args[0]                                              # (B, T, H * d_head)
-            if layer in head_edits:
-                out = apply_head_edits(out, H, head_edits[layer])
-            z[layer] = out.view(out.shape[0], out.shape[1], H, -1).transpose(1, 2)
-            return (out,)
-        return hook
 
     def proj_hook(name, layer, n):
         def hook(module, args, out):                                   # (B, T, n * d_head), before RoPE
@@ -545,11 +525,11 @@ def run(model, tokens, *, edits=()) -> Run:
 
     try:
         for layer, block in enumerate(model.blocks):
-            handles.append(block.register_forward_pre_hook(resid_hook(layer)))
-            handles.append(block.attn.o_proj.register_forward_pre_hook(z_hook(layer)))
+            handles.append(block.register_forward_pre_hook(hooks.stream(layer)))
+            handles.append(block.attn.o_proj.register_forward_pre_hook(hooks.head_outputs(layer)))
             for name, n in (("q", H), ("k", model.n_kv_heads), ("v", model.n_kv_heads)):
                 handles.append(getattr(block.attn, f"{name}_proj").register_forward_hook(proj_hook(name, layer, n)))
-        handles.append(model.norm.register_forward_pre_hook(resid_hook(L)))
+        handles.append(model.norm.register_forward_pre_hook(hooks.stream(L)))
         logits, weights = model(tokens)
     finally:
         for handle in handles:
@@ -563,9 +543,9 @@ def run(model, tokens, *, edits=()) -> Run:
         rq, rk = apply_rope(q, pos, model.config.rope_base), apply_rope(k, pos, model.config.rope_base)
         rk, _ = repeat_kv(rq, rk, rk)
         scores.append((rq @ rk.transpose(-2, -1) / math.sqrt(model.d_head)).masked_fill(~causal, float("-inf")))
-    return Run(tokens=tokens, resid_pre=tuple(resid), q=tuple(proj["q", l] for l in range(L)),
+    return Run(tokens=tokens, resid_pre=tuple(hooks.resid), q=tuple(proj["q", l] for l in range(L)),
                k=tuple(proj["k", l] for l in range(L)), v=tuple(proj["v", l] for l in range(L)),
-               attn_scores=tuple(scores), pattern=tuple(weights), z=tuple(z), logits=logits, edits=edits)
+               attn_scores=tuple(scores), pattern=tuple(weights), z=tuple(hooks.z), logits=logits, edits=edits)
 
 
 # ------------------------------------------------------------------ many edited runs at once

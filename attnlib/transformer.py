@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from . import _validate
-from .edits import RunActivations, apply_head_edits, apply_resid_edit, as_edits, edits_by_layer, head_means
+from .edits import RunActivations, RunHooks, as_edits, head_means
 from .kv_cache import KVCache, cache_start
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .attention import scaled_dot_product_attention
@@ -393,38 +393,19 @@ def run(model, tokens, *, edits=()) -> Run:
     tokens = model._tokens(tokens)
     edits = as_edits(edits, model.n_layers, model.n_heads, T=tokens.shape[1],
                      reference=lambda: reference_means(model))
-    head_edits, resid_edits = edits_by_layer(edits)
     model.eval()
     H, d_head = model.n_heads, model.d_head
-    resid, proj, z = [None] * (model.n_layers + 1), {}, [None] * model.n_layers
+    hooks, proj = RunHooks(edits, model.n_layers, H), {}
     handles = []
-
-    def resid_hook(layer):
-        def hook(module, args):
-            x = args[0]
-            for edit in resid_edits.get(layer, ()):
-                x = apply_resid_edit(x, edit)
-            resid[layer] = x.detach()
-            return (x, *args[1:])
-        return hook
-
-    def z_hook(layer):
-        def hook(module, args):
-            out = args[0]                                              # (B, T, H * d_head)
-            if layer in head_edits:
-                out = apply_head_edits(out, H, head_edits[layer])
-            z[layer] = split_heads(out, H).detach()                    # (B, H, T, d_head)
-            return (out, *args[1:])
-        return hook
 
     try:
         for layer, block in enumerate(model.blocks):
-            handles.append(block.register_forward_pre_hook(resid_hook(layer)))
-            handles.append(block.attn.out_proj.register_forward_pre_hook(z_hook(layer)))
+            handles.append(block.register_forward_pre_hook(hooks.stream(layer)))
+            handles.append(block.attn.out_proj.register_forward_pre_hook(hooks.head_outputs(layer)))
             for name in ("q", "k", "v"):
                 handles.append(getattr(block.attn, f"{name}_proj").register_forward_hook(
                     lambda m, a, out, key=(name, layer): proj.__setitem__(key, split_heads(out, H).detach())))
-        handles.append(model.ln_out.register_forward_pre_hook(resid_hook(model.n_layers)))
+        handles.append(model.ln_out.register_forward_pre_hook(hooks.stream(model.n_layers)))
         logits, weights = model(tokens)
     finally:
         for handle in handles:
@@ -440,9 +421,9 @@ def run(model, tokens, *, edits=()) -> Run:
         if model.positions == "alibi":
             s = s + alibi_bias(H, T).to(s)
         scores.append(s.masked_fill(~torch.ones(T, T, dtype=torch.bool, device=s.device).tril(), float("-inf")))
-    return Run(tokens=tokens, resid_pre=tuple(resid), q=tuple(proj["q", l] for l in range(model.n_layers)),
+    return Run(tokens=tokens, resid_pre=tuple(hooks.resid), q=tuple(proj["q", l] for l in range(model.n_layers)),
                k=tuple(proj["k", l] for l in range(model.n_layers)), v=tuple(proj["v", l] for l in range(model.n_layers)),
-               attn_scores=tuple(scores), pattern=tuple(w.detach() for w in weights), z=tuple(z), logits=logits,
+               attn_scores=tuple(scores), pattern=tuple(w.detach() for w in weights), z=tuple(hooks.z), logits=logits,
                edits=edits)
 
 
