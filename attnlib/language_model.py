@@ -557,6 +557,10 @@ def run_variants(model, tokens, edit_lists, *, last: bool = False, batch_size: i
     entering ``W_O``, the stream entering a block).  Equal to ``run(model, tokens,
     edits=edit_list).logits`` for each list (tested), without keeping the activations.
 
+    An edit at layer ``l`` cannot change the stream entering the blocks before ``l``, so each
+    variant starts from the intact run's stream entering its first edited block (the variants
+    are grouped by that layer): a sweep over every layer costs about half as many block passes.
+
     Args:
         tokens: ``(T,)`` or ``(1, T)`` int64.
         edit_lists: a list of edit lists (:mod:`attnlib.edits`; patch sources are runs of the
@@ -564,7 +568,8 @@ def run_variants(model, tokens, edit_lists, *, last: bool = False, batch_size: i
         last: return only the last position's logits.
 
     Returns:
-        ``(len(edit_lists), T, V)``, or ``(len(edit_lists), V)`` with ``last``; float32.
+        ``(len(edit_lists), T, V)``, or ``(len(edit_lists), V)`` with ``last``, in the order of
+        ``edit_lists``; float32.
 
     Raises:
         as :func:`run`.
@@ -579,41 +584,51 @@ def run_variants(model, tokens, edit_lists, *, last: bool = False, batch_size: i
     batch_size = _validate.positive_int(batch_size, "batch_size")
     T, L, H, dh, d = tokens.shape[1], model.n_layers, model.n_heads, model.d_head, model.config.d_model
     checked = [as_edits(e, L, H, T=T, reference=lambda: reference_means(model)) for e in edit_lists]
-    out = []
-    for start in range(0, len(checked), batch_size):
-        chunk = checked[start:start + batch_size]
-        feeds = [graph_inputs(e, n_layers=L, n_heads=H, d_head=dh, d_model=d, B=1, T=T) for e in chunk]
-        device, dtype = model.embed.weight.device, model.embed.weight.dtype
+    if not checked:
+        return torch.zeros((0, model.config.vocab_size) if last else (0, T, model.config.vocab_size))
+    device, dtype = model.embed.weight.device, model.embed.weight.dtype
+    # the intact stream entering each block: where a variant whose first edit is at layer l starts
+    stream = [model.embed(tokens)]
+    for block in model.blocks:
+        stream.append(block(stream[-1])[0])
+    first = [min((e.layer for e in lst), default=L) for lst in checked]
+    order = sorted(range(len(checked)), key=lambda i: first[i])
+    out = [None] * len(checked)
+    i = 0
+    while i < len(order):
+        begin = first[order[i]]
+        chunk = [order[i]]
+        while len(chunk) < batch_size and i + len(chunk) < len(order) and first[order[i + len(chunk)]] == begin:
+            chunk.append(order[i + len(chunk)])
+        i += len(chunk)
+        feeds = [graph_inputs(checked[j], n_layers=L, n_heads=H, d_head=dh, d_model=d, B=1, T=T) for j in chunk]
         hm, hv, rm, rv = (torch.cat([f[k] for f in feeds]).to(device, dtype)
                           for k in ("head_mask", "head_value", "resid_mask", "resid_value"))
-        handles = []
-
-        def resid_hook(layer):
-            def hook(module, args):
-                keep = rm[:, layer, :, None]                           # (B, T, 1)
-                return (args[0] * (1 - keep) + rv[:, layer] * keep, *args[1:])
-            return hook
+        B = len(chunk)
 
         def z_hook(layer):
             def hook(module, args):
-                B = args[0].shape[0]
-                z = args[0].view(B, T, H, dh).transpose(1, 2)          # (B, H, T, d_head)
+                z = args[0].view(B, T, H, dh).transpose(1, 2)           # (B, H, T, d_head)
                 swap = hm[:, layer, :, :, None]
                 z = z * (1 - swap) + hv[:, layer] * swap
                 return (z.transpose(1, 2).reshape(B, T, H * dh),)
             return hook
 
-        try:
-            for layer, block in enumerate(model.blocks):
-                handles.append(block.register_forward_pre_hook(resid_hook(layer)))
-                handles.append(block.attn.o_proj.register_forward_pre_hook(z_hook(layer)))
-            handles.append(model.norm.register_forward_pre_hook(resid_hook(L)))
-            logits, _ = model(tokens.expand(len(chunk), T))
-        finally:
-            for handle in handles:
+        x = stream[begin].expand(B, T, d)
+        for layer in range(begin, L + 1):
+            keep = rm[:, layer, :, None]                                # (B, T, 1): the stream entering block layer
+            x = x * (1 - keep) + rv[:, layer] * keep
+            if layer == L:
+                break
+            handle = model.blocks[layer].attn.o_proj.register_forward_pre_hook(z_hook(layer))
+            try:
+                x = model.blocks[layer](x)[0]
+            finally:
                 handle.remove()
-        out.append(logits[:, -1] if last else logits)
-    return torch.cat(out)
+        logits = model.norm(x) @ model.embed.weight.T                   # (B, T, V)
+        for row, j in enumerate(chunk):
+            out[j] = logits[row, -1] if last else logits[row]
+    return torch.stack(out)
 
 
 def answer_token(answer: str) -> int:
