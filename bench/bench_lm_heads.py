@@ -39,22 +39,7 @@ sys.path.insert(0, str(ROOT))
 from attnlib import language_model as lm  # noqa: E402
 
 HALF, N_SEQ, THRESHOLD = 25, 8, 0.4
-TEMPLATES = {"A": "When {io} and {s} went to the {place}, {s} gave a {thing} to",
-             "B": "Then, {io} and {s} had a long argument, and afterwards {s} said to"}
-FOUND = [("Mary", "John", "store", "drink"), ("Anna", "Tom", "park", "book"), ("Sarah", "James", "market", "ball"),
-         ("Lisa", "David", "school", "letter")]
-HELD_OUT = [("Emma", "Mark", None, None), ("Kate", "Paul", None, None), ("Alice", "Peter", None, None),
-            ("Jane", "Bob", None, None)]
-
-
-def pairs(rows, template):
-    out = []
-    for io, s, place, thing in rows:
-        clean = TEMPLATES[template].format(io=io, s=s, place=place, thing=thing)
-        k = clean.rfind(s)
-        out.append({"clean": clean, "corrupted": clean[:k] + io + clean[k + len(s):], "answers": [" " + io, " " + s],
-                    "io": io, "s": s})
-    return out
+TEMPLATES = lm.IOI_TEMPLATES
 
 
 def rank_correlation(a, b) -> float:
@@ -107,9 +92,9 @@ def main() -> int:
         "ablation": {"seed": 2, "intact": intact, "criterion_heads_zeroed": ablated, "random_same_layers": controls}}
     # 2. IOI
     sweeps = {}
-    for name, rows, template in (("found", FOUND, "A"), ("held_out", HELD_OUT, "B")):
+    for name, prompts in lm.ioi_sets().items():
         den, noi, metrics = [], [], []
-        for p in pairs(rows, template):
+        for p in prompts:
             sweep = lm.patch_sweep(model, p["clean"], p["corrupted"], p["answers"], layers=range(30))
             metrics.append((sweep["clean"], sweep["corrupted"]))
             den.append(sweep["normalised"]["denoise"]["heads"])
@@ -117,11 +102,11 @@ def main() -> int:
         sweeps[name] = {"denoise": torch.stack(den).mean(0), "noise": torch.stack(noi).mean(0), "metrics": metrics}
     found_top = top(sweeps["found"]["denoise"], 6)
     first = found_top[0][:2]
-    p = pairs(HELD_OUT[:1], "B")[0]
+    p = lm.ioi_sets()["held_out"][0]
     r = lm.run(model, lm.encode(p["clean"]))
     toks = [lm.tokenizer().token(i) for i in r.tokens[0].tolist()]
-    io, s1 = toks.index(" " + p["io"]), toks.index(" " + p["s"])
-    s2 = len(toks) - 1 - toks[::-1].index(" " + p["s"])
+    where = lm.name_positions(toks, p)
+    io, s1, s2 = where["IO"], where["S1"], where["S2"]
     w = r.pattern[first[0]][0, first[1], -1]
     result["ioi"] = {
         "metrics": {k: v["metrics"] for k, v in sweeps.items()},

@@ -278,3 +278,23 @@ def test_the_model_copies_on_repeated_random_tokens(model):
     assert float(loss[:, 20:].mean()) < float(loss[:, :19].mean()) / 2
     s = lm.head_scores(r.pattern)
     assert float(s["induction"].max()) > 10 * s["uniform_induction"]
+
+
+def test_ioi_pairs_change_one_token_and_name_their_positions():
+    """ioi_pair: the corrupted prompt differs from the clean one in one token, S2, which becomes
+    IO; name_positions finds IO, S1, S2 and END in the tokens; bad input is named."""
+    for name, pairs in lm.ioi_sets().items():
+        assert len(pairs) == 4, name
+        for p in pairs:
+            a, b = lm.encode(p["clean"]), lm.encode(p["corrupted"])
+            assert a.shape == b.shape and int((a != b).sum()) == 1
+            at = lm.name_positions(a.tolist(), p)
+            toks = [lm.tokenizer().token(i) for i in a.tolist()]
+            assert toks[at["IO"]] == " " + p["io"] and toks[at["S1"]] == toks[at["S2"]] == " " + p["s"]
+            assert at["IO"] < at["S1"] < at["S2"] < at["END"] == len(toks) - 1
+            assert int((a != b).nonzero()) == at["S2"] and lm.tokenizer().token(int(b[at["S2"]])) == " " + p["io"]
+            assert p["answers"] == [" " + p["io"], " " + p["s"]]
+    with pytest.raises(KeyError, match="template must be one of"):
+        lm.ioi_pair("Mary", "John", "C")
+    with pytest.raises(ValueError, match="expected ' Mary' once and ' Bob' twice"):
+        lm.name_positions(lm.encode("Mary met John.").tolist(), {"io": "Mary", "s": "Bob"})

@@ -1,0 +1,109 @@
+"""Chapter 11 exercises: the data against independent runs of the language model (one patched run
+per number, through ``language_model.run``, not ``run_variants``), each checker's verdict on
+the right answer, the typical mistakes and bad input, and the widgets end to end."""
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib import language_model as lm
+from attnlib.exercises import check_json, exercise_names
+from attnlib.exercises.ch11 import (LATE_LAYER, LATE_OPTIONS, NORMALISED_HEAD, ROLE_HEAD, ROLE_OPTIONS,
+                                    check_late_stream, check_normalised, check_role)
+from attnlib.exercises.registry import exercise_data
+from widget_checks import assert_widget_round_trip
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+BAD_INPUTS = [None, "", "   ", "abc", math.nan, math.inf, -math.inf, "nan", "inf", [1, 2], {"a": 1},
+              b"7", True, np.zeros((2, 2)), torch.zeros(3), 7]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return exercise_data(11, "late_stream")
+
+
+def test_registered_with_one_shared_data(data):
+    assert exercise_names(11) == ["late_stream", "normalised", "role"]
+    assert exercise_data(11, "normalised") == data == exercise_data(11, "role")
+    assert json.loads(json.dumps(data)) == data
+
+
+def test_data_is_single_patched_runs_of_the_model(data):
+    model = lm.load()
+    pair = lm.ioi_sets()["held_out"][0]
+    a, b = lm.encode(pair["clean"]), lm.encode(pair["corrupted"])
+    good, bad = lm.answer_token(" " + pair["io"]), lm.answer_token(" " + pair["s"])
+    metric = lambda r: float(r.logits[0, -1, good] - r.logits[0, -1, bad])  # noqa: E731
+    clean = lm.run(model, a)
+    s2 = [lm.tokenizer().token(i) for i in a.tolist()].index(" " + pair["s"], 5)
+    assert (data["io"], data["s"]) == (pair["io"], pair["s"])
+    assert abs(data["clean"] - metric(clean)) < 1e-4
+    assert abs(data["corrupted"] - metric(lm.run(model, b))) < 1e-4
+    late = lm.run(model, b, edits=[{"layer": LATE_LAYER, "head": None, "mode": "patch", "source": clean,
+                                    "position": s2}])
+    assert abs(data["late"] - metric(late)) < 1e-3
+    patched = lm.run(model, b, edits=[{"layer": NORMALISED_HEAD[0], "head": NORMALISED_HEAD[1], "mode": "patch",
+                                       "source": clean}])
+    assert abs(data["patched"] - metric(patched)) < 1e-3
+    # role: head ROLE_HEAD's weight from the last position to S2, averaged by hand over the found set
+    ws = []
+    for p in lm.ioi_sets()["found"]:
+        r = lm.run(model, lm.encode(p["clean"]))
+        toks = [lm.tokenizer().token(i) for i in r.tokens[0].tolist()]
+        last_s = len(toks) - 1 - toks[::-1].index(" " + p["s"])
+        ws.append(float(r.pattern[ROLE_HEAD[0]][0, ROLE_HEAD[1], -1, last_s]))
+    assert abs(data["weights"]["END_S2"] - sum(ws) / len(ws)) < 1e-5
+
+
+def test_late_stream_grades_the_option_that_holds_the_measurement(data):
+    score = (data["late"] - data["corrupted"]) / (data["clean"] - data["corrupted"])
+    right = LATE_OPTIONS[0 if score >= 0.75 else 1 if score >= 0.25 else 2 if score >= -0.25 else 3]
+    fb = check_late_stream(right, data)
+    assert fb.correct and f"{score:.2f}" in fb.message
+    for other in set(LATE_OPTIONS) - {right}:
+        fb = check_late_stream(other, data)
+        assert not fb.correct and "Measured" in fb.message and fb.hint
+    # the same checker follows the data: a patch that restores everything grades "close to 1"
+    assert check_late_stream(LATE_OPTIONS[0], {**data, "late": data["clean"]}).correct
+
+
+def test_normalised_right_and_typical_mistakes(data):
+    c, x, p = data["clean"], data["corrupted"], data["patched"]
+    target = (p - x) / (c - x)
+    assert check_normalised(f"{target:.2f}", data).correct
+    assert check_normalised(target, data).correct
+    for answer, fragment in ((1 - target, "1 minus"), (p / c, "clean metric alone"),
+                             (p - x, "change in nats"), (target + 0.2, "not it")):
+        fb = check_normalised(answer, data)
+        assert not fb.correct and fragment in fb.message, (answer, fb)
+
+
+def test_role_is_the_largest_weight_and_says_what_a_pattern_does_not_show(data):
+    keys = ("END_IO", "END_S2", "S2_S1", "S2_after_S1")
+    best = max(range(4), key=lambda i: data["weights"][keys[i]])
+    fb = check_role(ROLE_OPTIONS[best], data)
+    assert fb.correct and "hypothesis" in fb.message
+    assert not check_role(ROLE_OPTIONS[(best + 1) % 4], data).correct
+    moved = {**data, "weights": {**data["weights"], "END_IO": 0.99}}
+    assert check_role(ROLE_OPTIONS[0], moved).correct
+
+
+@pytest.mark.parametrize("bad", BAD_INPUTS, ids=repr)
+def test_bad_inputs_never_raise(bad, data):
+    for fb in (check_late_stream(bad, data), check_normalised(bad, data), check_role(bad, data)):
+        assert not fb.correct and fb.message
+
+
+def test_page_grading_is_the_kernels(data):
+    """The page calls check_json with the embedded data: the same verdict as the kernel."""
+    got = json.loads(check_json(11, "normalised", json.dumps("0.5"), json.dumps(data)))
+    assert got["correct"] == check_normalised("0.5", data).correct
+
+
+def test_widget_round_trip(data):
+    c, x, p = data["clean"], data["corrupted"], data["patched"]
+    assert_widget_round_trip(11, "normalised", f"{1 - (p - x) / (c - x):.2f}", "1 minus", f"{(p - x) / (c - x):.2f}")
