@@ -103,9 +103,16 @@ def battery(chapter: int, name: str) -> tuple[list, list]:
         (10, "cache_bytes"): lambda: [4, 16, 2, 8, 1, 0.125, 4 * 2 ** 30, 4 * 2 ** 30 / 1e9, 4096, -1, 3.3],
         (10, "gqa_head"): lambda: [3, 5, 1, 8, -1, 2.5, 4, 2, 13],
         (10, "receptive_field"): lambda: [25, 30, 24, 5, 5 ** 6, 0, 24.5, 7, 26],
+        (11, "normalised"): lambda: [_ch11_score(data), 1 - _ch11_score(data), data["patched"] / data["clean"],
+                             data["patched"] - data["corrupted"], 0, 1, -1, _ch11_score(data) + 0.05],
     }[(chapter, name)]()
     typed = [v if isinstance(v, str) else (str(v) if isinstance(v, int) else _num(v)) for v in specific]
     return typed + GARBAGE_TEXT, [None, 3, 2.5, True, [1], {"x": 1}]
+
+
+def _ch11_score(data) -> float:
+    """Chapter 11's normalised denoising score, (patched - corrupted) / (clean - corrupted)."""
+    return (data["patched"] - data["corrupted"]) / (data["clean"] - data["corrupted"])
 
 
 def sentence_battery(name: str) -> list:
