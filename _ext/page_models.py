@@ -1,8 +1,9 @@
 """The models that run in the published page, exported at build time and shipped with the site.
 
 One extension for every in-page model (:data:`MODELS`): chapter 8's encoder
-(:mod:`attnlib.encoder.browser`, into ``_static/model/``) and chapter 6's circuit lab
-(:mod:`attnlib.circuit_export`, into ``_static/tiny/``).  For each:
+(:mod:`attnlib.encoder.browser`, into ``_static/model/``), chapter 6's circuit lab
+(:mod:`attnlib.circuit_export`, into ``_static/tiny/``) and chapter 11's language model
+(:mod:`attnlib.lm_export`, into ``_static/lm/``).  For each:
 
 1. ``builder-inited``: its ``write_site_files`` exports the model to ONNX and checks the export
    against the kernel's ``run`` with onnxruntime; the build fails when the check fails.  The
@@ -43,6 +44,11 @@ def _write_encoder(site: Path, build: Path) -> dict:
     return browser.write_site_files(site, cache=build / "browser-model" / "cache")
 
 
+def _write_lm(site: Path, build: Path) -> dict:
+    from attnlib import lm_export
+    return lm_export.write_site_files(site, cache=build / "lm-model" / "cache")
+
+
 def _write_tiny(site: Path, build: Path) -> dict:
     from attnlib import circuit_export
     return circuit_export.write_site_files(site, cache=build / "tiny-model" / "cache", keep=build / "tiny")
@@ -70,6 +76,7 @@ class PageModel:
 MODELS = (
     PageModel("model", "model", "browser-model", _write_encoder, "model.json", "model_worker.js", ("wordpiece.js",)),
     PageModel("tiny", "tiny", "tiny-model", _write_tiny, "tiny.json", "tiny_worker.js"),
+    PageModel("lm", "lm", "lm-model", _write_lm, "lm.json", "lm_worker.js", ("bpe.js",)),
 )
 
 

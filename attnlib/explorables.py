@@ -441,7 +441,7 @@ def induction_heads(layer_weights, tokens, *, head: int | None = None, query: in
     data = {"tokens": toks, "heads": heads, "head": start, "query": _index(query, T, "query"),
             "vmax": 1.0}  # weights are probabilities: one scale for every head, compared colour for colour
     return render("hover", data, _title(title, "Every head of the trained model: pick one, hover a token"), len(toks))
-__all__ += ["induction_heads"]
+__all__ += ["induction_heads", "lm_lab"]
 
 
 # ---------------------------------------------------------------------------- chapter 10: RoPE
@@ -665,6 +665,58 @@ def circuit_lab(words=None, corrupt=None, *, checkpoint: str | None = None, laye
     data = lab.lab_data(words, corrupt, model_name=checkpoint, layer=layer, head=head)
     title = "The circuit lab: chapter 6's model on your own sequence, at any step of training, with heads switched off and patched"
     return render("tiny", data, title, len(data["words"]))
+
+
+def lm_lab(clean: str | None = None, corrupted: str | None = None, answers=None, *, layer: int = 23,
+           head: int = 3) -> Explorable:
+    """Chapter 11's language-model lab: SmolLM2-135M (:mod:`attnlib.language_model`) on a prompt,
+    any head's pattern, heads switched off, and the patching sweep of every head and of the
+    residual stream for a clean/corrupted pair (:func:`attnlib.language_model.patch_sweep`).
+
+    The figure opens on the kernel's run of ``clean`` (one head's pattern and the five likeliest
+    next tokens).  In the published book a reader loads the model into the page (ONNX with the
+    file's 4-bit weights, in a Web Worker; :mod:`attnlib.lm_export`) and does everything there;
+    in a notebook, use :mod:`attnlib.language_model` in the cells.
+
+    Args:
+        clean, corrupted, answers: the pair and its two one-token answers (default: the
+            chapter's first IOI pair, " Mary" / " John").
+        layer, head: the head shown first.
+
+    Raises:
+        ValueError: a prompt longer than :data:`attnlib.lm_export.PAGE_MAX_TOKENS` tokens, an
+            answer that is not one token.  IndexError: ``layer`` or ``head`` outside the model.
+    """
+    from . import _validate
+    from . import language_model as lm
+    from .lm_export import PAGE_MAX_TOKENS
+    pair = lm.ioi_pair("Mary", "John", place="store", thing="drink")
+    clean = pair["clean"] if clean is None else _validate.text(clean, "clean")
+    corrupted = pair["corrupted"] if corrupted is None else _validate.text(corrupted, "corrupted")
+    answers = pair["answers"] if answers is None else list(answers)
+    for answer in answers:
+        lm.answer_token(answer)
+    model = lm.load()
+    layer, head = _validate.index(layer, model.n_layers, "layer"), _validate.index(head, model.n_heads, "head")
+    tokens = lm.encode(clean)
+    if tokens.numel() > PAGE_MAX_TOKENS:
+        raise ValueError(f"the prompt is {tokens.numel()} tokens; the page's model reads at most {PAGE_MAX_TOKENS}")
+    r = lm.run(model, tokens)
+    probs = r.logits[0, -1].softmax(-1)
+    top = probs.topk(5)
+    tok = lm.tokenizer()
+    data = {"tokens": [tok.token(i) for i in tokens.tolist()], "layer": layer, "head": head,
+            "pattern": [[round(float(x), 4) for x in row] for row in r.pattern[layer][0, head]],
+            "top": [[tok.token(int(i)), round(float(p), 4)] for p, i in zip(top.values, top.indices)],
+            "clean": clean, "corrupted": corrupted, "answers": answers, "n_layers": model.n_layers,
+            "n_heads": model.n_heads, "max_tokens": PAGE_MAX_TOKENS, "min_gap": _min_gap()}
+    title = "The language-model lab: SmolLM2-135M on your own prompt, any head, heads switched off, and patching"
+    return render("lm", data, title, tokens.numel())
+
+
+def _min_gap() -> float:
+    from .patching import MIN_GAP
+    return MIN_GAP
 
 
 def _validate_choice(mode):

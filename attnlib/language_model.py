@@ -583,11 +583,26 @@ def run_variants(model, tokens, edit_lists, *, last: bool = False, batch_size: i
     if not isinstance(edit_lists, (list, tuple)):
         raise TypeError(f"edit_lists must be a list of edit lists, got {type(edit_lists).__name__}")
     batch_size = _validate.positive_int(batch_size, "batch_size")
-    T, L, H, dh, d = tokens.shape[1], model.n_layers, model.n_heads, model.d_head, model.config.d_model
+    T, L, H = tokens.shape[1], model.n_layers, model.n_heads
     checked = [as_edits(e, L, H, T=T, reference=lambda: reference_means(model)) for e in edit_lists]
+    return _variants(model, tokens, checked, last=last, batch_size=batch_size)
+
+
+def _variants(model, tokens, checked, *, last: bool, batch_size: int, prefix: int = 0) -> torch.Tensor:
+    """:func:`run_variants` on checked edit lists.  With ``prefix > 0`` the caller guarantees
+    that no edit changes anything at positions ``0 .. prefix - 1`` (patching between two prompts
+    that first differ at ``prefix``: their activations there are the same): only positions
+    ``prefix ..`` are computed, reading the earlier keys and values from a KV cache of the
+    intact run, and only the last position's logits are returned."""
+    T, L, H, dh, d = tokens.shape[1], model.n_layers, model.n_heads, model.d_head, model.config.d_model
     if not checked:
         return torch.zeros((0, model.config.vocab_size) if last else (0, T, model.config.vocab_size))
     device, dtype = model.embed.weight.device, model.embed.weight.dtype
+    t = T - prefix
+    prefix_cache = None
+    if prefix:
+        prefix_cache = model.new_cache()
+        model(tokens[:, :prefix], cache=prefix_cache)                   # the keys and values before ``prefix``
     # the intact stream entering each block: where a variant whose first edit is at layer l starts
     stream = [model.embed(tokens)]
     for block in model.blocks:
@@ -609,24 +624,32 @@ def run_variants(model, tokens, edit_lists, *, last: bool = False, batch_size: i
 
         def z_hook(layer):
             def hook(module, args):
-                z = args[0].view(B, T, H, dh).transpose(1, 2)           # (B, H, T, d_head)
-                swap = hm[:, layer, :, :, None]
-                z = z * (1 - swap) + hv[:, layer] * swap
-                return (z.transpose(1, 2).reshape(B, T, H * dh),)
+                z = args[0].view(B, t, H, dh).transpose(1, 2)           # (B, H, t, d_head)
+                swap = hm[:, layer, :, prefix:, None]
+                z = z * (1 - swap) + hv[:, layer, :, prefix:] * swap
+                return (z.transpose(1, 2).reshape(B, t, H * dh),)
             return hook
 
-        x = stream[begin].expand(B, T, d)
+        x = stream[begin][:, prefix:].expand(B, t, d)
+        caches = [None] * L
+        if prefix:
+            for layer in range(begin, L):
+                caches[layer] = KVCache()
+                held = prefix_cache[layer]
+                caches[layer].append(held.keys.expand(B, -1, -1, -1), held.values.expand(B, -1, -1, -1))
         for layer in range(begin, L + 1):
-            keep = rm[:, layer, :, None]                                # (B, T, 1): the stream entering block layer
-            x = x * (1 - keep) + rv[:, layer] * keep
+            keep = rm[:, layer, prefix:, None]                          # (B, t, 1): the stream entering block layer
+            x = x * (1 - keep) + rv[:, layer, prefix:] * keep
             if layer == L:
                 break
             handle = model.blocks[layer].attn.o_proj.register_forward_pre_hook(z_hook(layer))
             try:
-                x = model.blocks[layer](x)[0]
+                x = model.blocks[layer](x, caches[layer], prefix)[0]
             finally:
                 handle.remove()
-        logits = model.norm(x) @ model.embed.weight.T                   # (B, T, V)
+        if prefix:
+            x = x[:, -1:]
+        logits = model.norm(x) @ model.embed.weight.T                   # (B, t, V)
         for row, j in enumerate(chunk):
             out[j] = logits[row, -1] if last else logits[row]
     return torch.stack(out)
@@ -646,7 +669,8 @@ def answer_token(answer: str) -> int:
 
 
 @torch.no_grad()
-def patch_sweep(model, clean, corrupted, answers, *, layers=None, batch_size: int = 45) -> dict:
+def patch_sweep(model, clean, corrupted, answers, *, layers=None, sites=("heads", "resid"),
+                directions=("denoise", "noise"), batch_size: int = 45) -> dict:
     """Activation patching between two prompts of the same length that differ in one token, the
     course's one vocabulary (chapter 6): the metric is the logit difference ``logit(answers[0]) -
     logit(answers[1])`` at the last position (nats); *denoising* runs the corrupted prompt with one
@@ -656,20 +680,28 @@ def patch_sweep(model, clean, corrupted, answers, *, layers=None, batch_size: in
     (1 = the clean behaviour, 0 = the corrupted), ``None`` with the reason when the two metrics
     are too close (:func:`attnlib.patching.gap_problem`).
 
+    The prompts are the same before the position ``p`` where they differ, and so are their
+    activations there: each variant computes only positions ``p ..`` (the earlier keys and values
+    from a KV cache of the intact run) from its edited layer on, the page's way
+    (``attnlib/static/lm_worker.js``); patching the stream at a position before ``p`` gives the
+    base run itself.
+
     Args:
         clean, corrupted: texts, or ``(T,)`` token ids.  answers: two texts of one token each.
         layers: the layers swept (default all): heads of these layers, and the residual stream
             entering them (``L``: after the last block).
+        sites: ``"heads"``, ``"resid"`` or both; directions: ``"denoise"``, ``"noise"`` or both.
 
     Returns:
         ``{"clean", "corrupted"}`` (metrics), ``"position"`` (where the prompts differ),
-        ``"layers"`` (swept), ``"denoise"`` and ``"noise"``: ``{"heads": (n, H), "resid": (n', T)}``
-        metrics, rows in the order of ``layers`` (``n'`` counts ``L`` if given, ``n`` does not),
+        ``"layers"`` (swept), ``"denoise"`` and ``"noise"`` (those asked for): ``{"heads": (n, H),
+        "resid": (n', T)}`` metrics (the sites asked for), rows in the order of ``layers`` (``n'``
+        counts ``L`` if given, ``n`` does not),
         ``"normalised"``: the same, normalised (or ``None``), ``"problem"`` (a reason, or None).
 
     Raises:
         ValueError: prompts of different lengths, or that differ in more or fewer than one
-            token; an answer that is not one token.
+            token; an answer that is not one token; an unknown site or direction.
     """
     from .patching import gap_problem, normalised
     a, b = (encode(x) if isinstance(x, str) else model._tokens(x)[0] for x in (clean, corrupted))
@@ -682,23 +714,39 @@ def patch_sweep(model, clean, corrupted, answers, *, layers=None, batch_size: in
     if not isinstance(answers, (list, tuple)) or len(answers) != 2:
         raise TypeError(f"answers must be two texts, e.g. [' Mary', ' John'], got {answers!r}")
     good, bad = (answer_token(x) for x in answers)
+    sites, directions = tuple(sites), tuple(directions)
+    if not sites or not set(sites) <= {"heads", "resid"}:
+        raise ValueError(f"sites must be 'heads', 'resid' or both, got {sites!r}")
+    if not directions or not set(directions) <= {"denoise", "noise"}:
+        raise ValueError(f"directions must be 'denoise', 'noise' or both, got {directions!r}")
     L, H, T = model.n_layers, model.n_heads, a.numel()
     layers = list(range(L + 1)) if layers is None else [_validate.index(l, L + 1, "layer") for l in layers]
-    head_layers = [l for l in layers if l < L]
+    head_layers = [l for l in layers if l < L] if "heads" in sites else []
     runs = {"clean": run(model, a), "corrupted": run(model, b)}
     metric = {k: float(r.logits[0, -1, good] - r.logits[0, -1, bad]) for k, r in runs.items()}
     lists = [[{"layer": l, "head": h, "mode": "patch", "source": None}] for l in head_layers for h in range(H)]
-    lists += [[{"layer": l, "head": None, "mode": "patch", "source": None, "position": t}] for l in layers for t in range(T)]
+    p = where[0]
+    resid_layers = layers if "resid" in sites else []
+    lists += [[{"layer": l, "head": None, "mode": "patch", "source": None, "position": t}] for l in resid_layers for t in range(p, T)]
     n_heads = len(head_layers) * H
     out = {"clean": metric["clean"], "corrupted": metric["corrupted"], "position": where[0], "layers": layers,
            "problem": gap_problem(metric["clean"], metric["corrupted"])}
-    for direction, base, source in (("denoise", b, runs["clean"]), ("noise", a, runs["corrupted"])):
-        edits = [[{**e, "source": source} for e in lst] for lst in lists]
-        logits = run_variants(model, base, edits, last=True, batch_size=batch_size)
+    for direction, base, source, name in (("denoise", b, runs["clean"], "corrupted"), ("noise", a, runs["corrupted"], "clean")):
+        if direction not in directions:
+            continue
+        # positions before p are the same in both prompts: every variant computes only p .. T - 1
+        checked = [as_edits([{**e, "source": source} for e in lst], L, H, T=T) for lst in lists]
+        logits = _variants(model, base[None], checked, last=True, batch_size=batch_size, prefix=p)
         values = (logits[:, good] - logits[:, bad]).double()
-        out[direction] = {"heads": values[:n_heads].view(len(head_layers), H), "resid": values[n_heads:].view(len(layers), T)}
+        out[direction] = {}
+        if "heads" in sites:
+            out[direction]["heads"] = values[:n_heads].view(len(head_layers), H)
+        if "resid" in sites:
+            resid = torch.full((len(resid_layers), T), metric[name], dtype=torch.float64)   # before p: the base run
+            resid[:, p:] = values[n_heads:].view(len(resid_layers), T - p)
+            out[direction]["resid"] = resid
     out["normalised"] = None if out["problem"] else {
-        d: {k: normalised(v, metric["clean"], metric["corrupted"]) for k, v in out[d].items()} for d in ("denoise", "noise")}
+        d: {k: normalised(v, metric["clean"], metric["corrupted"]) for k, v in out[d].items()} for d in directions}
     return out
 
 

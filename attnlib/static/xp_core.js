@@ -308,6 +308,14 @@ function workerClient(file, what, notebook) {
   return {available: available, send: send, load: load, info: function () { return info; }};
 }
 
+/* attnlib.patching.gap_problem: why two reference metrics cannot normalise a score, or null. */
+function gapProblem(clean, corrupted, minGap) {
+  if (!isFinite(clean) || !isFinite(corrupted)) return "the clean (" + clean + ") or corrupted (" + corrupted + ") metric is not a finite number";
+  var gap = clean - corrupted;
+  if (Math.abs(gap) < minGap) return "the corruption moves the metric by " + (gap >= 0 ? "+" : "-") + Math.abs(gap).toFixed(3) + " nats, less than " + minGap + ": a normalised score would divide by noise";
+  return null;
+}
+
 /* A labelled <select> of 0..n-1 (a layer or a head) appended to parent; onChange receives the
  * number.  Returns the <select>. */
 function indexPicker(parent, uid, name, label, n, value, onChange) {

@@ -106,13 +106,6 @@ function tinyApi(known) {
               loss: r.loss, ms: r.ms};
     });
   }
-  /* attnlib.patching.gap_problem: why two reference metrics cannot normalise a score, or null. */
-  function gapProblem(clean, corrupted, minGap) {
-    if (!isFinite(clean) || !isFinite(corrupted)) return "the clean (" + clean + ") or corrupted (" + corrupted + ") metric is not a finite number";
-    var gap = clean - corrupted;
-    if (Math.abs(gap) < minGap) return "the corruption moves the metric by " + (gap >= 0 ? "+" : "-") + Math.abs(gap).toFixed(3) + " nats, less than " + minGap + ": a normalised score would divide by noise";
-    return null;
-  }
   function patch(clean, corrupted, options) {
     var opts = options || {}, a, b, name;
     try {
