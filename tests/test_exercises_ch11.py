@@ -10,8 +10,8 @@ import torch
 
 from attnlib import language_model as lm
 from attnlib.exercises import check_json, exercise_names
-from attnlib.exercises.ch11 import (LATE_LAYER, LATE_OPTIONS, NORMALISED_HEAD, ROLE_HEAD, ROLE_OPTIONS,
-                                    check_late_stream, check_normalised, check_role)
+from attnlib.exercises.ch11 import (LATE_LAYER, LATE_OPTIONS, NORMALISED_HEAD, OWN_THRESHOLD, ROLE_HEAD, ROLE_OPTIONS,
+                                    check_late_stream, check_normalised, check_own_pair, check_role)
 from attnlib.exercises.registry import exercise_data
 from widget_checks import assert_widget_round_trip
 
@@ -27,7 +27,7 @@ def data():
 
 
 def test_registered_with_one_shared_data(data):
-    assert exercise_names(11) == ["late_stream", "normalised", "role"]
+    assert exercise_names(11) == ["late_stream", "normalised", "role", "own_pair"]
     assert exercise_data(11, "normalised") == data == exercise_data(11, "role")
     assert json.loads(json.dumps(data)) == data
 
@@ -107,3 +107,47 @@ def test_page_grading_is_the_kernels(data):
 def test_widget_round_trip(data):
     c, x, p = data["clean"], data["corrupted"], data["patched"]
     assert_widget_round_trip(11, "normalised", f"{1 - (p - x) / (c - x):.2f}", "1 minus", f"{(p - x) / (c - x):.2f}")
+
+
+# ----------------------------------------------------------------------------- own_pair
+CLEAN = "When Anna and Tom went to the park, Tom gave a book to"
+CORRUPT = "When Anna and Tom went to the park, Anna gave a book to"
+
+
+def test_own_pair_reads_the_models_patching_of_the_readers_pair():
+    """The reading is patch_sweep's (heads, denoising) with the answers taken from the one token
+    where the prompts differ; the chapter's template with other names passes."""
+    reading = lm.pair_reading(CLEAN, CORRUPT)
+    sweep = lm.patch_sweep(lm.load(), CLEAN, CORRUPT, [" Anna", " Tom"], sites=("heads",), directions=("denoise",))
+    assert reading["sweep"]["answers"] == [" Anna", " Tom"] and reading["sweep"]["position"] == 9
+    assert abs(reading["sweep"]["clean"] - sweep["clean"]) < 1e-5
+    table = np.array(reading["sweep"]["denoise"])
+    assert table.shape == (30, 9) and np.abs(table - sweep["normalised"]["denoise"]["heads"].numpy()).max() < 1e-5
+    fb = check_own_pair(reading)
+    assert fb.correct and f"{table.max():.2f}" in fb.message
+    assert json.loads(json.dumps(reading)) == reading
+
+
+@pytest.mark.parametrize("clean, corrupted, fragment", [
+    (CLEAN, "When Anna and Tom went to the big park, Anna gave a book to", "same number of tokens: 14 and 15"),
+    (CLEAN, CLEAN, "differ in exactly one token; they differ in 0"),
+    ("Mary likes tea and John likes", "Mary likes tea and Mary likes", "prefers"),   # no IOI behaviour to trace
+    ("The cat chased the dog and then the dog", "The cat chased the dog and then the cat", "does not lower"),
+    (" ".join(["word"] * 70), " ".join(["word"] * 69) + " other", "the page's model reads at most 64"),
+])
+def test_own_pair_explains_what_is_wrong_with_a_pair(clean, corrupted, fragment):
+    fb = check_own_pair(lm.pair_reading(clean, corrupted))
+    assert not fb.correct and fragment in fb.message, fb
+
+
+def test_own_pair_needs_one_head_above_the_threshold():
+    reading = lm.pair_reading(CLEAN, CORRUPT)
+    flat = json.loads(json.dumps(reading))
+    flat["sweep"]["denoise"] = [[OWN_THRESHOLD - 0.01] * 9 for _ in range(30)]
+    fb = check_own_pair(flat)
+    assert not fb.correct and "No head restores" in fb.message and fb.hint
+    flat["sweep"]["denoise"][5][2] = OWN_THRESHOLD
+    assert check_own_pair(flat).correct
+    for bad in (None, {"texts": ["a"]}, {"texts": ["", "b"]}, {"texts": ["a", "b"], "sweep": 3}, "x", 7):
+        fb = check_own_pair(bad)
+        assert not fb.correct and fb.message

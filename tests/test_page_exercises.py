@@ -119,6 +119,16 @@ def sentence_battery(name: str) -> list:
     """Answers to the sentence exercises, each the dict the page builds with its model (here built
     with PyTorch: :func:`attnlib.exercises.widgets.model_answer` for chapter 8's encoder,
     :func:`attnlib.circuit_lab.read` for chapter 6's language model)."""
+    if name == "own_pair":                                          # chapter 11's language model
+        from attnlib import language_model as lm
+        pairs = [("When Anna and Tom went to the park, Tom gave a book to", "When Anna and Tom went to the park, Anna gave a book to"),
+                 ("When Anna and Tom went to the park, Tom gave a book to", "When Anna and Tom went to the big park, Anna gave a book to"),
+                 ("When Anna and Tom went to the park, Tom gave a book to", "When Anna and Tom went to the park, Tom gave a book to"),
+                 ("When Anna and Tom went to the park, Anna gave a book to", "When Anna and Tom went to the park, Tom gave a book to")]
+        answers = [lm.pair_reading(*p) for p in pairs]
+        flat = json.loads(json.dumps(answers[0]))
+        flat["sweep"]["denoise"] = [[0.1] * 9 for _ in range(30)]  # no head restores 0.3 alone
+        return answers + [flat, {"texts": ["  ", "x"]}, {"texts": ["a", "b"], "error": "too long"}]
     if name in ("copy_wrong", "feeder_matters"):
         from attnlib import circuit_lab
         from attnlib.exercises import ch06

@@ -21,8 +21,10 @@ import torch
 from attnlib import explorables as xp
 from attnlib import language_model as lm
 from attnlib import lm_export
+from attnlib.exercises import check
+from attnlib.exercises.page import render_html
 
-from test_browser import Visit, browser, ext, serve  # noqa: F401  (fixture)
+from test_browser import Visit, browser, exercise_ext, ext, serve  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = lm_export.BUILD_TOLERANCE
@@ -37,9 +39,13 @@ def site(tmp_path_factory):
     ext("page_models").copy_scripts("lm", target)                   # as the build copies them
     shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     size = ext("page_models").first_use_bytes(info)
+    # the exercise on the reader's own pair, graded in the page as the book serves it (Pyodide + graders)
+    exercise_ext().write_assets(folder / "_static")
+    (folder / "_static" / "vendor" / "pyodide").symlink_to(ROOT / "_static" / "vendor" / "pyodide", target_is_directory=True)
     page = (f'<!DOCTYPE html>\n<html lang="en" data-content_root="../"><head><meta charset="utf-8">'
-            f'<meta name="attnlib-lm-bytes" content="{size}"><title>language model lab</title></head>'
-            f'<body><main>{xp.lm_lab().html}</main></body></html>\n')
+            f'<meta name="attnlib-lm-bytes" content="{size}"><title>language model lab</title>'
+            f'<script defer src="../_static/exercises/exercises.js"></script></head>'
+            f'<body><main>{xp.lm_lab().html}{render_html(11, "own_pair")}</main></body></html>\n')
     (folder / "chapters").mkdir()
     (folder / "chapters" / "lab.html").write_text(page, encoding="utf-8")
     return {"folder": folder, "url": serve(str(folder)) + "chapters/", "info": info, "size": size}
@@ -193,3 +199,25 @@ def test_the_lab_loads_runs_switches_a_head_off_and_keeps_the_last_result(browse
     assert page.inner_text(f"{root} [data-role=top]") == before and "The last result is kept" in page.inner_text(f"{root} [data-role=status]")
     assert visit.errors == [] and visit.external == [] and visit.dialogs == []
     visit.close()
+
+
+@pytest.mark.parametrize("clean, corrupted", [
+    ("When Anna and Tom went to the park, Tom gave a book to", "When Anna and Tom went to the park, Anna gave a book to"),
+    ("Mary likes tea and John likes", "Mary likes tea and Mary likes"),
+    ("When Anna and Tom went to the park, Tom gave a book to", "When Anna and Tom went to the big park, Anna gave a book to"),
+])
+def test_the_own_pair_exercise_gives_the_kernels_verdict_on_the_pages_model(lab, clean, corrupted):
+    """The reader types a pair and presses Check; the page's model patches it and the course's
+    checker (Pyodide) grades: the same verdict and message as the kernel's reading
+    (language_model.pair_reading) graded in Python."""
+    page = lab.page
+    root = '[data-exercise="11:own_pair"]'
+    boxes = page.query_selector_all(f"{root} textarea")
+    boxes[0].fill(clean)
+    boxes[1].fill(corrupted)
+    page.click(f"{root} button.attn-ex-check")
+    page.wait_for_selector(f"{root} .attn-ex-correct, {root} .attn-ex-wrong", timeout=180_000)
+    shown = page.inner_text(f"{root} .attn-ex-feedback")
+    expected = check(11, "own_pair", lm.pair_reading(clean, corrupted))
+    assert shown == expected.text, (shown, expected.text)
+    assert lab.errors == [] and lab.external == []

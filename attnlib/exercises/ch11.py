@@ -5,8 +5,11 @@
 * ``normalised``: the normalised denoising score of one head from three logit differences.
 * ``role``: which of Wang et al.'s roles one head's attention pattern fits (and what a pattern
   alone does not show).
+* ``own_pair``: the reader's own IOI pair, graded on what the model does with it: every head
+  denoised (:func:`attnlib.language_model.pair_reading` in the kernel, ``window.attnlibLM`` on the
+  page).
 
-Every number comes from ``ioi_data()``, which runs the language model (kernel only); the page
+The first three read ``ioi_data()``, which runs the language model (kernel only); the page
 receives it as JSON computed when the book is built.
 """
 from __future__ import annotations
@@ -14,10 +17,10 @@ from __future__ import annotations
 import functools
 import html
 
-from .core import checker, grade_choice, grade_number
+from .core import checker, grade_choice, grade_number, right, wrong
 from .registry import define
 
-__all__ = ["LATE_LAYER", "NORMALISED_HEAD", "ROLE_HEAD", "ioi_data", "LATE_OPTIONS", "check_late_stream",
+__all__ = ["LATE_LAYER", "NORMALISED_HEAD", "ROLE_HEAD", "ioi_data", "LATE_OPTIONS", "check_late_stream", "OWN_THRESHOLD", "check_own_pair",
            "check_normalised", "ROLE_OPTIONS", "check_role"]
 
 #: The layer whose incoming stream is patched at S2 in ``late_stream`` (after both moves the
@@ -188,3 +191,66 @@ def _role_question(d: dict) -> str:
 
 define(11, "role", kind="choice", title="Which role's pattern?", question=_role_question, data=ioi_data,
        options=ROLE_OPTIONS, grade=check_role)
+
+
+# ----------------------------------------------------------------------------- own_pair
+#: The normalised denoising score one head must reach on the reader's own pair.
+OWN_THRESHOLD = 0.3
+
+
+@checker
+def check_own_pair(answer, data=None):
+    """Grade the reader's clean/corrupted pair (the model's reading,
+    :func:`attnlib.language_model.pair_reading`): the model must prefer the indirect object on
+    the clean prompt (metric above 0), the corruption must lower the metric, by at least the
+    course's minimum gap, and one head's denoising must restore at least
+    :data:`OWN_THRESHOLD` of it."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("texts"), list) or len(answer["texts"]) != 2:
+        return wrong("Write a clean prompt and a corrupted one.")
+    texts = answer["texts"]
+    if any(not isinstance(t, str) or not t.strip() for t in texts):
+        return wrong("Write both prompts: the clean one, and the same prompt with one name changed.",
+                     hint="Copy the clean prompt and change the second mention of the subject to the other name.")
+    if "error" in answer:
+        return wrong(f"The model could not patch this pair: {answer['error']}.",
+                     hint="The prompts must have the same tokens except one: change one name for another name "
+                          "that is also one token (with its leading space, as \u201c Mary\u201d).")
+    sweep = answer.get("sweep")
+    if not isinstance(sweep, dict):
+        return wrong("Your pair could not be read; check it again.")
+    io, s = sweep["answers"]
+    c, x = sweep["clean"], sweep["corrupted"]
+    if not c > 0:
+        return wrong(f"On your clean prompt the model prefers \u201c{s}\u201d to \u201c{io}\u201d (logit difference "
+                     f"{c:.2f} nats): it is not predicting the indirect object here, so there is no behaviour to trace.",
+                     hint="End the clean prompt where the indirect object is the natural next word, as in "
+                          "\u201c..., John gave a drink to\u201d.")
+    if not x < c:
+        return wrong(f"Your corruption does not lower the logit difference (clean {c:.2f}, corrupted {x:.2f} nats): "
+                     f"on the corrupted prompt \u201c{s}\u201d should become the answer, so the difference should fall, "
+                     "usually below 0.",
+                     hint="Change the second mention of the subject (S2) to the indirect object's name.")
+    if sweep.get("problem") or sweep.get("denoise") is None:
+        return wrong(f"The corruption barely moves the model (clean {c:.2f}, corrupted {x:.2f} nats): "
+                     f"{sweep.get('problem') or 'no normalised score'}.",
+                     hint="Change the second mention of the subject (S2) to the indirect object's name.")
+    table = sweep["denoise"]
+    best = max(((v, l, h) for l, row in enumerate(table) for h, v in enumerate(row)), key=lambda t: t[0])
+    tops = sorted(((v, l, h) for l, row in enumerate(table) for h, v in enumerate(row)), reverse=True)[:3]
+    listing = ", ".join(f"{l}.{h} ({v:.2f})" for v, l, h in tops)
+    metrics = f"Clean {c:.2f}, corrupted {x:.2f} nats; largest denoising scores: {listing}."
+    if best[0] >= OWN_THRESHOLD:
+        return right(f"{metrics} Head {best[1]}.{best[2]} alone restores {best[0]:.2f} of the gap on your pair. "
+                     "Is it one of the heads the chapter found? Read where it attends from the last token in the lab.")
+    return wrong(f"{metrics} No head restores {OWN_THRESHOLD} of the gap alone on this pair: the work is spread "
+                 "over several heads, or the corruption is not the one the chapter studies.",
+                 hint="Keep the chapter's shape: two names, then the subject named again, then a verb whose "
+                      "object is the other name; change only the second mention of the subject.")
+
+
+define(11, "own_pair", kind="sentence", model="lm", n_texts=2, title="Your own IOI pair",
+       question=("Write an indirect-object prompt of your own (two names, then the subject named again, ending "
+                 "where the other name should come) and its corrupted copy, with the second mention of the "
+                 f"subject changed to the other name. Find a pair on which one head restores at least "
+                 f"{OWN_THRESHOLD} of the gap alone (denoising)."),
+       grade=check_own_pair)

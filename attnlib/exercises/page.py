@@ -95,6 +95,11 @@ def _sentence_control(d, uid: str) -> str:
         return (f'<div class="attn-ex-sentences" data-model="tiny">{boxes}'
                 '<p class="attn-ex-help">Graded on chapter 6\'s model reading your words: the first Check loads '
                 'the models into this page (once), as the circuit lab above does.</p></div>')
+    if d.model == "lm":                         # chapter 11's language model patches the reader's pair
+        boxes = _text_boxes(uid, ["Clean prompt", "Corrupted prompt"], 2000)
+        return (f'<div class="attn-ex-sentences" data-model="lm">{boxes}'
+                '<p class="attn-ex-help">Graded on the language model reading your pair: the first Check loads the '
+                'model into this page (once, the download the lab above states) and patches every head.</p></div>')
     boxes = _text_boxes(uid, ["Your text"] if d.n_texts == 1 else ["Sentence A", "Sentence B"], 20000)
     reads = " ".join(f"{layer}:{head}" for layer, head in d.reads)
     return (f'<div class="attn-ex-sentences" data-reads="{reads}">{boxes}'

@@ -31,7 +31,10 @@ __all__ = [
 #: (:mod:`attnlib.circuit_lab`): ``{"texts": [...], "runs": [{"words": [...], "loss": {variant:
 #: [T - 1 nats]}}]}`` for the checkpoint ``data["checkpoint"]`` and the edits of each of
 #: ``data["variants"]`` (``[{"name", "edits"}]``), computed by :func:`attnlib.circuit_lab.read`
-#: in the kernel and by ``window.attnlibTiny`` (the circuit lab) on the page.
+#: in the kernel and by ``window.attnlibTiny`` (the circuit lab) on the page.  With ``model="lm"``
+#: the two texts are a clean and a corrupted prompt read by chapter 11's language model:
+#: ``{"texts": [...], "sweep": {...}}`` (or ``"error"``), :func:`attnlib.language_model.pair_reading`
+#: in the kernel and ``window.attnlibLM.patch`` (the language-model lab) on the page.
 KINDS = ("number", "choice", "token", "matrix", "sentence")
 
 
@@ -54,8 +57,9 @@ class Definition:
         reads: the ``(layer, head)`` pairs a sentence exercise's checker reads.
         n_texts: how many sentences a sentence exercise asks for (1, or 2 for a minimal pair).
         model: which model reads a sentence exercise's texts: ``"encoder"`` (the pretrained
-            encoder, the heads in ``reads``) or ``"tiny"`` (chapter 6's language model, the
-            checkpoint and variants in the exercise's data).
+            encoder, the heads in ``reads``), ``"tiny"`` (chapter 6's language model, the
+            checkpoint and variants in the exercise's data) or ``"lm"`` (chapter 11's language
+            model: a clean and a corrupted prompt, every head denoised).
         precision: for a number, the precision the answer is graded to, shown under the question
             (e.g. "Give it to 2 decimal places."); every number exercise states one.
     """
@@ -116,8 +120,10 @@ def define(chapter: int, name: str, *, kind: str, title: str, question, grade: C
         raise ValueError("a matrix exercise needs row and column labels")
     if kind == "number" and not precision:
         raise ValueError(f"number exercise {name!r} must state the precision it is graded to (precision=...)")
-    if model not in ("encoder", "tiny"):
-        raise ValueError(f"model must be 'encoder' or 'tiny', got {model!r}")
+    if model not in ("encoder", "tiny", "lm"):
+        raise ValueError(f"model must be 'encoder', 'tiny' or 'lm', got {model!r}")
+    if kind == "sentence" and model == "lm" and n_texts != 2:
+        raise ValueError("a sentence exercise on the language model reads a clean and a corrupted prompt (n_texts=2)")
     if kind == "sentence" and model == "encoder" and (not reads or n_texts not in (1, 2)):
         raise ValueError("a sentence exercise needs reads=[(layer, head), ...] and n_texts of 1 or 2")
     if kind == "sentence" and model == "tiny" and (data is None or n_texts not in (1, 2)):

@@ -247,6 +247,7 @@ class SentenceExercise(Exercise):
                  data=None):
         self.reads, self.model, self.data = tuple(reads), model, data
         labels = (["Your words"] if n_texts == 1 else ["Words A", "Words B"]) if model == "tiny" else \
+            ["Clean prompt", "Corrupted prompt"] if model == "lm" else \
             (["Your text"] if n_texts == 1 else ["Sentence A", "Sentence B"])
         self.boxes = [widgets.Textarea(description=label, layout={"width": "100%"}) for label in labels]
         super().__init__(question, widgets.VBox(self.boxes), check_fn, title=title)
@@ -262,6 +263,9 @@ class SentenceExercise(Exercise):
         if self.model == "tiny":
             from ..circuit_lab import read
             return read(texts, self.data["checkpoint"], self.data["variants"])
+        if self.model == "lm":
+            from ..language_model import pair_reading
+            return pair_reading(*texts)
         return model_answer(texts, self.reads)
 
     def set_answer(self, *texts) -> None:

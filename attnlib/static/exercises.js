@@ -345,9 +345,36 @@
     });
   }
 
+  /* On chapter 11's language model (the lab's window.attnlibLM): the reader's clean and corrupted
+   * prompts, every head denoised, with the answers read from the one token where they differ:
+   * the dict attnlib.language_model.pair_reading builds with PyTorch in the kernel. */
+  function lmAnswer(root, texts) {
+    var api = window.attnlibLM;
+    if (!api) return Promise.reject(new Error("this page has no language-model lab to read your prompts"));
+    var why = api.available();
+    if (why) return Promise.reject(new Error(why));
+    function round(x) { return Math.round(x * 1e6) / 1e6; }
+    return api.load().then(function () {
+      return Promise.all([api.tokenize(texts[0], "the clean prompt"), api.tokenize(texts[1], "the corrupted prompt")]);
+    }).then(function (t) {
+      var a = t[0], b = t[1], where = [];
+      if (a.ids.length === b.ids.length) a.ids.forEach(function (x, i) { if (x !== b.ids[i]) where.push(i); });
+      var answers = where.length === 1 ? [b.tokens[where[0]], a.tokens[where[0]]] : [" Mary", " John"];
+      return api.patch(texts[0], texts[1], {answers: answers, sites: ["heads"], directions: ["denoise"]}).then(function (r) {
+        return {texts: texts, sweep: {tokens: a.tokens, position: r.position, answers: answers, clean: round(r.clean),
+                corrupted: round(r.corrupted), problem: r.problem,
+                denoise: r.problem ? null : r.normalised.denoise.heads.map(function (row) { return row.map(round); })}};
+      });
+    }).catch(function (err) {
+      if (api.info()) return {texts: texts, error: err.message};  // the model refused the pair
+      throw err;
+    });
+  }
+
   function modelAnswer(root, texts) {
     if (texts.some(function (t) { return !String(t).trim(); })) return Promise.resolve({texts: texts});
     if (root.querySelector("[data-model=tiny]")) return tinyAnswer(root, texts);
+    if (root.querySelector("[data-model=lm]")) return lmAnswer(root, texts);
     var api = window.attnlibModel;
     if (!api) return Promise.reject(new Error("this page has no in-page model (the model lab) to read your text"));
     var why = api.available();

@@ -13,9 +13,11 @@
  *               {id, cmd: "run", tokens: [ids], edits: [edit, ...], last?}  an edit is
  *                 attnlib.edits's spec; a patch's source is {tokens: [ids]} of the same length; a
  *                 mean takes no source (the kernel's language_model.reference_means, in lm.json)
- *               {id, cmd: "patch", clean: [ids], corrupted: [ids], good, bad, layers?}  every head
- *                 and the residual stream entering every layer of `layers` (default all) patched
- *                 both ways; the metric logit(good) - logit(bad) at the last position
+ *               {id, cmd: "patch", clean: [ids], corrupted: [ids], good, bad, layers?, sites?,
+ *                directions?}  every head and the residual stream entering every layer of
+ *                 `layers` (default all) patched both ways (or the sites ["heads", "resid"] and
+ *                 directions ["denoise", "noise"] asked for); the metric logit(good) -
+ *                 logit(bad) at the last position
  *               {id, cmd: "cancel"}  stops a running patch (it answers with an error "cancelled")
  * Messages out: {id, progress: {loaded, total}}  while downloading (bytes) and patching (runs)
  *               {id, ok: true, info | result}     {id, ok: false, error}
@@ -255,9 +257,11 @@ async function patch(msg, id) {
   if (diff.length !== 1) throw new Error("the two prompts must differ in exactly one token; they differ in " + diff.length);
   [msg.good, msg.bad].forEach(function (x) { if (!(Number.isInteger(x) && x >= 0 && x < info.vocab_size)) throw new Error("an answer must be a token id"); });
   var layers = msg.layers || Array.from({length: L + 1}, function (_, i) { return i; });
+  var sites = msg.sites || ["heads", "resid"], wanted = msg.directions || ["denoise", "noise"];
   var p = diff[0], t = T - p, started = performance.now(), runs = 2;
-  var headLayers = layers.filter(function (l) { return l < L; });
-  var total = 2 + 2 * (headLayers.length + layers.length), done = 0;
+  var headLayers = sites.indexOf("heads") >= 0 ? layers.filter(function (l) { return l < L; }) : [];
+  var residLayers = sites.indexOf("resid") >= 0 ? layers : [];
+  var total = 2 + wanted.length * (headLayers.length + residLayers.length), done = 0;
   /* report progress and let a "cancel" message in: onnxruntime's runs resolve without giving the
    * worker's event loop a turn, so a sweep yields one after every batch */
   function step() {
@@ -273,8 +277,10 @@ async function patch(msg, id) {
   var metric = {clean: metrics(full.clean.x, 1, T, msg.good, msg.bad)[0],
                 corrupted: metrics(full.corrupted.x, 1, T, msg.good, msg.bad)[0]};
   var out = {position: p, clean: metric.clean, corrupted: metric.corrupted, layers: layers};
-  var directions = [["denoise", "corrupted", "clean"], ["noise", "clean", "corrupted"]];
-  for (var di = 0; di < 2; di++) {
+  var directions = [["denoise", "corrupted", "clean"], ["noise", "clean", "corrupted"]].filter(function (d) {
+    return wanted.indexOf(d[0]) >= 0;
+  });
+  for (var di = 0; di < directions.length; di++) {
     var name = directions[di][0], base = full[directions[di][1]], source = full[directions[di][2]];
     var past = base.kv.map(function (kv) {                   /* positions 0..p-1: the same in both prompts */
       var k = new Float32Array(Hkv * p * dh), v = new Float32Array(Hkv * p * dh);
@@ -301,8 +307,8 @@ async function patch(msg, id) {
       runs += H;
       await step();
     }
-    for (li = 0; li < layers.length; li++) {
-      l = layers[li];
+    for (li = 0; li < residLayers.length; li++) {
+      l = residLayers[li];
       feeds = feedArrays(t, T);
       for (var q = 0; q < t; q++) {
         attnlibEdits.fill([{layer: l, head: null, mode: "patch", source: {}, position: p + q}], q, feeds, {L: L, H: H, T: T, dh: dh, d: d}, src);
@@ -316,7 +322,9 @@ async function patch(msg, id) {
       runs += t;
       await step();
     }
-    out[name] = {heads: heads, resid: resid};
+    out[name] = {};
+    if (sites.indexOf("heads") >= 0) out[name].heads = heads;
+    if (sites.indexOf("resid") >= 0) out[name].resid = resid;
   }
   out.runs = runs;
   out.ms = performance.now() - started;

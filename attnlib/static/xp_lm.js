@@ -7,7 +7,7 @@
  * ---- window.attnlibLM ------------------------------------------------------------------------
  *   attnlibLM.available()               -> "" when the model can run here, else why not
  *   await attnlibLM.load(onProgress)    -> lm.json's description (sizes, files, check figures)
- *   await attnlibLM.tokenize(text)      -> {ids, tokens}: the kernel's token ids (no BOS: the
+ *   await attnlibLM.tokenize(text, what?) -> {ids, tokens}: the kernel's token ids (no BOS: the
  *                                          model reads text as is), each token's text
  *   await attnlibLM.run(text, {edits})  -> {tokens, ids, shape: [L, H, T, T], logits: Float32Array
  *                                          (T*V), attentions: Float32Array (L*H*T*T), ms}
@@ -15,11 +15,13 @@
  *       mode: "zero" | "mean" | "patch", source?, position?}], read as the kernel reads them
  *       (edits.js); a patch's source is the text (or a run() result) of the same token length; a
  *       mean takes no source (the kernel's language_model.reference_means)
- *   await attnlibLM.patch(clean, corrupted, {answers: [" Mary", " John"], layers, onProgress}) ->
+ *   await attnlibLM.patch(clean, corrupted, {answers: [" Mary", " John"], layers, sites, directions,
+ *                         onProgress}) ->
  *       {position, clean, corrupted (the metric logit(answers[0]) - logit(answers[1]) at the last
  *        position, nats), layers, denoise: {heads: layers x H, resid: layers x T}, noise,
  *        normalised: {denoise, noise} (NaN where problem says why), problem, runs, ms}
- *       the kernel's language_model.patch_sweep (equal within 1e-3; the build checks the graphs)
+ *       the kernel's language_model.patch_sweep (equal within 1e-3; the build checks the graphs);
+ *       sites ["heads", "resid"] and directions ["denoise", "noise"] choose what is computed
  *   await attnlibLM.decode(ids)         -> [text]: each token id's text
  *   attnlibLM.cancel()                  -> stops a running patch (it rejects with "cancelled")
  */
@@ -101,15 +103,21 @@ function lmApi(known) {
       if (layers !== null && !(Array.isArray(layers) && layers.every(function (l) { return Number.isInteger(l) && l >= 0 && l <= L; }))) {
         throw new Error("layers must be a list of layer numbers 0.." + L);
       }
-      return send({cmd: "patch", clean: a.ids, corrupted: b.ids, good: good, bad: bad, layers: layers || undefined},
-                  opts.onProgress);
+      var sites = opts.sites || ["heads", "resid"], directions = opts.directions || ["denoise", "noise"];
+      if (!sites.every(function (x) { return x === "heads" || x === "resid"; }) || !sites.length) throw new Error("sites must be \"heads\", \"resid\" or both");
+      if (!directions.every(function (x) { return x === "denoise" || x === "noise"; }) || !directions.length) throw new Error("directions must be \"denoise\", \"noise\" or both");
+      return send({cmd: "patch", clean: a.ids, corrupted: b.ids, good: good, bad: bad, layers: layers || undefined,
+                   sites: sites, directions: directions}, opts.onProgress);
     }).then(function (msg) {
       var r = msg.result, problem = gapProblem(r.clean, r.corrupted, described().min_gap);
       function one(x) { return problem ? NaN : (x - r.corrupted) / (r.clean - r.corrupted); }
       function norm(t) {
-        return {heads: t.heads.map(function (row) { return row.map(one); }), resid: t.resid.map(function (row) { return row.map(one); })};
+        var out = {};
+        Object.keys(t).forEach(function (k) { out[k] = t[k].map(function (row) { return row.map(one); }); });
+        return out;
       }
-      r.normalised = {denoise: norm(r.denoise), noise: norm(r.noise)};
+      r.normalised = {};
+      ["denoise", "noise"].forEach(function (d) { if (r[d]) r.normalised[d] = norm(r[d]); });
       r.problem = problem;
       r.tokens = a.tokens;
       return r;
@@ -120,7 +128,7 @@ function lmApi(known) {
   function decode(ids) {
     return load().then(function () { return send({cmd: "decode", ids: ids}); }).then(function (msg) { return msg.result.texts; });
   }
-  window.attnlibLM = {available: client.available, load: load, info: client.info, tokenize: function (t) { return tokenize(t); },
+  window.attnlibLM = {available: client.available, load: load, info: client.info, tokenize: function (t, what) { return tokenize(t, what); },
                       decode: decode, run: run, patch: patch, cancel: cancel};
   return window.attnlibLM;
 }
