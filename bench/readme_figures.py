@@ -11,6 +11,7 @@ cannot drift from what was measured:
 * ``browser_model.json``, ``circuit_lab.json``: ``bench/bench_browser_model.py`` and
   ``bench/bench_circuit_lab.py`` (chapter 8's and chapter 6's in-page models, headless Chromium);
 * ``language_model.json``: ``bench/bench_language_model.py`` (the language model in a kernel);
+* ``lm_page.json``: ``bench/bench_lm_page.py`` (the language model in the page, headless Chromium);
 * ``attention_cuda.json``, ``triton_cuda.json``: ``make gpu-check`` on a CUDA machine.
 
     python bench/readme_figures.py           # rewrite the section between the markers in README.md
@@ -402,12 +403,32 @@ def language_model_section(m: dict) -> list[str]:
             f"{m['tokenizer_kept']['seconds']:.2f} s."]
 
 
+def lm_page_section(m: dict) -> list[str]:
+    """The language model in the page (bench/bench_lm_page.py)."""
+    rows = m["settings"]
+    desk = rows.get("desktop 1280 px") or next(iter(rows.values()))
+    worst_task = max(r["path"]["longest"] for r in rows.values())
+    first = desk["bytes_model"] + desk["bytes_runtime"]
+    return [f"The language model in the page (`bench/bench_lm_page.py`, {m['date']}, {m['machine']['cpus']} CPU cores, "
+            f"Chromium {m['chromium']} headless, load average {m['load_average_before'][0]:.1f} before and "
+            f"{m['load_average_after'][0]:.1f} after; `bench/results/lm_page.md`): first use downloads "
+            f"{first / 1e6:.1f} MB ({desk['bytes_model'] / 1e6:.1f} MB of model files and the {desk['bytes_runtime'] / 1e6:.1f} MB "
+            f"runtime; the goal was {m['goals']['bytes'] / 1e6:.0f} MB: the 4-bit weights carry a float32 scale and zero point "
+            f"per 32 weights, and the embedding is 8-bit); it loads in {desk['load_ms'] / 1000:.1f} s from a local server; a "
+            f"20-token run takes {desk['run_20']['median_ms']:.0f} ms (median; goal {m['goals']['run_ms']:.0f} ms); the full "
+            f"patching sweep of the chapter's pair ({desk['sweep']['runs']} patched runs, every head and the stream at every "
+            f"layer and position, both directions) {desk['sweep']['ms'] / 1000:.1f} s (goal {m['goals']['sweep_ms'] / 1000:.0f} s); "
+            f"the longest main-thread task over a reader's path, in {len(rows)} settings (a phone with the CPU 4x slower "
+            f"among them), {worst_task:.0f} ms (the model runs in a worker; goal under {m['goals']['task_ms']:.0f} ms)."]
+
+
 def render() -> str:
     parts = []
     for name, section in (("ci.json", ci_section), ("model_cache.json", model_cache_section), ("book.json", book_section), ("attention_cpu.json", attention_section),
                           ("explorables.json", explorables_section), ("binder.json", binder_section),
                           ("browser_model.json", browser_model_section), ("circuit_lab.json", circuit_lab_section),
                           ("exercises.json", exercises_section), ("language_model.json", language_model_section),
+                          ("lm_page.json", lm_page_section),
                           ("figures.json", figures_section)):
         data = _load(name)
         if data is not None and section(data):

@@ -29,6 +29,8 @@ def test_every_results_file_the_readme_quotes_exists_and_states_its_settings():
                        ("model_cache.json", ("meta", "rows")),
                        ("language_model.json", ("machine", "repeats", "load_before", "load_after", "date", "tokenizer_first",
                                                 "tokenizer_kept", "model_by_threads")),
+                       ("lm_page.json", ("machine", "settings", "goals", "load_average_before", "load_average_after",
+                                         "chromium", "date", "prompt_20", "pair")),
                        ("circuit_lab.json", ("machine", "settings", "repeats", "table_repeats", "path_repeats", "load_average_before",
                                              "load_average_after", "lab_bytes", "runtime_bytes", "goals"))):
         data = json.loads((ROOT / "bench" / "results" / name).read_text())
