@@ -34,8 +34,8 @@ from . import kernels  # noqa: E402  (triton_attention below loads its kernel th
 #: Hugging Face's transformers, matplotlib, the exercises or the explorables, and no module of
 #: the package imports upwards through its root.
 _LAZY = ("bertviz_offline", "circuit_export", "circuit_lab", "circuits", "corpus", "edits", "encoder", "evidence",
-         "exercises", "explorables", "graphs", "induction", "language_model", "measures", "model_cache", "patching",
-         "plotting", "site_files", "transformer")
+         "exercises", "explorables", "graphs", "induction", "language_model", "lm_export", "measures", "model_cache",
+         "patching", "plotting", "site_files", "transformer")
 
 
 def __getattr__(name):
@@ -84,6 +84,6 @@ __all__ = [
     "default_device", "as_tensor",
     # the namespaces (CONTRIBUTING's module table; plotting is imported on first use)
     "bertviz_offline", "circuit_export", "circuit_lab", "circuits", "corpus", "edits", "encoder", "evidence",
-    "exercises", "explorables", "graphs", "induction", "kernels", "language_model", "measures", "model_cache",
-    "patching", "plotting", "site_files", "transformer",
+    "exercises", "explorables", "graphs", "induction", "kernels", "language_model", "lm_export", "measures",
+    "model_cache", "patching", "plotting", "site_files", "transformer",
 ]
