@@ -426,22 +426,17 @@ def check(folder, model: lm.LanguageModel, *, tolerance: float = BUILD_TOLERANCE
         prefix = [(k[:, :, :p], v[:, :, :p]) for k, v in base_kv]
         base_streams = full[base][3]
         for i, layer in enumerate(layers):
-            if layer < c.n_layers:
-                for h in range(c.n_heads):
-                    f = _feeds(model, T)
-                    f["head_mask"][0, layer, h] = 1
-                    f["head_value"][0, layer, h] = zs[layer][0, h]
-                    logits = runner.run(ids, f, start_layer=layer, x=base_streams[layer][:, p:], past=prefix)[0]
-                    compare("metric", logits[0, -1, good] - logits[0, -1, bad], want[direction]["heads"][i, h],
-                            f"{direction} head {layer}.{h}")
-                    runs += 1
-            for pos in range(p, T):
+            places = [("heads", h) for h in range(c.n_heads)] if layer < c.n_layers else []
+            places += [("resid", pos) for pos in range(p, T)]
+            for kind, k in places:                      # one head, or the stream at one position
                 f = _feeds(model, T)
-                f["resid_mask"][0, layer, pos] = 1
-                f["resid_value"][0, layer, pos] = streams[layer][0, pos]
+                if kind == "heads":
+                    f["head_mask"][0, layer, k], f["head_value"][0, layer, k] = 1, zs[layer][0, k]
+                else:
+                    f["resid_mask"][0, layer, k], f["resid_value"][0, layer, k] = 1, streams[layer][0, k]
                 logits = runner.run(ids, f, start_layer=layer, x=base_streams[layer][:, p:], past=prefix)[0]
-                compare("metric", logits[0, -1, good] - logits[0, -1, bad], want[direction]["resid"][i, pos],
-                        f"{direction} stream entering layer {layer} at {pos}")
+                compare("metric", logits[0, -1, good] - logits[0, -1, bad], want[direction][kind][i, k],
+                        f"{direction}, {kind} {k} of layer {layer}")
                 runs += 1
     return {"max_logit_diff": worst["logits"], "max_weight_diff": worst["pattern"],
             "max_metric_diff": worst["metric"], "runs": runs}

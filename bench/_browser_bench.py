@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
+import shutil
 import threading
 from urllib.parse import urlparse
 
@@ -62,3 +64,21 @@ def open_page(browser, url: str, viewport: tuple, rate: float):
         context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": rate})
     settle(page)
     return context, page, errors
+
+
+def chromium_path() -> str:
+    """The Chromium the benches drive: $CHROMIUM, else the one on the PATH, else Debian's."""
+    return os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def measured_bytes(requests: list) -> dict:
+    """Bytes of the response bodies received for ``requests`` (finished), by the file's path
+    under the site: {path: bytes}."""
+    out = {}
+    for q in requests:
+        path = urlparse(q.url).path.lstrip("/")
+        body = q.sizes()["responseBodySize"]
+        if body <= 0:                               # not reported: read the body
+            body = len(q.response().body())
+        out[path] = out.get(path, 0) + body
+    return out

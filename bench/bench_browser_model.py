@@ -53,7 +53,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _browser_bench import FLAGS, LONG_TASKS, SETTINGS, open_page, serve  # noqa: E402
+from _browser_bench import FLAGS, LONG_TASKS, SETTINGS, chromium_path, open_page, serve  # noqa: E402
 from attnlib import corpus, encoder  # noqa: E402
 from attnlib.encoder import browser as browser_model  # noqa: E402
 
@@ -195,7 +195,7 @@ def long_main(args) -> None:
         folder = Path(tmp)
         build_site(folder)
         url = serve(folder) + "chapters/lab.html"
-        chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+        chromium = chromium_path()
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, args=FLAGS, headless=True)
             for name, (viewport, rate) in SETTINGS.items():
@@ -283,7 +283,7 @@ def main() -> None:
         folder = Path(tmp)
         info = build_site(folder)
         url = serve(folder) + "chapters/lab.html"
-        chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+        chromium = chromium_path()
         masks = [[]] + [[{"layer": k // 12, "head": k % 12, "mode": "zero"}] for k in range(72)]   # intact, then each head off
         worst = 0.0
         with sync_playwright() as p:

@@ -51,12 +51,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _browser_bench import FLAGS, LONG_TASKS, SETTINGS, open_page, serve  # noqa: E402
+from _browser_bench import FLAGS, LONG_TASKS, SETTINGS, chromium_path, measured_bytes, open_page, serve  # noqa: E402
 from attnlib import circuit_export, circuit_lab, induction  # noqa: E402
 from attnlib import explorables as xp  # noqa: E402
 
@@ -149,19 +148,6 @@ READER_PATH = """async ([head]) => {
           path_ms: path_ms, steps: steps, longest_by_step: during, words: n, status: status()}; }"""
 
 
-def measured_bytes(requests: list) -> dict:
-    """Bytes of the response bodies received for ``requests`` (finished), by the file's path
-    under the site: {path: bytes}."""
-    out = {}
-    for q in requests:
-        path = urlparse(q.url).path.lstrip("/")
-        body = q.sizes()["responseBodySize"]
-        if body <= 0:                               # not reported: read the body
-            body = len(q.response().body())
-        out[path] = out.get(path, 0) + body
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=30, help="later 32-word runs, for the median")
@@ -191,7 +177,7 @@ def main() -> None:
         files = {str(p.relative_to(folder)): p.stat().st_size for p in sorted((folder / "_static").rglob("*"))
                  if p.is_file()}
         url = serve(folder) + "chapters/lab.html"
-        chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+        chromium = chromium_path()
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, args=FLAGS, headless=True)
             results["chromium"] = browser.version

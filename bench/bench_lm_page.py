@@ -38,13 +38,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "_ext"))
-from _browser_bench import FLAGS, LONG_TASKS, SETTINGS, open_page, serve  # noqa: E402
+from _browser_bench import FLAGS, LONG_TASKS, SETTINGS, chromium_path, measured_bytes, open_page, serve  # noqa: E402
 from attnlib import explorables as xp  # noqa: E402
 from attnlib import language_model as lm  # noqa: E402
 from attnlib import lm_export  # noqa: E402
@@ -100,17 +99,6 @@ def build_site(folder: Path) -> dict:
     return info
 
 
-def measured_bytes(requests: list) -> dict:
-    out = {}
-    for q in requests:
-        path = urlparse(q.url).path.lstrip("/")
-        body = q.sizes()["responseBodySize"]
-        if body <= 0:
-            body = len(q.response().body())
-        out[path] = out.get(path, 0) + body
-    return out
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="later 20-token runs, for the median")
@@ -131,7 +119,7 @@ def main() -> int:
         results["load_average_before"] = list(os.getloadavg())
         results["files_bytes"] = info["bytes"]
         url = serve(folder) + "chapters/lab.html"
-        chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+        chromium = chromium_path()
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, args=FLAGS, headless=True)
             results["chromium"] = browser.version

@@ -57,7 +57,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from _browser_bench import FLAGS, _route, serve  # noqa: E402
+from _browser_bench import FLAGS, _route, chromium_path, serve  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 #: name -> ((width, height) in CSS px, CPU throttling rate)
@@ -451,7 +451,7 @@ def main() -> None:
         sites[args.label] = built_from
     pages = args.pages or pages_of(built_from)
     settings = args.settings or list(SETTINGS)
-    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    chromium = chromium_path()
     bases = {label: serve(folder) for label, folder in sites.items()}
     load_before = os.getloadavg()[0]
     commit = _git("rev-parse", "--short", "HEAD"), _git("log", "-1", "--format=%cd", "--date=short")

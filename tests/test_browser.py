@@ -147,6 +147,39 @@ def exercise_ext():
     return ext("exercise_pages")
 
 
+def lab_site(folder, model: str, write_files, body_html: str, *, title: str, exercises: bool = True) -> dict:
+    """Assemble a site as ``make book`` does for the in-page model ``model`` (``_ext/page_models.py``):
+    ``write_files(target)`` writes the model's files into ``_static/<folder>/`` and returns its
+    description; the worker scripts and the vendored onnxruntime-web beside them; with
+    ``exercises``, the page's checker (Pyodide and the graders); ``chapters/lab.html`` carries
+    ``body_html`` and the model's ``<meta name="attnlib-<model>-bytes">``, and
+    ``chapters/notebook.html`` the same page outside a book (no content root).
+
+    Returns:
+        ``{"folder", "url" (of chapters/), "info" (the description), "size" (the first-use bytes)}``.
+    """
+    pm = ext("page_models")
+    spec = next(m for m in pm.MODELS if m.name == model)
+    target = Path(folder) / "_static" / spec.folder
+    info = write_files(target)
+    pm.copy_scripts(model, target)                                    # as the build copies them
+    shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", Path(folder) / "_static" / "vendor" / "onnxruntime-web")
+    size = pm.first_use_bytes(info)                                   # what the book's pages state
+    script = ""
+    if exercises:
+        exercise_ext().write_assets(Path(folder) / "_static")
+        (Path(folder) / "_static" / "vendor" / "pyodide").symlink_to(ROOT / "_static" / "vendor" / "pyodide",
+                                                                     target_is_directory=True)
+        script = '<script defer src="../_static/exercises/exercises.js"></script>'
+    page = (f'<!DOCTYPE html>\n<html lang="en" data-content_root="../"><head><meta charset="utf-8">'
+            f'<meta name="attnlib-{model}-bytes" content="{size}"><title>{title}</title>{script}</head>'
+            f'<body><main>{body_html}</main></body></html>\n')
+    (Path(folder) / "chapters").mkdir()
+    (Path(folder) / "chapters" / "lab.html").write_text(page, encoding="utf-8")
+    (Path(folder) / "chapters" / "notebook.html").write_text(page.replace(' data-content_root="../"', ""), encoding="utf-8")
+    return {"folder": Path(folder), "url": serve(str(folder)) + "chapters/", "info": info, "size": size}
+
+
 def downloaded_bytes(context, page, call: str) -> int:
     """Run ``call`` (JavaScript that loads an in-page model) in a fresh ``context`` and return the
     bytes of every response body it received (the page's and its worker's)."""

@@ -11,7 +11,6 @@ that carries the lab.  No book build is needed.
 """
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ from attnlib import lm_export
 from attnlib.exercises import check
 from attnlib.exercises.page import render_html
 
-from test_browser import Visit, browser, exercise_ext, ext, serve  # noqa: F401  (fixture)
+from test_browser import Visit, browser, lab_site  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = lm_export.BUILD_TOLERANCE
@@ -33,22 +32,9 @@ PAIR = lm.ioi_pair("Mary", "John", place="store", thing="drink")
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("lm_site")
-    target = folder / "_static" / "lm"
-    info = lm_export.write_site_files(target, cache=ROOT / "_build" / "lm-model" / "cache")
-    ext("page_models").copy_scripts("lm", target)                   # as the build copies them
-    shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
-    size = ext("page_models").first_use_bytes(info)
-    # the exercise on the reader's own pair, graded in the page as the book serves it (Pyodide + graders)
-    exercise_ext().write_assets(folder / "_static")
-    (folder / "_static" / "vendor" / "pyodide").symlink_to(ROOT / "_static" / "vendor" / "pyodide", target_is_directory=True)
-    page = (f'<!DOCTYPE html>\n<html lang="en" data-content_root="../"><head><meta charset="utf-8">'
-            f'<meta name="attnlib-lm-bytes" content="{size}"><title>language model lab</title>'
-            f'<script defer src="../_static/exercises/exercises.js"></script></head>'
-            f'<body><main>{xp.lm_lab().html}{render_html(11, "own_pair")}</main></body></html>\n')
-    (folder / "chapters").mkdir()
-    (folder / "chapters" / "lab.html").write_text(page, encoding="utf-8")
-    return {"folder": folder, "url": serve(str(folder)) + "chapters/", "info": info, "size": size}
+    return lab_site(tmp_path_factory.mktemp("lm_site"), "lm",
+                    lambda target: lm_export.write_site_files(target, cache=ROOT / "_build" / "lm-model" / "cache"),
+                    xp.lm_lab().html + render_html(11, "own_pair"), title="language model lab")
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from attnlib.exercises import check, ch08
 from attnlib.exercises.page import render_html
 from attnlib.exercises.widgets import model_answer
 
-from test_browser import Visit, browser, downloaded_bytes, exercise_ext, ext, serve  # noqa: F401  (fixture)
+from test_browser import Visit, browser, downloaded_bytes, ext, lab_site  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = 2e-3            # the issue's bound for held-out sentences (float16 weights)
@@ -44,27 +44,13 @@ PAIRS = [corpus.PAIR, ("Where is the station?", "It is two streets away, near th
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("site")
-    model_dir = folder / "_static" / "model"
-    info = browser_model.write_site_files(model_dir, cache=ROOT / "_build" / "browser-model" / "cache")
-    ext("page_models").copy_scripts("model", model_dir)                  # as the build copies them
-    shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
     lab = xp.model_lab(*corpus.PAIR, mode="minimal", layer=0, head=2)
-    size = ext("page_models").first_use_bytes(info)                # what the book's pages state
     # the sentence exercises graded in the page, as the book serves them (Pyodide + graders)
-    pages_ext = exercise_ext()
-    pages_ext.write_assets(folder / "_static")
-    (folder / "_static" / "vendor" / "pyodide").symlink_to(ROOT / "_static" / "vendor" / "pyodide", target_is_directory=True)
     exercises = "".join(render_html(8, name) for name in ("break_previous", "flip_pair"))
-    page = (f'<!DOCTYPE html>\n<html lang="en" data-content_root="../"><head><meta charset="utf-8">'
-            f'<meta name="attnlib-model-bytes" content="{size}"><title>model lab</title>'
-            f'<script defer src="../_static/exercises/exercises.js"></script></head>'
-            f'<body><main>{lab.html}{exercises}</main></body></html>\n')
-    (folder / "chapters").mkdir()
-    (folder / "chapters" / "lab.html").write_text(page, encoding="utf-8")
-    notebook = page.replace(' data-content_root="../"', "")
-    (folder / "chapters" / "notebook.html").write_text(notebook, encoding="utf-8")
-    return {"folder": folder, "url": serve(str(folder)) + "chapters/", "lab": lab, "info": info}
+    out = lab_site(tmp_path_factory.mktemp("site"), "model",
+                   lambda target: browser_model.write_site_files(target, cache=ROOT / "_build" / "browser-model" / "cache"),
+                   lab.html + exercises, title="model lab")
+    return {**out, "lab": lab}
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from attnlib.exercises import ch06, check
 from attnlib.exercises.page import render_html
 from attnlib.transformer import TinyTransformer, run
 
-from test_browser import Visit, browser, downloaded_bytes, exercise_ext, ext, serve  # noqa: F401  (fixture)
+from test_browser import Visit, browser, downloaded_bytes, lab_site, serve  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = circuit_export.BUILD_TOLERANCE
@@ -37,26 +37,13 @@ LAB_EXERCISES = ("copy_wrong", "feeder_matters")
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     folder = tmp_path_factory.mktemp("site")
-    tiny = folder / "_static" / "tiny"
     keep = folder / "weights"
-    info = circuit_export.write_site_files(tiny, cache=ROOT / "_build" / "tiny-model" / "cache", keep=keep)
-    ext("page_models").copy_scripts("tiny", tiny)                  # as the build copies them
-    shutil.copytree(ROOT / "_static" / "vendor" / "onnxruntime-web", folder / "_static" / "vendor" / "onnxruntime-web")
-    lab = xp.circuit_lab()
-    size = ext("page_models").first_use_bytes(info)                   # what the book's pages state
-    # the lab's two exercises, graded in the page as the book serves them (Pyodide + graders)
-    pages_ext = exercise_ext()
-    pages_ext.write_assets(folder / "_static")
-    (folder / "_static" / "vendor" / "pyodide").symlink_to(ROOT / "_static" / "vendor" / "pyodide", target_is_directory=True)
-    exercises = "".join(render_html(6, name) for name in LAB_EXERCISES)
-    page = (f'<!DOCTYPE html>\n<html lang="en" data-content_root="../"><head><meta charset="utf-8">'
-            f'<meta name="attnlib-tiny-bytes" content="{size}"><title>circuit lab</title>'
-            f'<script defer src="../_static/exercises/exercises.js"></script></head>'
-            f'<body><main>{lab.html}{exercises}</main></body></html>\n')
-    (folder / "chapters").mkdir()
-    (folder / "chapters" / "lab.html").write_text(page, encoding="utf-8")
-    (folder / "chapters" / "notebook.html").write_text(page.replace(' data-content_root="../"', ""), encoding="utf-8")
-    return {"folder": folder, "url": serve(str(folder)) + "chapters/", "info": info, "keep": keep}
+    # the lab's two exercises are graded in the page as the book serves them (Pyodide + graders)
+    out = lab_site(folder, "tiny",
+                   lambda target: circuit_export.write_site_files(target, cache=ROOT / "_build" / "tiny-model" / "cache",
+                                                                  keep=keep),
+                   xp.circuit_lab().html + "".join(render_html(6, name) for name in LAB_EXERCISES), title="circuit lab")
+    return {**out, "keep": keep}
 
 
 @pytest.fixture(scope="module")
