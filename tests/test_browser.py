@@ -216,6 +216,11 @@ def respond(page, uid: str, kind: str) -> bool:
         head = page.eval_on_selector(f"#{uid} [data-role=head]", "e => e.value")
         page.select_option(f"#{uid} [data-role=head]", "1" if head != "1" else "2")
         return page.inner_text(f"#{uid} [data-role=head-readout]") != before
+    if kind == "lm":  # chapter 11's lab: another head (before a load the page holds one head, and says so)
+        before = page.inner_text(f"#{uid} [data-role=head-readout]")
+        head = page.eval_on_selector(f"#{uid} [data-role=head]", "e => e.value")
+        page.select_option(f"#{uid} [data-role=head]", "4" if head != "4" else "3")
+        return page.inner_text(f"#{uid} [data-role=head-readout]") != before
     before = page.inner_text(f"#{uid} [data-role=readout]")
     if kind == "convex":
         page.evaluate(SET_RANGE, [f"#{uid}-score-0", 9])

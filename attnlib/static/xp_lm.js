@@ -136,6 +136,7 @@ function lmApi(known) {
 /* A matrix as coloured cells on a canvas (viridis, or a blue-red scale for [-1, 1] scores), with
  * row and column labels; `rows` x `cols` values in `get(i, j)`. */
 function drawCells(canvas, rows, cols, rowLabels, colLabels, get, diverging, ink) {
+  rowLabels = rowLabels.map(String); colLabels = colLabels.map(String);      /* layer and head numbers too */
   var ratio = window.devicePixelRatio || 1, room = Math.min(110, labelRoom(rowLabels.concat(colLabels), 12));
   var cell = Math.max(8, Math.min(18, Math.floor(560 / Math.max(rows, cols))));
   var W = room + cols * cell + 6, Hh = room + rows * cell + 6;
