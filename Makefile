@@ -131,7 +131,7 @@ gpu-check: setup
 # when it is installed), pip install -r binder/requirements.txt, binder/postBuild (which writes the
 # notebooks), then `pip check` and every generated notebook run in a fresh kernel there.  Fails on
 # an unexpected `pip check` line, a package not pinned in binder/ (or at another version), a
-# notebook error, or chapter 9's kernel not run.  Needs no .venv (standard library only); CI
+# notebook error, or chapter 11's kernel not run.  Needs no .venv (standard library only); CI
 # (.ci/run) runs it after `make test`.  Report: _build/binder-test/binder.md; its duration on a
 # 2-core machine: bench/results/binder.md (`bench/bench_binder.py --generate --execute` records it).
 binder-test:

@@ -14,7 +14,7 @@
    exercise's HTML instead (``nb_mime_priority_overrides`` puts ``text/html`` first).
 4. ``setup``: sets ``ATTNLIB_STATIC_BOOK=1`` in the environment that the kernels executing
    the chapters inherit, so that ``attnlib.induction.train`` prints one line per run instead of a
-   progress-bar widget (which would bring the widget manager back to chapter 6).
+   progress-bar widget (which would bring the widget manager back to chapter 7).
 """
 from __future__ import annotations
 

@@ -113,7 +113,7 @@ def toc_pages() -> list[str]:
 @functools.lru_cache(maxsize=1)
 def book_labels() -> dict:
     """Every ``(label)=`` target of the book's pages that names a heading: ``{label: (page, title)}``
-    with ``page`` as in :func:`toc_pages` (``chapters/08_real_model``) and the heading's text, so
+    with ``page`` as in :func:`toc_pages` (``chapters/09_real_model``) and the heading's text, so
     that a ``{ref}`` without text reads as MyST renders it (the section's title), not as its label."""
     out = {}
     for md in [ROOT / "intro.md", *sorted((ROOT / "chapters").glob("*.md"))]:

@@ -1,8 +1,8 @@
 """The models that run in the published page, exported at build time and shipped with the site.
 
-One extension for every in-page model (:data:`MODELS`): chapter 8's encoder
-(:mod:`attnlib.encoder.browser`, into ``_static/model/``), chapter 6's circuit lab
-(:mod:`attnlib.circuit_export`, into ``_static/tiny/``) and chapter 11's language model
+One extension for every in-page model (:data:`MODELS`): chapter 9's encoder
+(:mod:`attnlib.encoder.browser`, into ``_static/model/``), chapter 7's circuit lab
+(:mod:`attnlib.circuit_export`, into ``_static/tiny/``) and chapter 10's language model
 (:mod:`attnlib.lm_export`, into ``_static/lm/``).  For each:
 
 1. ``builder-inited``: its ``write_site_files`` exports the model to ONNX and checks the export

@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     if len(todo) < 2:
         print(f"preexecute: {len(records) - len(todo)} of {len(records)} pages cached; the build executes the rest")
         return 0
-    # the slowest page first, so that the pool's two halves finish together (chapter 6 trains)
+    # the slowest page first, so that the pool's two halves finish together (chapter 7 trains)
     todo.sort(key=lambda r: "06_" not in r.uri)
     logger = logging.getLogger("preexecute")
     logging.basicConfig(level=logging.WARNING, format="preexecute: %(message)s")

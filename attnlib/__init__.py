@@ -53,7 +53,7 @@ __version__ = "0.1.0"
 
 def triton_attention(q, k, v, is_causal: bool = False, *, scale=None, block_m=None, block_n=None,
                      return_lse: bool = False):
-    """Exact attention by a FlashAttention forward kernel written in Triton (chapter 9).
+    """Exact attention by a FlashAttention forward kernel written in Triton (chapter 11).
 
     Imports Triton on the first call: ``ImportError`` where it is not installed (macOS,
     Windows).  Without CUDA it runs under Triton's CPU interpreter (float32 and float16 only).
@@ -76,7 +76,7 @@ __all__ = [
     # the three views and the convex hull (chapters 1, 3)
     "dot_product_view", "row_view", "column_view", "outer_product_view",
     "convex_hull_2d", "in_convex_hull_2d", "support_excess",
-    # heads, positions, scale, decoding (chapters 6, 9, 10)
+    # heads, positions, scale, decoding (chapters 6, 11, 12)
     "MultiHeadAttention", "split_heads", "merge_heads", "scale_heads",
     "sinusoidal", "apply_rope", "rope_scores",
     "tiled_attention", "online_softmax", "online_softmax_step", "triton_attention",

@@ -1,4 +1,4 @@
-"""The circuit lab's exporter, run at build time (``_ext/page_models.py``): chapter 6's trained
+"""The circuit lab's exporter, run at build time (``_ext/page_models.py``): chapter 7's trained
 language model at the lab's checkpoints and the one-layer control (:func:`attnlib.circuit_lab.lab_models`)
 written to ONNX for the page, and checked.
 

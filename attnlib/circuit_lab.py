@@ -1,6 +1,6 @@
-"""The circuit lab: chapter 6's trained language model, and its training checkpoints, in the page.
+"""The circuit lab: chapter 7's trained language model, and its training checkpoints, in the page.
 
-Chapter 6 trains a two-layer attention-only model (:mod:`attnlib.induction`) in which a
+Chapter 7 trains a two-layer attention-only model (:mod:`attnlib.induction`) in which a
 previous-token head and an induction head form.  The circuit lab lets a reader of the published
 page run that model on a word sequence of their own, at any of :data:`N_CHECKPOINTS` moments of
 its training, switch heads off and patch activations between two runs, with no kernel.  This
@@ -175,7 +175,7 @@ def lab_data(words=None, corrupt=None, *, model_name: str | None = None, layer: 
 # The lab in this process: its checkpoints, and each model once built, for the
 # trained runs they come from (held here, so that they stay alive while they key the entry).  A lab
 # exercise's grader reads the reader's words with one model (:func:`read`), twenty times in
-# chapter 6's feeder solution, which built all 17 models every time (the head means are
+# chapter 7's feeder solution, which built all 17 models every time (the head means are
 # attnlib.transformer.reference_means's, kept per model there).
 _LAB: dict = {}
 

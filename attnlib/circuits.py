@@ -1,4 +1,4 @@
-"""Circuits read from the weights of an attention-only model (chapter 6).
+"""Circuits read from the weights of an attention-only model (chapter 7).
 
 A head of :class:`attnlib.transformer.TinyTransformer` is two low-rank matrices
 (Elhage et al. 2021, "A Mathematical Framework for Transformer Circuits", section 2):

@@ -19,7 +19,7 @@ _WORD = re.compile(r"[a-z]+(?:-[a-z]+)*|--|[^\sa-z]")
 # The running example of chapters 1-5.
 RUNNING = "The cat sat on the mat because it was warm."
 
-# "bears" as object, verb, subject and adjective (curriculum, chapters 2 and 8).
+# "bears" as object, verb, subject and adjective (curriculum, chapters 2 and 9).
 BEARS = {
     "object": "We watched the bears from a safe distance.",
     "verb": "She bears the weight of the whole team.",
@@ -27,7 +27,7 @@ BEARS = {
     "adjective": "The Bears fans cheered when the final whistle blew.",  # team name as modifier
 }
 
-# A classic garden-path pair (chapter 8, bertviz with sentence_b_start).
+# A classic garden-path pair (chapter 9, bertviz with sentence_b_start).
 PAIR = ("time flies like an arrow", "fruit flies like a banana")
 
 # Sentences of unequal length for padding masks (chapter 5).
@@ -37,7 +37,7 @@ PADDED_BATCH = [
     "Hello there!",
 ]
 
-# Varied sentences for measuring separator and [CLS] "sinks" across heads (chapters 7, 8).
+# Varied sentences for measuring separator and [CLS] "sinks" across heads (chapters 8, 9).
 SINK_PROBES = [
     "The committee approved the new budget on Tuesday.",
     "Rain is expected across the north later this week.",
@@ -85,7 +85,7 @@ def words_of(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-#: Minimal pairs for the pronoun *it* (chapter 8, the test of layer 4, head 3), written for that
+#: Minimal pairs for the pronoun *it* (chapter 9, the test of layer 4, head 3), written for that
 #: test before it was run: ``(text_a, text_b, referent_a, referent_b)``.  The two sentences differ
 #: in one word, the adjective at the end (one word piece in both), and that word changes what
 #: *it* refers to: ``referent_a`` in ``text_a``, ``referent_b`` in ``text_b``, the two nouns of
@@ -134,15 +134,15 @@ COREFERENCE_PAIRS = (
 )
 
 #: A second set of 16 minimal pairs in the form of :data:`COREFERENCE_PAIRS`, none of whose
-#: sentences is in it.  A reviewer of chapter 8 wrote 17 after the first set's result was known
-#: (11 of 16 shifts positive, p = 0.21) and before running them; then, before the run chapter 8
+#: sentences is in it.  A reviewer of chapter 9 wrote 17 after the first set's result was known
+#: (11 of 16 shifts positive, p = 0.21) and before running them; then, before the run chapter 9
 #: reports, one was dropped (*lorry* is two word pieces); four whose subject was a person were
 #: rewritten (a person is *he* or *she*, not *it*): three with another subject (*man* to
 #: *crane*, *girl* to *ladder*, *baby* to *puppy*) and one replaced by a new pair (*The boy threw
 #: away the apple* by *The bag could not hold the book*); and two adjectives that fit either noun
 #: (a key can be *rusty*, a dog *old*) were replaced by *jammed* and *fresh*, the bone pair's verb
 #: changing from *buried* to *chewed*.  The reviewer's run of the first wording had given 14 of
-#: 16 shifts positive; the set as it stands gives what chapter 8 reports.
+#: 16 shifts positive; the set as it stands gives what chapter 9 reports.
 COREFERENCE_HELD_OUT = (
     ('The cat chased the bird because it was hungry.',
      'The cat chased the bird because it was slow.', 'cat', 'bird'),

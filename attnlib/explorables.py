@@ -1,4 +1,4 @@
-"""Interactive figures that work without a kernel: chapters 1 to 10.
+"""Interactive figures that work without a kernel: chapters 1 to 12.
 
 Each function takes real tensors and the matching token strings, checks them, and returns
 an :class:`~attnlib._xp_html.Explorable`: a self-contained HTML + JavaScript figure with
@@ -32,7 +32,7 @@ __all__ = ["convex_combination", "temperature_explorer", "mask_explorer", "graph
 
 MAX_TOKENS = 128  # beyond this a figure stops being readable (and a page grows past ~1 MB)
 
-# Chapter 7's drawing convention, shared with the static figure
+# Chapter 8's drawing convention, shared with the static figure
 # (:func:`attnlib.plotting.draw_attention_graph`; tests/test_explorables.py checks both):
 # an edge to an earlier key bends above the token line, to a later key below; edges are
 # coloured by weight with this colour map on a fixed scale from 0 to GRAPH_VMAX (weights are
@@ -281,7 +281,7 @@ def mask_explorer(scores, tokens, attention_mask=None, *, editable: bool = True,
 
 
 def graph_threshold(weights, tokens, *, threshold: float = 0.1, title: str | None = None) -> Explorable:
-    """Chapter 7: the weight matrix as a directed graph, with a threshold slider.
+    """Chapter 8: the weight matrix as a directed graph, with a threshold slider.
 
     Drawn as the chapter's static figures (:func:`attnlib.plotting.draw_attention_graph`):
     nodes are the tokens in reading order; edge ``i -> j`` (query ``i`` attends to key
@@ -315,7 +315,7 @@ def graph_threshold(weights, tokens, *, threshold: float = 0.1, title: str | Non
 
 def head_hover(weights, tokens, *, query: int = 0, layer: int | None = None, head: int | None = None,
                title: str | None = None) -> Explorable:
-    """Chapter 8: hover over (or focus) a token to highlight its row of one head.
+    """Chapter 9: hover over (or focus) a token to highlight its row of one head.
 
     The tokens are shown as a sentence; the hovered token is the query ``i`` and every
     token ``j`` is shaded by ``weights[i, j]`` with the number underneath, next to the
@@ -396,7 +396,7 @@ def round_attentions(attentions, decimals: int = 3) -> tuple[torch.Tensor, ...]:
 
 def induction_heads(layer_weights, tokens, *, head: int | None = None, query: int = 0,
                     title: str | None = None) -> Explorable:
-    """Chapter 6: every head of a small model on one sequence; pick a head from a menu, then
+    """Chapter 7: every head of a small model on one sequence; pick a head from a menu, then
     hover (or focus) a token to highlight its row: the view of :func:`head_hover` (the same
     ``'hover'`` explorable, ``static/xp_hover.js``), with a head menu when there are several.
 
@@ -444,11 +444,11 @@ def induction_heads(layer_weights, tokens, *, head: int | None = None, query: in
 __all__ += ["induction_heads", "lm_lab"]
 
 
-# ---------------------------------------------------------------------------- chapter 10: RoPE
+# ---------------------------------------------------------------------------- chapter 12: RoPE
 def rope_offset(q, k, query: str = "query", key: str = "key", *, base: float = 10000.0,
                 max_offset: int = 32, max_position: int = 512, position: int = 100,
                 title: str | None = None) -> Explorable:
-    """Chapter 10: drag the query's position ``i`` and the offset ``i - j``; watch the score of
+    """Chapter 12: drag the query's position ``i`` and the offset ``i - j``; watch the score of
     the rotated query and key, ``apply_rope(q, i) . apply_rope(k, j) / sqrt(d_k)``, which
     depends on the offset only (Su et al. 2021, eq. 16).  The curve shows the score against
     the offset for the current ``i``; moving ``i`` leaves it unchanged.  The JavaScript rotates
@@ -561,7 +561,7 @@ def _offset_shares(offsets, *, texts=None, model=None, tokenizer=None) -> torch.
 
 def model_lab(text: str, text_b: str | None = None, *, mode: str = "one", layer: int = 0, head: int = 0,
               ablation: bool = True, offsets=(-1, 0, 1), model=None, tokenizer=None) -> Explorable:
-    """Chapter 8's model lab: the pretrained encoder on a sentence (or a minimal pair, or a
+    """Chapter 9's model lab: the pretrained encoder on a sentence (or a minimal pair, or a
     sentence pair), any layer and head as a heatmap with its baselines, and one head switched
     off against the same measure for every head (the reference scale).
 
@@ -639,7 +639,7 @@ def model_lab(text: str, text_b: str | None = None, *, mode: str = "one", layer:
 
 def circuit_lab(words=None, corrupt=None, *, checkpoint: str | None = None, layer: int = 1,
                 head: int | None = None) -> Explorable:
-    """Chapter 6's circuit lab: the chapter's trained language model on a word sequence, at any of
+    """Chapter 7's circuit lab: the chapter's trained language model on a word sequence, at any of
     16 moments of its training or as the one-layer control; the loss on every word, any head's
     pattern, heads switched off (zero or mean), and activation patching between a clean and a
     corrupted sequence with the logit difference (:mod:`attnlib.circuit_lab`).
@@ -663,13 +663,13 @@ def circuit_lab(words=None, corrupt=None, *, checkpoint: str | None = None, laye
     """
     from . import circuit_lab as lab
     data = lab.lab_data(words, corrupt, model_name=checkpoint, layer=layer, head=head)
-    title = "The circuit lab: chapter 6's model on your own sequence, at any step of training, with heads switched off and patched"
+    title = "The circuit lab: chapter 7's model on your own sequence, at any step of training, with heads switched off and patched"
     return render("tiny", data, title, len(data["words"]))
 
 
 def lm_lab(clean: str | None = None, corrupted: str | None = None, answers=None, *, layer: int = 23,
            head: int = 3) -> Explorable:
-    """Chapter 11's language-model lab: SmolLM2-135M (:mod:`attnlib.language_model`) on a prompt,
+    """Chapter 10's language-model lab: SmolLM2-135M (:mod:`attnlib.language_model`) on a prompt,
     any head's pattern, heads switched off, and the patching sweep of every head and of the
     residual stream for a clean/corrupted pair (:func:`attnlib.language_model.patch_sweep`).
 
@@ -725,7 +725,7 @@ def _validate_choice(mode):
     return mode
 
 
-# ------------------------------------------------- chapters 2, 3 and 9: computations step by step
+# ------------------------------------------------- chapters 2, 3 and 11: computations step by step
 def _qkv_rows(q, k, v):
     """Checked float64 copies of self-attention ``q (T, d_k)``, ``k (T, d_k)``, ``v (T, d_v)``."""
     qv = _float_tensor(q, "q", "(T_q, d_k)", (2,))
@@ -781,7 +781,7 @@ def score_steps(q, k, v, tokens, *, query: int = 0, key: int = 0, title: str | N
 
 def online_softmax_steps(q, k, v, tokens, *, query: int = 0, block_size: int = 5,
                          title: str | None = None) -> Explorable:
-    """Chapter 9: the online softmax of one query row, one block of keys at a time.
+    """Chapter 11: the online softmax of one query row, one block of keys at a time.
 
     The scores ``s_j = q_i . k_j / sqrt(d_k)`` of query ``i`` arrive in blocks of
     ``block_size`` keys (a menu changes the size).  Each Next folds one block into the

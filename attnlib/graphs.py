@@ -1,4 +1,4 @@
-"""Attention matrices as graphs, built on networkx (chapter 7).
+"""Attention matrices as graphs, built on networkx (chapter 8).
 
 A weight matrix ``A`` ``(T, T)`` is the weighted adjacency matrix of a directed graph on the
 tokens: node ``i`` is position ``i`` (attribute ``token``), edge ``i -> j`` means "query ``i``

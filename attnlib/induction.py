@@ -1,5 +1,5 @@
 """Heads that emerge: a tiny causal language model trained on the words of a real text grows
-a previous-token head and an induction head (chapter 6).
+a previous-token head and an induction head (chapter 7).
 
 The model is :class:`attnlib.transformer.TinyTransformer`, attention only.  It is trained with the
 next-token loss and nothing else (no per-head target, no auxiliary loss) on sequences built

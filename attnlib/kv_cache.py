@@ -1,4 +1,4 @@
-"""Decoding with a key/value cache (chapter 10).
+"""Decoding with a key/value cache (chapter 12).
 
 A causal model generates one token at a time.  At step ``t`` the new token's query must meet
 the keys and values of every earlier token, and those never change: token ``j``'s key is

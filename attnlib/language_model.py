@@ -672,7 +672,7 @@ def answer_token(answer: str) -> int:
 def patch_sweep(model, clean, corrupted, answers, *, layers=None, sites=("heads", "resid"),
                 directions=("denoise", "noise"), batch_size: int = 45) -> dict:
     """Activation patching between two prompts of the same length that differ in one token, the
-    course's one vocabulary (chapter 6): the metric is the logit difference ``logit(answers[0]) -
+    course's one vocabulary (chapter 7): the metric is the logit difference ``logit(answers[0]) -
     logit(answers[1])`` at the last position (nats); *denoising* runs the corrupted prompt with one
     clean activation (is it sufficient?), *noising* the clean prompt with one corrupted activation
     (is it necessary?); each head's output ``z`` at every position, and the residual stream
@@ -796,7 +796,7 @@ PAGE_MAX_TOKENS = 64
 
 
 def pair_reading(clean: str, corrupted: str) -> dict:
-    """What the language model does with a reader's clean/corrupted pair, as chapter 11's exercise
+    """What the language model does with a reader's clean/corrupted pair, as chapter 10's exercise
     (and the page's ``attnlibLM``) reads it: the two prompts must differ in one token, position
     ``p``, and at most :data:`PAGE_MAX_TOKENS` tokens long; the answers are the corrupted prompt's token there (the indirect object, which the
     clean prompt should predict) and the clean prompt's (the subject); every head denoised

@@ -8,7 +8,7 @@ Each measure has one definition here, and the related ones are written through i
   receives; :func:`attention_share` sums it over a set of keys, and
   :func:`attnlib.graphs.in_weight` with ``share=True`` is the same number read off a graph.
 * :func:`offset_share` is the mean weight on the key ``offset`` places away (the
-  previous-token scores of chapters 6 and 8 are ``offset_share(weights, -1)``).
+  previous-token scores of chapters 7 and 9 are ``offset_share(weights, -1)``).
 
 Conventions: ``weights[..., i, j]`` is the weight query ``i`` gives key ``j`` (row ``i``
 sums to 1), the layout of Hugging Face's ``output_attentions=True`` once a sentence is picked.

@@ -1,6 +1,6 @@
 """Trained models kept on disk, so that each is trained once and every later process loads it.
 
-Chapter 6's language models take from under half a minute to a few minutes to train on a laptop
+Chapter 7's language models take from under half a minute to a few minutes to train on a laptop
 CPU (bench/results/model_cache.md).  The book build,
 the tests, the learners' notebooks and Binder all need the same runs; this cache lets the first
 process that trains a run store it and every later one load it in a fraction of a second.

@@ -1,5 +1,5 @@
 """Activation patching on the tiny causal language model, the way interpretability research does
-it (chapter 6): clean and corrupted prompts that differ in one token, a metric linear in the
+it (chapter 7): clean and corrupted prompts that differ in one token, a metric linear in the
 logits, and patches in both directions.
 
 * :func:`induction_pairs`: held-out repeated sequences (:func:`attnlib.induction.repeated_sequences`)

@@ -1,4 +1,4 @@
-"""Position information for attention (chapter 10).
+"""Position information for attention (chapter 12).
 
 Attention by itself has no notion of order: permuting the rows of ``X`` permutes the rows of
 the output and changes nothing else.  A model must therefore be told where each token is.

@@ -1,7 +1,7 @@
 """What every in-page model writes for the published site, written one way.
 
-The book ships two models that run in the reader's browser (chapter 8's encoder,
-:mod:`attnlib.encoder.browser`; chapter 6's circuit lab, :mod:`attnlib.circuit_export`), and the
+The book ships two models that run in the reader's browser (chapter 9's encoder,
+:mod:`attnlib.encoder.browser`; chapter 7's circuit lab, :mod:`attnlib.circuit_export`), and the
 pretrained language model will be a third.  Each exports ONNX files, checks them against
 PyTorch, and describes them in one JSON file the page's worker reads first.  :func:`write` is
 that sequence once: the export runs in a cache folder named by a key of what it reads, and a

@@ -1,4 +1,4 @@
-"""Attention at scale: the online softmax and exact attention computed tile by tile (chapter 9).
+"""Attention at scale: the online softmax and exact attention computed tile by tile (chapter 11).
 
 The direct formula ``softmax(Q K^T * scale + mask) V`` holds a ``(T_q, T_k)`` score matrix
 and a ``(T_q, T_k)`` weight matrix in memory: quadratic in the sequence length.  The online

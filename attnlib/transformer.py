@@ -1,5 +1,5 @@
 """A small causal language model, attention only, small enough to train inside a chapter
-(chapter 6), with per-head ablation.
+(chapter 7), with per-head ablation.
 
 :class:`TinyTransformer` is a decoder in the manner of Elhage et al. (2021), "A Mathematical
 Framework for Transformer Circuits": token and learned position embeddings, ``n_layers``
@@ -8,9 +8,9 @@ so that everything the model does passes through attention heads), a final Layer
 linear read-out to next-token logits.  The training run and the measures of its heads live in
 :mod:`attnlib.induction`.
 
-Position information comes in one of three ways (``positions=``, chapter 10): ``"learned"``
+Position information comes in one of three ways (``positions=``, chapter 12): ``"learned"``
 (the default, a table of ``max_len`` learned vectors added to the token embeddings, as in GPT-2
-and in chapter 6), ``"rope"`` (no table; every layer rotates each head's queries and keys by
+and in chapter 7), ``"rope"`` (no table; every layer rotates each head's queries and keys by
 :func:`attnlib.apply_rope`, Su et al. 2021) or ``"alibi"`` (no table; every layer adds the
 bias ``-m_h (i - j)`` to head ``h``'s causal scores, :func:`alibi_bias`, Press et al. 2022).
 
@@ -429,7 +429,7 @@ def run(model, tokens, *, edits=()) -> Run:
 
 #: Mean ablation's reference inputs for a :class:`TinyTransformer` (a ``"mean"`` edit without a
 #: source): ``n`` sequences of ``length / 2`` distinct token ids in a seeded random order, each
-#: followed by itself, drawn with ``seed`` (:func:`repeated_tokens`).  They are chapter 6's
+#: followed by itself, drawn with ``seed`` (:func:`repeated_tokens`).  They are chapter 7's
 #: held-out repeated sequences (:func:`attnlib.induction.repeated_sequences`, seed 0), so the
 #: kernel's default means are the ones the circuit lab's page stores.
 REFERENCE = {"n": 256, "length": 32, "seed": 10_000}

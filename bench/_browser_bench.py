@@ -1,5 +1,5 @@
-"""What the in-page model benches share (bench_browser_model.py for chapter 8's encoder lab,
-bench_circuit_lab.py for chapter 6's circuit lab): Chromium's flags, the three settings, a
+"""What the in-page model benches share (bench_browser_model.py for chapter 9's encoder lab,
+bench_circuit_lab.py for chapter 7's circuit lab): Chromium's flags, the three settings, a
 quiet local server, a fresh page with every other host blocked and the CPU throttled as asked,
 and the Long Tasks observer."""
 from __future__ import annotations

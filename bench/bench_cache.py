@@ -2,7 +2,7 @@
 
     python bench/bench_cache.py          # writes bench/results/attention_cache.{json,md} (about 20 s)
 
-Chapter 9 fits the time of ``attnlib.scaled_dot_product_attention`` (one head, d_k = d_v = 64,
+Chapter 11 fits the time of ``attnlib.scaled_dot_product_attention`` (one head, d_k = d_v = 64,
 float32, one thread) as T^p and finds p above 2, by different amounts on different runs.  Two
 explanations predict different things:
 

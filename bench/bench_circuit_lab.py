@@ -1,4 +1,4 @@
-"""Chapter 6's circuit lab in headless Chromium: what it downloads, time to load, time per run,
+"""Chapter 7's circuit lab in headless Chromium: what it downloads, time to load, time per run,
 time for a full patching table, and the longest main-thread task over a reader's path.
 
 Assembles the site as ``tests/test_page_tiny.py``'s ``site`` fixture does (as ``make book``
@@ -10,7 +10,7 @@ measures with ``performance.now()`` in the page:
 * ``bytes``: every response the page and its worker receive from ``attnlibTiny.load()`` on, in a
   fresh browser context (empty HTTP cache and Cache Storage), split into the lab's own files
   (``_static/tiny/``: the ``.onnx`` files, ``tiny.json``, ``worker.js``, ``worker_common.js``) and
-  the onnxruntime-web runtime (``_static/vendor/onnxruntime-web/``, shared with chapter 8's
+  the onnxruntime-web runtime (``_static/vendor/onnxruntime-web/``, shared with chapter 9's
   lab); beside them, the same files' sizes on disk;
 * ``load``: from ``attnlibTiny.load()`` to every model's session being ready (download from the
   local server, WebAssembly compile, 17 sessions created), in that fresh context;
@@ -29,7 +29,7 @@ measures with ``performance.now()`` in the page:
 
 each in three settings: a 1280 px desktop viewport, a 390 px phone viewport, and the phone
 viewport with the CPU throttled 4x (Chrome DevTools Protocol ``Emulation.setCPUThrottlingRate``,
-as a mid-range phone).  The load average is read once the site is built (which trains chapter 6's
+as a mid-range phone).  The load average is read once the site is built (which trains chapter 7's
 runs when the trained-model cache lacks them) and again at the end.  The issue's goals (at most 6 MB for all checkpoints, at most 10 ms per
 32-word run on this machine, a full table under 1 s) are stated beside the figures, not asserted.
 
@@ -159,7 +159,7 @@ def main() -> None:
     results = {"settings": {}}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        # the site first (it may train chapter 6's runs when the trained-model cache lacks them:
+        # the site first (it may train chapter 7's runs when the trained-model cache lacks them:
         # their progress bars are kept out of stderr and shown only if the build fails)
         t0, log = time.perf_counter(), io.StringIO()
         try:
@@ -267,7 +267,7 @@ def write_markdown(r: dict, path: Path) -> None:
     lab_rows = sorted(r["lab_bytes"].items(), key=lambda kv: -kv[1])
     others = [k for k in r["lab_bytes"] if not k.endswith(".onnx")]
     lines = [
-        "# Chapter 6's circuit lab in headless Chromium", "",
+        "# Chapter 7's circuit lab in headless Chromium", "",
         f"{m['date']}, {m['cores']} cores ({m['cpu']}), Chromium {r['chromium']}, onnxruntime-web "
         f"(WebAssembly, 1 thread, in a Web Worker). Load average (1, 5, 15 min) {la[0]:.2f}, {la[1]:.2f}, {la[2]:.2f} "
         f"before the measuring (after the site was built, in {r['site_build_seconds']:.1f} s), "
@@ -282,7 +282,7 @@ def write_markdown(r: dict, path: Path) -> None:
         f"(the {r['n_models'] - 1} checkpoints and the one-layer control) **{mb(r['checkpoint_bytes'])}** "
         f"(goal: at most {mb(r['goals']['checkpoint_bytes'])}: {_met(r['checkpoint_bytes'], r['goals']['checkpoint_bytes'])})"
         + "".join(f", `{k.rsplit('/', 1)[1]}` {r['lab_bytes'][k]:,} B" for k in sorted(others)) + ";",
-        f"* the onnxruntime-web runtime (the same URLs as chapter 8's lab, so a browser that ran that lab may "
+        f"* the onnxruntime-web runtime (the same URLs as chapter 9's lab, so a browser that ran that lab may "
         f"hold them in its HTTP cache): "
         f"**{mb(r['runtime_total_bytes'])}**: "
         + ", ".join(f"`{k.rsplit('/', 1)[1]}` {v:,} B" for k, v in sorted(r["runtime_bytes"].items())) + ";",

@@ -1,6 +1,6 @@
 """Why several heads: the chapter-6 model with H = 1, 4 and 8 heads at equal width (issue 28).
 
-For each head count H and seed: train the two-layer attention-only model of chapter 6
+For each head count H and seed: train the two-layer attention-only model of chapter 7
 (attnlib.induction.train with n_heads=H; everything else the chapter's settings, d_model =
 D_MODEL, so a head has width D_MODEL / H and the parameter count does not change), then measure
 on the held-out repeated sequences
@@ -106,7 +106,7 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     (OUT / "heads.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     lines = [
-        "# Why several heads: H = 1, 4, 8 at equal width (chapter 6)",
+        "# Why several heads: H = 1, 4, 8 at equal width (chapter 7)",
         "",
         "Written by `bench/bench_heads.py`. Settings: " + ", ".join(f"{k} = {v}" for k, v in meta["settings"].items())
         + f"; torch {meta['torch']} on {meta['device']} ({meta['machine']}, {meta['cpus']} CPUs visible, {meta['jobs']} "

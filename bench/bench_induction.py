@@ -1,4 +1,4 @@
-"""The induction figures of chapter 6 over seeds 0-4, against the targets of issue 16.
+"""The induction figures of chapter 7 over seeds 0-4, against the targets of issue 16.
 
 For each seed: train the two-layer model and the one-layer control (attnlib.induction.train,
 the chapter's settings), then measure on held-out data
@@ -96,7 +96,7 @@ def main() -> None:
     (OUT / "induction.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     names = list(rows[0]["checks"])
     lines = [
-        "# Induction heads: the figures of chapter 6 over seeds",
+        "# Induction heads: the figures of chapter 7 over seeds",
         "",
         "Written by `bench/bench_induction.py`. Settings: " + ", ".join(f"{k} = {v}" for k, v in meta["settings"].items())
         + f"; torch {meta['torch']} on {meta['device']} ({meta['cpus']} CPUs visible).",

@@ -1,4 +1,4 @@
-"""Chapter 11's language model in headless Chromium: what it downloads, time to load, a 20-token
+"""Chapter 10's language model in headless Chromium: what it downloads, time to load, a 20-token
 run, the full patching sweep of one pair, and the longest main-thread task over a reader's path.
 
 Assembles the site as ``tests/test_page_lm.py``'s ``site`` fixture does (as ``make book`` does,
@@ -153,7 +153,7 @@ def main() -> int:
     out = ROOT / "bench" / "results"
     (out / "lm_page.json").write_text(json.dumps(results, indent=1) + "\n")
     mb = lambda b: f"{b / 1e6:.1f} MB"  # noqa: E731
-    lines = ["# The language model in the page (chapter 11): download, load, run, sweep", "",
+    lines = ["# The language model in the page (chapter 10): download, load, run, sweep", "",
              f"Written by `bench/bench_lm_page.py` on {results['date']}, {results['machine']['platform']}, "
              f"{results['machine']['cpus']} CPUs, Chromium {results['chromium']} (headless); load average before "
              f"{', '.join(f'{x:.1f}' for x in results['load_average_before'])}, after "

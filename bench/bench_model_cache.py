@@ -1,4 +1,4 @@
-"""The trained-model cache against training: chapter 6's runs trained in a fresh process with an
+"""The trained-model cache against training: chapter 7's runs trained in a fresh process with an
 empty cache, then loaded from the cache in another fresh process.
 
 For each run (the chapter's 2-layer model and the 1-layer control, seed 0, the default steps):
@@ -81,7 +81,7 @@ def main() -> int:
     (RESULTS / "model_cache.json").write_text(json.dumps(result, indent=1) + "\n")
     lines = ["# Trained-model cache against training (bench/bench_model_cache.py)", "",
              f"Measured {result['meta']['date']} on {result['meta']['machine']}, {result['meta']['cpus']} CPU cores, "
-             f"Python {result['meta']['python']}, torch {result['meta']['torch']}; chapter 6's runs, seed 0, "
+             f"Python {result['meta']['python']}, torch {result['meta']['torch']}; chapter 7's runs, seed 0, "
              f"{result['meta']['steps']} steps; each call in a fresh process (attnlib's import timed apart).", "",
              "| run | train (s) | load from the cache (s) | load / train | same logits | entry (KiB) | load average before |",
              "|---|---:|---:|---:|---|---:|---:|"]

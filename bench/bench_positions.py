@@ -1,9 +1,9 @@
-"""Positions that extrapolate (chapter 10): the chapter 6 model trained with learned absolute
+"""Positions that extrapolate (chapter 12): the chapter 7 model trained with learned absolute
 positions, with RoPE and with ALiBi, evaluated at and beyond its training length.
 
 For each scheme in SCHEMES and each seed in SEEDS: train
 ``attnlib.transformer.TinyTransformer(positions=scheme)`` (two attention-only layers, chapter
-6's width, heads and optimiser) on chapter 6's task at its length ``SEQ_LEN = 32``
+7's width, heads and optimiser) on chapter 7's task at its length ``SEQ_LEN = 32``
 (``attnlib.induction.training_batch``: stretches of CHUNK consecutive words of the speech, one
 span copied to a later place), with Adam at ``LR`` and a cosine decay over ``STEPS``, exactly
 as ``attnlib.induction.train``.  Then evaluate on held-out sequences of the same two
@@ -195,7 +195,7 @@ def run_record(t0: float, load_before) -> dict:
 def markdown(r: dict) -> str:
     s = r["settings"]
     lines = ["# Positions that extrapolate: learned, RoPE, ALiBi", "",
-             "Written by `bench/bench_positions.py` (read by chapter 10). Settings: "
+             "Written by `bench/bench_positions.py` (read by chapter 12). Settings: "
              + ", ".join(f"{k} = {v}" for k, v in s.items()) + f". {r['machine']['platform']}, torch "
              f"{r['machine']['torch']}, {r['machine']['cpus']} CPUs visible, training on 1 thread.", "",
              f"Load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in r['load_before'])}; after: "

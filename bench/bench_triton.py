@@ -4,7 +4,7 @@ PyTorch's fused kernel and the readable tiled version, for T = 1k to 32k.
     python bench/bench_triton.py                    # needs a CUDA GPU and triton
     python bench/bench_triton.py --Ts 1024 4096 --dtype float32
 
-Writes ``bench/results/triton_cuda.json`` and ``.md``; chapter 9 shows the table when the
+Writes ``bench/results/triton_cuda.json`` and ``.md``; chapter 11 shows the table when the
 JSON file exists (and says that no GPU benchmark was recorded when it does not).
 
 Implementations (``B = 1``, ``--heads`` heads, ``d_head = 64``, ``--dtype`` default float16,

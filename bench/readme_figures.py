@@ -9,7 +9,7 @@ cannot drift from what was measured:
 * ``explorables.json``: ``bench/bench_explorables.py`` (headless Chromium);
 * ``binder.json``: ``bench/bench_binder.py`` (the Binder environment built and its notebooks run);
 * ``browser_model.json``, ``circuit_lab.json``: ``bench/bench_browser_model.py`` and
-  ``bench/bench_circuit_lab.py`` (chapter 8's and chapter 6's in-page models, headless Chromium);
+  ``bench/bench_circuit_lab.py`` (chapter 9's and chapter 7's in-page models, headless Chromium);
 * ``language_model.json``: ``bench/bench_language_model.py`` (the language model in a kernel);
 * ``lm_page.json``: ``bench/bench_lm_page.py`` (the language model in the page, headless Chromium);
 * ``attention_cuda.json``, ``triton_cuda.json``: ``make gpu-check`` on a CUDA machine.
@@ -71,7 +71,7 @@ def book_section(book: dict) -> list[str]:
              + (", each with an empty trained-model cache of its own, as from a fresh clone: "
                 + " and ".join(f"`{r['chapter']}` trains {r['trains']} model{'s' if r['trains'] > 1 else ''}"
                                for r in book["chapters"] if r.get("trains"))
-                + " (chapter 6's; in one build or session the first page to need a model trains it, the others "
+                + " (chapter 7's; in one build or session the first page to need a model trains it, the others "
                   "load it)" if any(r.get("trains") for r in book["chapters"]) else "")
              + (f"; the last column is the same page as a learner's notebook in the Binder environment "
                 f"(`bench/bench_binder.py`, {_load('binder.json')['date']}; `bench/results/binder.md`), the kernel's "
@@ -219,7 +219,7 @@ def binder_section(b: dict) -> list[str]:
             + (", which executes every page into the notebooks" if "generate" in b else "")
             + f") took **{b['build_seconds'] / 60:.1f} min**"
             + (" (the venv and requirements steps timed from the file times of an earlier run of the same "
-               "build, which stopped when chapter 6's training cell passed the book's 120 s per-cell limit; "
+               "build, which stopped when chapter 7's training cell passed the book's 120 s per-cell limit; "
                "postBuild's limit is now 600 s)" if "--reuse" in b.get("requirements", "") else "")
             + f", and the environment takes **{b['venv_mb']:,} MB** "
             f"on disk ({b['n_packages']} packages, torch {b['torch']}, triton {b.get('triton') or 'absent'}; "
@@ -285,7 +285,7 @@ def memory_advice(b: dict) -> list[str]:
 def browser_model_section(m: dict) -> list[str]:
     desk, phone = m["settings"]["desktop 1280 px"], m["settings"]["phone 390 px, CPU 4x slower"]
     short, long = sorted(int(k) for k in m["sentences"])
-    return [f"The in-page model of chapter 8's lab in headless Chromium (`bench/bench_browser_model.py`, "
+    return [f"The in-page model of chapter 9's lab in headless Chromium (`bench/bench_browser_model.py`, "
             f"{m['machine']['date']}, {m['machine']['cores']} cores; `bench/results/browser_model.md`): the reader "
             f"downloads {m['download_bytes']['encoder.onnx'] / 1e6:.1f} MB of model (float16 weights) and "
             f"{sum(m['runtime_bytes'].values()) / 1e6:.1f} MB of onnxruntime-web once, on request; loading from a local "
@@ -300,19 +300,19 @@ def browser_model_section(m: dict) -> list[str]:
 
 
 def circuit_lab_section(c: dict) -> list[str]:
-    """Chapter 6's circuit lab in the page (bench/bench_circuit_lab.py): bytes, load, run, table, longest task."""
+    """Chapter 7's circuit lab in the page (bench/bench_circuit_lab.py): bytes, load, run, table, longest task."""
     desk, slow = c["settings"]["desktop 1280 px"], c["settings"]["phone 390 px, CPU 4x slower"]
     run, table = desk["run_32"], desk["table_pair"]
     goals = c["goals"]
     met = lambda value, goal: "within" if value <= goal else "OVER"   # noqa: E731
-    return [f"Chapter 6's circuit lab in headless Chromium (`bench/bench_circuit_lab.py`, {c['machine']['date']}, "
+    return [f"Chapter 7's circuit lab in headless Chromium (`bench/bench_circuit_lab.py`, {c['machine']['date']}, "
             f"{c['machine']['cores']} cores, load average (1 min) {c['load_average_before'][0]:.1f} before and "
             f"{c['load_average_after'][0]:.1f} after; "
             f"`bench/results/circuit_lab.md`): on the reader's first Load it fetches "
             f"{c['lab_total_bytes'] / 1e6:.2f} MB of its own, of which its {c['n_models']} models ({c['n_models'] - 1} "
             f"training checkpoints and the one-layer control) are {c['checkpoint_bytes'] / 1e6:.2f} MB ({met(c['checkpoint_bytes'], goals['checkpoint_bytes'])} "
             f"the {goals['checkpoint_bytes'] / 1e6:.0f} MB goal), plus {c['runtime_total_bytes'] / 1e6:.1f} MB of "
-            f"onnxruntime-web, the same files as chapter 8's lab; loading from a local server takes "
+            f"onnxruntime-web, the same files as chapter 9's lab; loading from a local server takes "
             f"{desk['load_ms'] / 1e3:.1f} s.  A 32-word run takes {run['median_ms']:.1f} ms (median, round trip; "
             f"{run['worker_median_ms']:.1f} ms in the worker; {slow['run_32']['median_ms']:.1f} ms at 390 px with the CPU "
             f"throttled 4x; goal {goals['run_ms']:.0f} ms), and the full noising and denoising table of the lab's first "
@@ -382,7 +382,7 @@ def model_cache_section(mc: dict) -> list[str]:
     runs = "; ".join(f"the {r['n_layers']}-layer model trained in {r['train_seconds']:.1f} s and loaded from the cache "
                      f"in {r['load_seconds']:.2f} s ({r['ratio'] * 100:.1f} % of its training time"
                      + (", the same logits" if r["same"] else ", DIFFERENT logits") + ")" for r in mc["rows"])
-    return [f"Chapter 6's runs and the trained-model cache (`bench/bench_model_cache.py`, {m['date']}, {m['machine']}, "
+    return [f"Chapter 7's runs and the trained-model cache (`bench/bench_model_cache.py`, {m['date']}, {m['machine']}, "
             f"{m['cpus']} CPU cores, torch {m['torch']}; each call in a fresh process; `bench/results/model_cache.md`): "
             f"{runs}."]
 

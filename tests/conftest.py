@@ -8,7 +8,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # The trained-model cache (attnlib.model_cache): the project's _build/cache unless the caller
-# chose one (CI does), so that the tests' workers and kernels share chapter 6's runs and never
+# chose one (CI does), so that the tests' workers and kernels share chapter 7's runs and never
 # write into the user's own cache folder.
 os.environ.setdefault("ATTNLIB_CACHE", str(Path(__file__).resolve().parents[1] / "_build" / "cache"))
 

@@ -1,7 +1,7 @@
 """Answers a reader (or a forger) can send that the graders must survive (issue 36): a pasted
 megabyte read in linear time, right answers in the forms people paste or write (a byte-order
 mark, zero-width characters, "25 positions", "#8", Swiss thousands), forged sentence readings
-(NaN, True, infinity, rows of the wrong length) refused, and chapter 10's question escaping its
+(NaN, True, infinity, rows of the wrong length) refused, and chapter 12's question escaping its
 data.  Only graders that need no model run here (no encoder, no training)."""
 import math
 import signal
@@ -65,8 +65,8 @@ PASTES = {
 @pytest.mark.parametrize("shape", PASTES)
 def test_a_megabyte_paste_is_answered_at_once_with_a_reason(shape):
     text = PASTES[shape](MB)
-    assert _finishes(lambda: check(10, "cache_bytes", text)), f"{shape}: no answer for 1 MB within {HANG_SECONDS} s"
-    fb = check(10, "cache_bytes", text)
+    assert _finishes(lambda: check(12, "cache_bytes", text)), f"{shape}: no answer for 1 MB within {HANG_SECONDS} s"
+    fb = check(12, "cache_bytes", text)
     assert not fb.correct and f"that answer is {len(text.strip()):,} characters long; a number is expected" in fb.text
 
 
@@ -79,12 +79,12 @@ def test_the_patterns_are_linear_even_without_the_length_limit(shape, monkeypatc
 
 
 def test_the_length_limit_counts_after_stripping_and_says_why():
-    assert check(10, "cache_bytes", " " * 5000 + "4" + "\n" * 5000).correct      # the answer is 1 character
+    assert check(12, "cache_bytes", " " * 5000 + "4" + "\n" * 5000).correct      # the answer is 1 character
     assert read_number("0" * 199 + "4")[0].value == 4.0                          # 200 characters: read
     reading, problem = read_number("0" * 200 + "4")
     assert reading is None and problem == ("that answer is 201 characters long; a number is expected "
                                            "(at most 200 characters)")
-    assert check(10, "receptive_field", "2" * 201).text == (
+    assert check(12, "receptive_field", "2" * 201).text == (
         "Not yet. Expected a number of positions: that answer is 201 characters long; a number is expected "
         "(at most 200 characters).")
 
@@ -130,12 +130,12 @@ def test_ambiguous_or_unit_changing_forms_are_still_refused(typed, kwargs):
 
 
 @pytest.mark.parametrize("chapter,name,typed,note", [
-    (10, "receptive_field", "25 positions", "Your answer was read as 25: the word \u201cpositions\u201d was set aside."),
-    (10, "receptive_field", "\ufeff25", ""), (10, "receptive_field", "25\u200b", ""),
-    (10, "gqa_head", "#3", ""), (10, "gqa_head", "3\u2060", ""),
-    (10, "cache_bytes", "4'294'967'296 bytes", "read as 4: converted from bytes to GiB; the apostrophes separate thousands."),
-    (10, "cache_bytes", "4\u2019294\u2019967\u2019296 B", "converted from B to GiB"),
-    (10, "cache_bytes", "\ufeff4 GiB", ""),
+    (12, "receptive_field", "25 positions", "Your answer was read as 25: the word \u201cpositions\u201d was set aside."),
+    (12, "receptive_field", "\ufeff25", ""), (12, "receptive_field", "25\u200b", ""),
+    (12, "gqa_head", "#3", ""), (12, "gqa_head", "3\u2060", ""),
+    (12, "cache_bytes", "4'294'967'296 bytes", "read as 4: converted from bytes to GiB; the apostrophes separate thousands."),
+    (12, "cache_bytes", "4\u2019294\u2019967\u2019296 B", "converted from B to GiB"),
+    (12, "cache_bytes", "\ufeff4 GiB", ""),
 ])
 def test_those_right_answers_are_graded_right_and_say_how_they_were_read(chapter, name, typed, note):
     fb = check(chapter, name, typed)
@@ -145,11 +145,11 @@ def test_those_right_answers_are_graded_right_and_say_how_they_were_read(chapter
 
 @pytest.mark.parametrize("typed", ["\u200b", "\ufeff \u200b\u2060 ", "\u200c\u200d"])
 def test_an_answer_of_invisible_characters_is_empty(typed):
-    assert check(10, "receptive_field", typed).message == "Please enter a number of positions; the answer is empty."
+    assert check(12, "receptive_field", typed).message == "Please enter a number of positions; the answer is empty."
 
 
 def test_a_count_word_is_said_even_when_the_answer_is_wrong():
-    fb = check(10, "receptive_field", "30 positions")
+    fb = check(12, "receptive_field", "30 positions")
     assert not fb.correct and "the word \u201cpositions\u201d was set aside" in fb.text
 
 
@@ -183,7 +183,7 @@ FORGED = {
 
 @pytest.mark.parametrize("forgery", FORGED)
 def test_a_forged_reading_of_the_previous_token_head_is_not_graded(forgery):
-    fb = check(8, "break_previous", _reading(FORGED[forgery]))
+    fb = check(9, "break_previous", _reading(FORGED[forgery]))
     assert not fb.correct, fb.text
     assert fb.message == "The model's weights for layer 0, head 2 could not be read.", fb.text
 
@@ -192,7 +192,7 @@ def test_a_forged_reading_of_the_previous_token_head_is_not_graded(forgery):
 def test_a_forged_reading_of_a_minimal_pair_is_not_graded(forgery):
     good = {"tokens": ["[CLS]", "the", "cat", "sat", "[SEP]"], "heads": {"3:11": _uniform()}}
     bad = {"tokens": ["[CLS]", "the", "dog", "sat", "[SEP]"], "heads": {"3:11": FORGED[forgery]}}
-    fb = check(8, "flip_pair", {"texts": ["the cat sat", "the dog sat"], "runs": [good, bad]})
+    fb = check(9, "flip_pair", {"texts": ["the cat sat", "the dog sat"], "runs": [good, bad]})
     assert not fb.correct and fb.message == "The model's weights for layer 3, head 11 could not be read.", fb.text
 
 
@@ -200,14 +200,14 @@ def test_a_forged_reading_of_a_minimal_pair_is_not_graded(forgery):
                                  {"tokens": [1, 2, 3, 4, 5], "heads": {"0:2": _uniform()}},
                                  {"tokens": ["a"] * 5, "heads": [_uniform()]}])
 def test_a_malformed_run_is_read_as_such_not_as_a_crash(run):
-    fb = check(8, "break_previous", {"texts": ["the cat sat"], "runs": [run]})
+    fb = check(9, "break_previous", {"texts": ["the cat sat"], "runs": [run]})
     assert not fb.correct and fb.message == "The model's reading of your sentence could not be read.", fb.text
 
 
 def test_an_honest_reading_is_still_graded():
     rows = _uniform()
     rows[2] = [0.7, 0.1, 0.1, 0.05, 0.05]     # "cat" looks at [CLS], not at "the": the claim breaks
-    fb = check(8, "break_previous", _reading(rows))
+    fb = check(9, "break_previous", _reading(rows))
     assert fb.correct, fb.text
     texts, runs, problem = parse_model_answer(_reading(_uniform()), 1, [(0, 2)])
     assert problem is None and runs[0]["tokens"][0] == "[CLS]"
@@ -216,37 +216,37 @@ def test_an_honest_reading_is_still_graded():
 @pytest.mark.parametrize("losses", [[NAN, 1.0], [True, 1.0], [INF, 1.0], [-INF, 1.0], [1.0], [1.0, 1.0, 1.0], ["1", 1.0],
                                     [10 ** 400, 1.0], [-1, 1.0]])
 def test_the_circuit_labs_reading_refuses_the_same_forgeries(losses):
-    """Chapter 6's sentence answers (``model="tiny"``) have their own reader, ``ch06._lab_run``:
+    """Chapter 7's sentence answers (``model="tiny"``) have their own reader, ``ch07._lab_run``:
     the same rule (finite reals, no bools, one loss per predicted word)."""
-    from attnlib.exercises import ch06
+    from attnlib.exercises import ch07
 
     variants = [{"name": "intact"}, {"name": "induction_off"}]
     answer = {"texts": ["a b c"], "runs": [{"words": ["a", "b", "c"],
                                             "loss": {"intact": [1.0, 1.0], "induction_off": losses}}]}
-    words, loss, problem = ch06._lab_run(answer, variants)
+    words, loss, problem = ch07._lab_run(answer, variants)
     assert words is None and problem.message == "The model's losses for your words could not be read."
 
 
-# ------------------------------------------------------------------ chapter 10's question escapes its data
+# ------------------------------------------------------------------ chapter 12's question escapes its data
 HOSTILE_DATA = {"query": "<script>alert(1)</script>", "key": '"><img src=x onerror=alert(2)>', "i": "<b>i</b>",
                 "j": "<i>", "shift": "<u>100</u>", "score": 0.1234, "shifted": 0.1234, "query_only": 0.5,
                 "unrotated": 0.7}
 
 
 def test_the_shifted_score_question_escapes_every_value_of_its_data():
-    question = definition(10, "shifted_score").question_html(HOSTILE_DATA)
+    question = definition(12, "shifted_score").question_html(HOSTILE_DATA)
     for raw in ("<script>", "<img", "<b>i", "<i>", "<u>"):
         assert raw not in question, raw
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in question and "&quot;&gt;&lt;img" in question
     assert "<b>0.1234</b>" in question        # the question's own markup stays
-    page = render_html(10, "shifted_score", HOSTILE_DATA)  # (the data's JSON copy is page.py's to make safe)
+    page = render_html(12, "shifted_score", HOSTILE_DATA)  # (the data's JSON copy is page.py's to make safe)
     shown = page.split('class="attn-ex-question"', 1)[1].split("</div>", 1)[0]
     assert "<script" not in shown and "<img" not in shown and "&lt;script&gt;" in shown
 
 
 def test_the_shifted_score_question_reads_as_before_on_real_data():
     data = {"query": "it", "key": "cat", "i": 7, "j": 2, "shift": 100, "score": -0.56789}
-    assert definition(10, "shifted_score").question_html(data).startswith(
+    assert definition(12, "shifted_score").question_html(data).startswith(
         "With rotary embeddings, the query \u201cit\u201d at position 7 and the key \u201ccat\u201d at position 2 "
         "have the scaled score <b>-0.5679</b> (the encoder's layer 0, head 3). Both tokens move 100 positions to "
         "the right. What is their score now?")

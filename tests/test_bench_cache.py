@@ -1,4 +1,4 @@
-"""bench/bench_cache.py (chapter 9's experiment on caches and fresh pages): the committed
+"""bench/bench_cache.py (chapter 11's experiment on caches and fresh pages): the committed
 result file is what its own summary function makes of its calls, and a small re-run on this
 machine faults in one matrix of fresh pages per call that allocates one, and none for a call that
 writes into a reused buffer (counts, not times: the timings are bench/bench_cache.py's)."""

@@ -10,7 +10,7 @@ tests/test_build.py keeps equal to constraints.txt) must be met inside binder/ i
 
 The build itself (``make binder-test``, run by CI) is too slow for a unit test; the last two
 tests run its checking functions on small inputs: a notebook that raises and one that skipped
-chapter 9's kernel are reported, an installed set that differs from binder/ is reported.
+chapter 11's kernel are reported, an installed set that differs from binder/ is reported.
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ BOOK_ONLY = {
     "sphinxcontrib-htmlhelp", "sphinxcontrib-jsmath", "sphinxcontrib-qthelp", "sphinxcontrib-serializinghtml",
     # the tests (pytest, the browser driver and axe-core)
     "pytest", "pytest-xdist", "execnet", "iniconfig", "pluggy", "playwright", "axe-playwright-python",
-    # chapter 8's in-page model, exported at build time (attnlib's browser-model extra)
+    # chapter 9's in-page model, exported at build time (attnlib's browser-model extra)
     "onnx", "onnxruntime", "flatbuffers", "protobuf", "ml-dtypes",
     # the tests' oracle for the language model (transformers loading its GGUF file needs it)
     "accelerate",
@@ -134,7 +134,7 @@ def test_binder_pins_equal_constraints():
 
 def test_binder_pins_exactly_the_learner_environment():
     pins, closure = set(binder_pins()), learner_closure()
-    assert "triton" in closure and "bertviz" in closure      # chapter 9's kernel; chapter 8's views
+    assert "triton" in closure and "bertviz" in closure      # chapter 11's kernel; chapter 9's views
     assert not closure - pins, f"needed in a learner's session but not pinned in binder/: {sorted(closure - pins)}"
     assert not pins - closure, f"pinned in binder/ but needed by nothing a learner runs: {sorted(pins - closure)}"
 
@@ -208,14 +208,14 @@ def test_a_failing_notebook_and_a_skipped_kernel_are_reported(tmp_path, monkeypa
     _notebook(folder / "05_big.ipynb", "import os, time\nassert os.environ['ATTNLIB_CACHE'] == '/given/cache'\n"
                                        "block = bytearray(200 * 2**20)\nblock[::4096] = b'x' * len(block[::4096])\n"
                                        "time.sleep(0.5)")
-    _notebook(folder / "09_at_scale.ipynb", f"print('(' + {bench_binder.NO_TRITON!r} + ')')")   # runs, skips
+    _notebook(folder / "11_at_scale.ipynb", f"print('(' + {bench_binder.NO_TRITON!r} + ')')")   # runs, skips
     rows, problems = bench_binder.execute_notebooks(Path(sys.executable), folder, tmp_path / "out",
                                                     env={**os.environ, "ATTNLIB_CACHE": "/given/cache"})
     assert [(r["notebook"], r["ok"]) for r in rows] == [("02_raises.ipynb", False), ("05_big.ipynb", True),
-                                                        ("09_at_scale.ipynb", True)]
+                                                        ("11_at_scale.ipynb", True)]
     assert len(problems) == 2
     assert problems[0].startswith("02_raises.ipynb:") and "ValueError: broken cell" in problems[0]
-    assert problems[1].startswith("09_at_scale.ipynb:") and "not run" in problems[1]
+    assert problems[1].startswith("11_at_scale.ipynb:") and "not run" in problems[1]
     big, small = rows[1]["peak_mib"], rows[2]["peak_mib"]
     assert 200 < big < small + 250 and 20 < small < 100, (big, small)   # the kernel alone (the runner adds ~80 MiB)
 
@@ -324,7 +324,7 @@ def test_an_environment_that_differs_from_binder_is_reported(tmp_path, monkeypat
 
 
 def test_kernel_skipped_reads_what_the_reader_sees(tmp_path):
-    """Chapter 9's code holds the "not run" text in its else-branch: only an output or the prose
+    """Chapter 11's code holds the "not run" text in its else-branch: only an output or the prose
     showing it counts."""
     code = nbformat.v4.new_code_cell(f"if False:\n    text = {bench_binder.NO_TRITON!r}")
     shown = nbformat.v4.new_code_cell("print(text)")

@@ -206,17 +206,17 @@ WEIGHTS = "(sel) => [...document.querySelectorAll(sel)].map(e => parseFloat(e.ge
 
 def respond(page, uid: str, kind: str) -> bool:
     """Move the control of explorable ``uid`` once; True when its readout changed."""
-    if kind == "model":  # chapter 8's lab: another head, read off the PyTorch run the page embeds
+    if kind == "model":  # chapter 9's lab: another head, read off the PyTorch run the page embeds
         before = page.inner_text(f"#{uid} [data-role=readout-0]")
         head = page.eval_on_selector(f"#{uid} [data-role=head]", "e => e.value")
         page.select_option(f"#{uid} [data-role=head]", "5" if head != "5" else "3")
         return page.inner_text(f"#{uid} [data-role=readout-0]") != before
-    if kind == "tiny":  # chapter 6's circuit lab: another head, read off the PyTorch run the page embeds
+    if kind == "tiny":  # chapter 7's circuit lab: another head, read off the PyTorch run the page embeds
         before = page.inner_text(f"#{uid} [data-role=head-readout]")
         head = page.eval_on_selector(f"#{uid} [data-role=head]", "e => e.value")
         page.select_option(f"#{uid} [data-role=head]", "1" if head != "1" else "2")
         return page.inner_text(f"#{uid} [data-role=head-readout]") != before
-    if kind == "lm":  # chapter 11's lab: another head (before a load the page holds one head, and says so)
+    if kind == "lm":  # chapter 10's lab: another head (before a load the page holds one head, and says so)
         before = page.inner_text(f"#{uid} [data-role=head-readout]")
         head = page.eval_on_selector(f"#{uid} [data-role=head]", "e => e.value")
         page.select_option(f"#{uid} [data-role=head]", "4" if head != "4" else "3")
@@ -231,12 +231,12 @@ def respond(page, uid: str, kind: str) -> bool:
     elif kind == "graph":
         value = float(page.eval_on_selector(f"#{uid}-threshold", "e => e.value"))
         page.evaluate(SET_RANGE, [f"#{uid}-threshold", 0 if value > 0 else 0.2])
-    elif kind == "hover":  # one head (chapter 8) or several with a head menu (chapter 6)
+    elif kind == "hover":  # one head (chapter 9) or several with a head menu (chapter 7)
         q = page.get_attribute(f"#{uid}", "data-query")
         page.hover(f"#{uid} .xp-chip[data-j='{1 if q == '0' else 0}']")
     elif kind == "rope":
         page.evaluate(SET_RANGE, [f"#{uid}-offset", 5])
-    elif kind in ("steps", "online"):  # chapters 2, 3 and 9: one step on (or back from the last)
+    elif kind in ("steps", "online"):  # chapters 2, 3 and 11: one step on (or back from the last)
         last = page.get_attribute(f"#{uid}-next", "aria-disabled") == "true"
         page.click(f"#{uid}-{'prev' if last else 'next'}")
     else:
@@ -451,7 +451,7 @@ def test_hover_highlights_the_row(explorer_page, figures):
 
 
 def test_heads_picker_shows_the_picked_heads_row(explorer_page, figures):
-    """Chapter 6: pick a head in the menu, hover a token: the chips carry that head's row."""
+    """Chapter 7: pick a head in the menu, hover a token: the chips carry that head's row."""
     page, x = explorer_page.page, figures["heads"]
     heads, uid = data_of(x)["heads"], x.uid
     for h in (0, len(heads) - 1, 2):
@@ -467,8 +467,8 @@ TOP_OF_VIRIDIS = "rgb(253,231,37)"  # xp_core.js's viridis(1): the top of a heat
 
 
 def test_one_head_and_many_heads_share_the_view_and_its_scale(explorer_page, figures):
-    """The same view draws chapter 8's one head (no menu; the scale ends at the head's largest
-    weight) and chapter 6's heads (a menu; one scale 0..1 for every head)."""
+    """The same view draws chapter 9's one head (no menu; the scale ends at the head's largest
+    weight) and chapter 7's heads (a menu; one scale 0..1 for every head)."""
     page, one, many = explorer_page.page, figures["hover"], figures["heads"]
     assert page.eval_on_selector_all(f"#{one.uid} select", "els => els.length") == 0
     assert page.eval_on_selector_all(f"#{many.uid}-head option", "els => els.map(e => e.textContent)") == \

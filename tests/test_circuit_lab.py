@@ -119,7 +119,7 @@ def _counting(monkeypatch, name, module=induction):
 
 def test_read_builds_the_one_model_it_reads_once_and_reads_as_a_fresh_model(monkeypatch):
     """A lab exercise's grader reads the reader's words with one checkpoint: read() builds that
-    model and its head means once per process (chapter 6's feeder solution reads twenty sequences;
+    model and its head means once per process (chapter 7's feeder solution reads twenty sequences;
     building the lab's 17 models and the head means on every call cost the kernel memory), and
     the cached model reads exactly as a freshly built one."""
     monkeypatch.setattr(circuit_lab, "_LAB", {})

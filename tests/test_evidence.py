@@ -365,7 +365,7 @@ def test_binomial_test_equals_values_computed_by_hand():
     assert evidence.binomial_test(9, 10) == pytest.approx(22 / 1024, rel=1e-12)
     assert evidence.binomial_test(9, 10, alternative="greater") == pytest.approx(11 / 1024, rel=1e-12)
     assert evidence.binomial_test(1, 10, alternative="less") == pytest.approx(11 / 1024, rel=1e-12)
-    # chapter 8's count: 11 of 16, two-sided = 2 (C(16,11) + ... + C(16,16)) / 2**16 = 2 * 6885 / 65536
+    # chapter 9's count: 11 of 16, two-sided = 2 (C(16,11) + ... + C(16,16)) / 2**16 = 2 * 6885 / 65536
     assert evidence.binomial_test(11, 16) == pytest.approx(2 * 6885 / 65536, rel=1e-12)
     assert evidence.binomial_test(8, 16) == 1.0                       # the most likely count: nothing is rarer
     # scipy's documented example (binomtest(3, n=15, p=0.1, alternative='greater') = 0.18406106910639106),

@@ -1,165 +1,153 @@
-"""Chapter 10 exercises: the checkers against independent oracles (attnlib's RoPE on the
-encoder's own q and k, attnlib.kv_cache_bytes and the bytes of real KVCache tensors,
-attnlib.kv_head_of and PyTorch's repeat_interleave layout) and the widgets end to end."""
+"""Chapter 10 exercises: the data against independent runs of the language model (one patched run
+per number, through ``language_model.run``, not ``run_variants``), each checker's verdict on
+the right answer, the typical mistakes and bad input, and the widgets end to end."""
+import json
 import math
 
 import numpy as np
 import pytest
 import torch
 
-import attnlib
-from attnlib.exercises import exercise_names
-from attnlib.exercises.ch10 import (CACHE_MODEL, GQA, SHIFT, WINDOW, check_cache_bytes, check_gqa_head,
-                                    check_receptive_field, check_shifted_score, shifted_score_data)
+from attnlib import language_model as lm
+from attnlib.exercises import check_json, exercise_names
+from attnlib.exercises.ch10 import (LATE_LAYER, LATE_OPTIONS, NORMALISED_HEAD, OWN_THRESHOLD, ROLE_HEAD, ROLE_OPTIONS,
+                                    check_late_stream, check_normalised, check_own_pair, check_role)
 from attnlib.exercises.registry import exercise_data
 from widget_checks import assert_widget_round_trip
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 BAD_INPUTS = [None, "", "   ", "abc", math.nan, math.inf, -math.inf, "nan", "inf", [1, 2], {"a": 1},
-              b"7", True, np.zeros((2, 2)), torch.zeros(3), torch.zeros(3, 3, dtype=torch.complex64)]
+              b"7", True, np.zeros((2, 2)), torch.zeros(3), 7]
 
 
 @pytest.fixture(scope="module")
-def shift_data():
-    return exercise_data(10, "shifted_score")
+def data():
+    return exercise_data(10, "late_stream")
 
 
-def test_registered():
-    assert exercise_names(10) == ["shifted_score", "cache_bytes", "gqa_head", "receptive_field"]
+def test_registered_with_one_shared_data(data):
+    assert exercise_names(10) == ["late_stream", "normalised", "role", "own_pair"]
+    assert exercise_data(10, "normalised") == data == exercise_data(10, "role")
+    assert json.loads(json.dumps(data)) == data
+
+
+def test_data_is_single_patched_runs_of_the_model(data):
+    model = lm.load()
+    pair = lm.ioi_sets()["held_out"][0]
+    a, b = lm.encode(pair["clean"]), lm.encode(pair["corrupted"])
+    good, bad = lm.answer_token(" " + pair["io"]), lm.answer_token(" " + pair["s"])
+    metric = lambda r: float(r.logits[0, -1, good] - r.logits[0, -1, bad])  # noqa: E731
+    clean = lm.run(model, a)
+    s2 = [lm.tokenizer().token(i) for i in a.tolist()].index(" " + pair["s"], 5)
+    assert (data["io"], data["s"]) == (pair["io"], pair["s"])
+    assert abs(data["clean"] - metric(clean)) < 1e-4
+    assert abs(data["corrupted"] - metric(lm.run(model, b))) < 1e-4
+    late = lm.run(model, b, edits=[{"layer": LATE_LAYER, "head": None, "mode": "patch", "source": clean,
+                                    "position": s2}])
+    assert abs(data["late"] - metric(late)) < 1e-3
+    patched = lm.run(model, b, edits=[{"layer": NORMALISED_HEAD[0], "head": NORMALISED_HEAD[1], "mode": "patch",
+                                       "source": clean}])
+    assert abs(data["patched"] - metric(patched)) < 1e-3
+    # role: head ROLE_HEAD's weight from the last position to S2, averaged by hand over the found set
+    ws = []
+    for p in lm.ioi_sets()["found"]:
+        r = lm.run(model, lm.encode(p["clean"]))
+        toks = [lm.tokenizer().token(i) for i in r.tokens[0].tolist()]
+        last_s = len(toks) - 1 - toks[::-1].index(" " + p["s"])
+        ws.append(float(r.pattern[ROLE_HEAD[0]][0, ROLE_HEAD[1], -1, last_s]))
+    assert abs(data["weights"]["END_S2"] - sum(ws) / len(ws)) < 1e-5
+
+
+def test_late_stream_grades_the_option_that_holds_the_measurement(data):
+    score = (data["late"] - data["corrupted"]) / (data["clean"] - data["corrupted"])
+    right = LATE_OPTIONS[0 if score >= 0.75 else 1 if score >= 0.25 else 2 if score >= -0.25 else 3]
+    fb = check_late_stream(right, data)
+    assert fb.correct and f"{score:.2f}" in fb.message
+    for other in set(LATE_OPTIONS) - {right}:
+        fb = check_late_stream(other, data)
+        assert not fb.correct and "Measured" in fb.message and fb.hint
+    # the same checker follows the data: a patch that restores everything grades "close to 1"
+    assert check_late_stream(LATE_OPTIONS[0], {**data, "late": data["clean"]}).correct
+
+
+def test_normalised_right_and_typical_mistakes(data):
+    c, x, p = data["clean"], data["corrupted"], data["patched"]
+    target = (p - x) / (c - x)
+    assert check_normalised(f"{target:.2f}", data).correct
+    assert check_normalised(target, data).correct
+    for answer, fragment in ((1 - target, "1 minus"), (p / c, "clean metric alone"),
+                             (p - x, "change in nats"), (target + 0.2, "not it")):
+        fb = check_normalised(answer, data)
+        assert not fb.correct and fragment in fb.message, (answer, fb)
+
+
+def test_role_is_the_largest_weight_and_says_what_a_pattern_does_not_show(data):
+    keys = ("END_IO", "END_S2", "S2_S1", "S2_after_S1")
+    best = max(range(4), key=lambda i: data["weights"][keys[i]])
+    fb = check_role(ROLE_OPTIONS[best], data)
+    assert fb.correct and "hypothesis" in fb.message
+    assert not check_role(ROLE_OPTIONS[(best + 1) % 4], data).correct
+    moved = {**data, "weights": {**data["weights"], "END_IO": 0.99}}
+    assert check_role(ROLE_OPTIONS[0], moved).correct
 
 
 @pytest.mark.parametrize("bad", BAD_INPUTS, ids=repr)
-def test_bad_inputs_never_raise(bad, shift_data):
-    for fb in (check_shifted_score(bad, shift_data), check_cache_bytes(bad), check_gqa_head(bad),
-               check_receptive_field(bad)):
+def test_bad_inputs_never_raise(bad, data):
+    for fb in (check_late_stream(bad, data), check_normalised(bad, data), check_role(bad, data)):
         assert not fb.correct and fb.message
 
 
-# ----------------------------------------------------------------------------- shifted_score
-def test_shift_data_is_rope_on_the_encoders_q_and_k(shift_data):
-    tokens, q, k, _ = attnlib.encoder.head_qkv(SHIFT["text"], SHIFT["layer"], SHIFT["head"])
-    i, j = tokens.index(SHIFT["query"]), tokens.index(SHIFT["key"])
-    assert (shift_data["i"], shift_data["j"]) == (i, j)
-    rotated_q = attnlib.apply_rope(q.double(), torch.arange(len(tokens)) + SHIFT["shift"])
-    rotated_k = attnlib.apply_rope(k.double(), torch.arange(len(tokens)) + SHIFT["shift"])
-    oracle = (rotated_q[i] @ rotated_k[j]).item() / math.sqrt(q.shape[-1])
-    assert shift_data["shifted"] == pytest.approx(oracle, abs=1e-9)
-    assert shift_data["score"] == pytest.approx(oracle, abs=1e-9)      # the point of the exercise
-    assert abs(shift_data["query_only"] - shift_data["score"]) > 1e-2    # moving one token does change it
+def test_page_grading_is_the_kernels(data):
+    """The page calls check_json with the embedded data: the same verdict as the kernel."""
+    got = json.loads(check_json(10, "normalised", json.dumps("0.5"), json.dumps(data)))
+    assert got["correct"] == check_normalised("0.5", data).correct
 
 
-def test_shifted_score_feedback(shift_data):
-    s = shift_data["score"]
-    for answer in (s, f"{s:.4f}", f" {s:.3f} ", str(s).replace(".", ",")):
-        assert check_shifted_score(answer, shift_data).correct, answer
-    assert "only the query moved" in check_shifted_score(f"{shift_data['query_only']:.4f}", shift_data).message
-    assert "without any rotation" in check_shifted_score(f"{shift_data['unrotated']:.4f}", shift_data).message
-    assert "not cancel" not in check_shifted_score(7, shift_data).message
-    assert not check_shifted_score(s + 0.05, shift_data).correct
+def test_widget_round_trip(data):
+    c, x, p = data["clean"], data["corrupted"], data["patched"]
+    assert_widget_round_trip(10, "normalised", f"{1 - (p - x) / (c - x):.2f}", "1 minus", f"{(p - x) / (c - x):.2f}")
 
 
-# ----------------------------------------------------------------------------- cache_bytes
-def _cache_gib_oracle(m):
-    """The bytes of real bfloat16 KVCache tensors on the meta device (no memory), over all layers."""
-    k = torch.empty(m["batch"], m["n_kv_heads"], m["T"], m["d_head"], dtype=torch.bfloat16, device="meta")
-    per_layer = 2 * k.nelement() * k.element_size()
-    assert per_layer * m["n_layers"] == attnlib.kv_cache_bytes(
-        n_layers=m["n_layers"], n_kv_heads=m["n_kv_heads"], d_head=m["d_head"], T=m["T"], batch=m["batch"],
-        bytes_per_number=m["bytes"])
-    return per_layer * m["n_layers"] / 2 ** 30
+# ----------------------------------------------------------------------------- own_pair
+CLEAN = "When Anna and Tom went to the park, Tom gave a book to"
+CORRUPT = "When Anna and Tom went to the park, Anna gave a book to"
 
 
-def test_cache_right_answer_in_every_form():
-    gib = _cache_gib_oracle(CACHE_MODEL)
-    for answer in (gib, str(gib), f"{gib:.2f}", np.float64(gib), torch.tensor(gib)):
-        fb = check_cache_bytes(answer)
-        assert fb.correct and "GiB" in fb.message, answer
+def test_own_pair_reads_the_models_patching_of_the_readers_pair():
+    """The reading is patch_sweep's (heads, denoising) with the answers taken from the one token
+    where the prompts differ; the chapter's template with other names passes."""
+    reading = lm.pair_reading(CLEAN, CORRUPT)
+    sweep = lm.patch_sweep(lm.load(), CLEAN, CORRUPT, [" Anna", " Tom"], sites=("heads",), directions=("denoise",))
+    assert reading["sweep"]["answers"] == [" Anna", " Tom"] and reading["sweep"]["position"] == 9
+    assert abs(reading["sweep"]["clean"] - sweep["clean"]) < 1e-5
+    table = np.array(reading["sweep"]["denoise"])
+    assert table.shape == (30, 9) and np.abs(table - sweep["normalised"]["denoise"]["heads"].numpy()).max() < 1e-5
+    fb = check_own_pair(reading)
+    assert fb.correct and f"{table.max():.2f}" in fb.message
+    assert json.loads(json.dumps(reading)) == reading
 
 
-def test_cache_other_model():
-    m = dict(CACHE_MODEL, n_kv_heads=2, T=1000)
-    assert check_cache_bytes(_cache_gib_oracle(m), model=m).correct
-    assert not check_cache_bytes(_cache_gib_oracle(CACHE_MODEL), model=m).correct
-
-
-@pytest.mark.parametrize("factor, fragment", [
-    (CACHE_MODEL["n_heads"] / CACHE_MODEL["n_kv_heads"], "query heads share"),
-    (0.5, "only keys or only values"),
-    (2, "2 bytes"),
-    (1 / CACHE_MODEL["batch"], "one sequence"),
-    (1 / CACHE_MODEL["n_layers"], "one layer"),
-    (2 ** 30, "size in bytes"),
-    (2 ** 30 / 1e9, "gigabytes"),
-    (1024, "MiB"),
+@pytest.mark.parametrize("clean, corrupted, fragment", [
+    (CLEAN, "When Anna and Tom went to the big park, Anna gave a book to", "same number of tokens: 14 and 15"),
+    (CLEAN, CLEAN, "differ in exactly one token; they differ in 0"),
+    ("Mary likes tea and John likes", "Mary likes tea and Mary likes", "prefers"),   # no IOI behaviour to trace
+    ("The cat chased the dog and then the dog", "The cat chased the dog and then the cat", "does not lower"),
+    (" ".join(["word"] * 70), " ".join(["word"] * 69) + " other", "the page's model reads at most 64"),
 ])
-def test_cache_typical_mistakes(factor, fragment):
-    fb = check_cache_bytes(_cache_gib_oracle(CACHE_MODEL) * factor)
-    assert not fb.correct and fragment in fb.message, fb.message
+def test_own_pair_explains_what_is_wrong_with_a_pair(clean, corrupted, fragment):
+    fb = check_own_pair(lm.pair_reading(clean, corrupted))
+    assert not fb.correct and fragment in fb.message, fb
 
 
-def test_cache_nonsense():
-    assert "positive" in check_cache_bytes(-1).message
-    assert not check_cache_bytes(3.3).correct
-
-
-# ----------------------------------------------------------------------------- gqa_head
-def test_gqa_answer_is_kv_head_of_and_the_repeat_interleave_layout():
-    H, H_kv, head = GQA["H"], GQA["H_kv"], GQA["head"]
-    labels = torch.arange(H_kv).repeat_interleave(H // H_kv)           # PyTorch's enable_gqa layout
-    answer = attnlib.kv_head_of(head, H, H_kv)
-    assert answer == int(labels[head])
-    assert check_gqa_head(answer).correct and check_gqa_head(str(answer)).correct
-    for h in range(H):
-        assert check_gqa_head(int(labels[h]), head=h).correct
-
-
-@pytest.mark.parametrize("answer, fragment", [
-    (GQA["head"] % GQA["H_kv"], "repeat_interleave"),
-    (GQA["head"] // GQA["H_kv"], "group size"),
-    (GQA["H_kv"], "only"),
-    (-1, "only"),
-    (2.5, "whole number"),
-])
-def test_gqa_typical_mistakes(answer, fragment):
-    fb = check_gqa_head(answer)
-    assert not fb.correct and fragment in fb.message, fb.message
-
-
-# ----------------------------------------------------------------------------- receptive_field
-def _reach(layers, window, T=64):
-    """Positions that can reach the last token through `layers` masks: the boolean power."""
-    m = attnlib.masks.sliding_window_mask(T, window).long()
-    reach = torch.eye(T, dtype=torch.long)
-    for _ in range(layers):
-        reach = ((reach @ m) > 0).long()
-    return int(reach[-1].sum())
-
-
-def test_receptive_field_answer_is_the_reachability_of_the_masks():
-    answer = _reach(WINDOW["layers"], WINDOW["window"])
-    assert check_receptive_field(answer).correct and check_receptive_field(str(answer)).correct
-    for L, w in [(1, 1), (1, 4), (3, 2), (4, 7)]:
-        assert check_receptive_field(_reach(L, w), layers=L, window=w).correct
-
-
-@pytest.mark.parametrize("answer, fragment", [
-    (WINDOW["layers"] * WINDOW["window"], "itself once per layer"),
-    (WINDOW["layers"] * (WINDOW["window"] - 1), "count the last token"),
-    (WINDOW["window"], "one layer's window"),
-    (WINDOW["window"] ** WINDOW["layers"], "do not multiply"),
-    (0, "at least itself"),
-    (24.5, "whole number"),
-    (7, "not it"),
-])
-def test_receptive_field_typical_mistakes(answer, fragment):
-    fb = check_receptive_field(answer)
-    assert not fb.correct and fragment in fb.message, fb.message
-
-
-@pytest.mark.parametrize("name, wrong_answer, fragment, right_answer", [
-    ("receptive_field", "30", "itself once per layer", lambda: "25"),
-    ("cache_bytes", "16", "query heads share", lambda: "4"),
-    ("gqa_head", "5", "repeat_interleave", lambda: "3"),
-    ("shifted_score", "99", "not it", lambda: f"{exercise_data(10, 'shifted_score')['score']:.4f}"),
-])
-def test_widgets(name, wrong_answer, fragment, right_answer):
-    assert_widget_round_trip(10, name, wrong_answer, fragment, right_answer())
+def test_own_pair_needs_one_head_above_the_threshold():
+    reading = lm.pair_reading(CLEAN, CORRUPT)
+    flat = json.loads(json.dumps(reading))
+    flat["sweep"]["denoise"] = [[OWN_THRESHOLD - 0.01] * 9 for _ in range(30)]
+    fb = check_own_pair(flat)
+    assert not fb.correct and "No head restores" in fb.message and fb.hint
+    flat["sweep"]["denoise"][5][2] = OWN_THRESHOLD
+    assert check_own_pair(flat).correct
+    for bad in (None, {"texts": ["a"]}, {"texts": ["", "b"]}, {"texts": ["a", "b"], "sweep": 3}, "x", 7):
+        fb = check_own_pair(bad)
+        assert not fb.correct and fb.message

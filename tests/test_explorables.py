@@ -163,7 +163,7 @@ def test_numpy_and_float32_float64_inputs_are_accepted():
 
 
 def test_head_hover_and_induction_heads_are_one_view(head):
-    """Chapters 6 and 8 share one view (static/xp_hover.js): the same kind and the same script;
+    """Chapters 7 and 9 share one view (static/xp_hover.js): the same kind and the same script;
     one head's colour scale ends at its largest weight, several heads share the scale 0..1."""
     w = head["weights"]
     one = xp.head_hover(w, head["tokens"], query=2)

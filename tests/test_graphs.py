@@ -258,7 +258,7 @@ def residual_adjusted(layers, residual=0.5):
 
 
 def test_flow_by_hand_on_two_tokens():
-    """Chapter 7's rollout exercise, as a flow network.  Â_0 = [[0.8, 0.2], [0.1, 0.9]],
+    """Chapter 8's rollout exercise, as a flow network.  Â_0 = [[0.8, 0.2], [0.1, 0.9]],
     Â_1 = [[0.95, 0.05], [0.25, 0.75]].  From rain at the top to [CLS] at the input there are two
     paths with no edge in common: via [CLS], min(0.25, 0.8) = 0.25; via rain, min(0.75, 0.1) = 0.1.
     So the flow is 0.35, where rollout (products, not minimums) gives 0.275."""

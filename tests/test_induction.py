@@ -358,7 +358,7 @@ def test_stretch_boundaries_fall_anywhere():
 
 
 def test_training_probe_reads_the_right_offset_and_each_half():
-    """The probe chapter 6 plots during training: induction at A[i, i - n + 1] of the second
+    """The probe chapter 7 plots during training: induction at A[i, i - n + 1] of the second
     copy, previous-token share, and the loss of each copy, checked against hand-built heads and
     cross-entropy computed directly."""
     repeated = induction.repeated_sequences(8, seed=1)
@@ -463,7 +463,7 @@ def test_heads_sweep_results_match_the_module_and_a_rerun():
 
 def test_scores_and_patterns_carry_no_autograd_graph():
     """The readings are measurements: a chapter calls .numpy() on them.  (head_patterns once lost
-    its no_grad decorator to a function inserted above it, and chapter 6 failed at its cell.)"""
+    its no_grad decorator to a function inserted above it, and chapter 7 failed at its cell.)"""
     model = induction.build_model(2)
     assert not induction.induction_scores(model).requires_grad
     assert not any(w.requires_grad for w in induction.head_patterns(model, induction.repeated_sequences(2)))

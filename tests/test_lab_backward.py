@@ -1,4 +1,4 @@
-"""The attention-backward lab (attnlib.exercises.labs.backward, chapter 9): correct backward
+"""The attention-backward lab (attnlib.exercises.labs.backward, chapter 11): correct backward
 passes written in several ways pass, every mistake the checker names is triggered by a buggy
 implementation and named, other buggy ones are never marked correct, autograd is refused, and
 the chapter's reference solution passes.
@@ -178,7 +178,7 @@ def test_mistakes_markdown_lists_the_lab():
     assert all(f"**{title}**" in md for title, _ in MISTAKES[LAB].values())
 
 
-CHAPTER = Path(__file__).resolve().parents[1] / "chapters" / "09_at_scale.md"
+CHAPTER = Path(__file__).resolve().parents[1] / "chapters" / "11_at_scale.md"
 
 
 def test_the_lab_is_in_chapter_9_before_the_exercises():
@@ -199,5 +199,5 @@ def test_the_chapters_solution_is_graded_correct():
     cells = [c for c in re.findall(r"```\{code-cell\} ipython3\n:tags: \[hide-input\]\n(.*?)```", text, flags=re.S)
              if "backward_lab_result = " in c]
     assert len(cells) == 1
-    exec(compile(cells[0], "09_at_scale.md", "exec"), ns)  # noqa: S102 - the book's own code
+    exec(compile(cells[0], "11_at_scale.md", "exec"), ns)  # noqa: S102 - the book's own code
     _assert_correct(ns["backward_lab_result"])

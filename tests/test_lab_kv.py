@@ -1,4 +1,4 @@
-"""The KV-cache lab (chapter 10): correct decoding steps written in different ways pass, each
+"""The KV-cache lab (chapter 12): correct decoding steps written in different ways pass, each
 listed mistake is named by its own buggy implementation (written out here), unlisted bugs are
 never marked correct, and ready-made attention and attnlib's KVCache are refused.  The
 checker's reference is checked against PyTorch's causal kernel: decoding a sequence step by
@@ -156,7 +156,7 @@ def test_the_lab_is_in_chapter_10_before_the_exercises_and_its_solution_passes()
 
     from attnlib.exercises import labs as labs_module
 
-    text = (Path(__file__).resolve().parents[1] / "chapters" / "10_position_decoding.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "chapters" / "12_position_decoding.md").read_text()
     lab_part = text[:text.index("\n## Exercises\n")]
     assert "check_decode_step(my_decode_step)" in lab_part and "raise NotImplementedError" in lab_part
     assert 'mistakes_markdown("kv_cache")' in lab_part
@@ -166,5 +166,5 @@ def test_the_lab_is_in_chapter_10_before_the_exercises_and_its_solution_passes()
     ns = {"torch": torch, "math": math, **{name: getattr(labs_module, name) for name in labs_module.__all__}}
     for cell in re.findall(r"```\{code-cell\} ipython3\n:tags: \[hide-input\]\n(.*?)```", lab_part, flags=re.S):
         if "kv_lab_result = " in cell:
-            exec(compile(cell, "10_position_decoding.md", "exec"), ns)  # noqa: S102 - the book's own code
+            exec(compile(cell, "12_position_decoding.md", "exec"), ns)  # noqa: S102 - the book's own code
     _assert_correct(ns["kv_lab_result"])

@@ -1,4 +1,4 @@
-"""The RoPE lab (chapter 10): correct solutions written in different ways pass, each listed
+"""The RoPE lab (chapter 12): correct solutions written in different ways pass, each listed
 mistake is named by its own buggy implementation (written out here, not taken from the
 checker's fingerprints), unlisted bugs are never marked correct, and attnlib's RoPE (and Hugging
 Face's) is refused.  The checker's reference, attnlib.apply_rope(pairing="half"), is tested
@@ -205,7 +205,7 @@ def test_rope_attention_refuses_attnlib_rope():
 def _chapter_lab_part():
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "chapters" / "10_position_decoding.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "chapters" / "12_position_decoding.md").read_text()
     return text[:text.index("\n## Exercises\n")]
 
 
@@ -233,6 +233,6 @@ def test_the_chapters_rope_solutions_are_graded_correct():
     ns = {"torch": torch, "math": math, **{name: getattr(labs_module, name) for name in labs_module.__all__}}
     for cell in re.findall(r"```\{code-cell\} ipython3\n:tags: \[hide-input\]\n(.*?)```", _chapter_lab_part(), flags=re.S):
         if "rope_lab_result = " in cell:
-            exec(compile(cell, "10_position_decoding.md", "exec"), ns)  # noqa: S102 - the book's own code
+            exec(compile(cell, "12_position_decoding.md", "exec"), ns)  # noqa: S102 - the book's own code
     _assert_correct(ns["rope_lab_result"])
     _assert_correct(ns["rope_attention_lab_result"])

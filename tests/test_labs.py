@@ -697,7 +697,7 @@ BOOK_LABS = [  # chapter file, checker, learner's stub, MISTAKES key, the soluti
     ("05_masking.md", "check_causal_mask", "my_causal_mask", "causal_mask", "causal_lab_result"),
     ("06_multihead.md", "check_split_heads", "my_split_heads", "split_heads", "split_lab_result"),
     ("06_multihead.md", "check_multi_head_attention", "my_multi_head_attention", "multi_head", "mha_lab_result"),
-    ("09_at_scale.md", "check_online_softmax_attention", "my_online_softmax_attention", "online_softmax",
+    ("11_at_scale.md", "check_online_softmax_attention", "my_online_softmax_attention", "online_softmax",
      "online_lab_result"),
 ]
 

@@ -86,7 +86,7 @@ def test_tiny_model_mean_ablation_equals_a_model_whose_head_outputs_its_hand_com
 
 
 def test_tiny_models_reference_inputs_are_chapter_6s_held_out_sequences():
-    """The default mean is the one the circuit lab's page stores: chapter 6's held-out repeated
+    """The default mean is the one the circuit lab's page stores: chapter 7's held-out repeated
     sequences (seed 0) for a model of the chapter's vocabulary and length."""
     from attnlib import induction
     model = TinyTransformer(len(induction.vocabulary()), max_len=induction.SEQ_LEN)

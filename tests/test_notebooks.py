@@ -114,11 +114,11 @@ def test_citations_targets_comments_math_and_roles():
 
 def test_a_bare_ref_reads_as_its_sections_title_linked_to_its_notebook():
     """MyST renders {ref}`label` as the section's title; a notebook showed the raw label
-    ("(ch8-causal)").  Every bare {ref} of the book resolves to a heading."""
-    out, r = render("See {ref}`ch8-causal` and {numref}`ch8-lab`.")
-    title = nc.book_labels()["ch8-causal"][1]
-    assert out == f"See [{title}](08_real_model.ipynb) and [{nc.book_labels()['ch8-lab'][1]}](08_real_model.ipynb)."
-    assert "ch8-causal" not in out and not r.unknown
+    ("(ch9-causal)").  Every bare {ref} of the book resolves to a heading."""
+    out, r = render("See {ref}`ch9-causal` and {numref}`ch9-lab`.")
+    title = nc.book_labels()["ch9-causal"][1]
+    assert out == f"See [{title}](09_real_model.ipynb) and [{nc.book_labels()['ch9-lab'][1]}](09_real_model.ipynb)."
+    assert "ch9-causal" not in out and not r.unknown
     refs = {m for md in [ROOT / "intro.md", *(ROOT / "chapters").glob("*.md")]
             for m in re.findall(r"\{(?:num)?ref\}`([\w:.-]+)`", md.read_text(encoding="utf-8"))}
     assert refs and refs <= set(nc.book_labels()), refs - set(nc.book_labels())
@@ -454,7 +454,7 @@ def test_the_issue_examples_are_hidden(notebooks):
     nb = nbformat.read(str(notebooks / "05_masking.ipynb"), as_version=4)
     md = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert "strictly above the diagonal" in md and "strictly above the diagonal" not in _markdown_without_details(md)
-    nb8 = nbformat.read(str(notebooks / "08_real_model.ipynb"), as_version=4)
+    nb8 = nbformat.read(str(notebooks / "09_real_model.ipynb"), as_version=4)
     for cell in nb8.cells:
         if cell.cell_type == "code" and re.search(r"^assert .*==", cell.source, re.M):
             assert cell.metadata.get("jupyter", {}).get("source_hidden"), cell.source[:80]
@@ -669,7 +669,7 @@ def test_a_token_cannot_end_bertviz_script_or_run_as_markup(tmp_path):
 
 # ------------------------------------------------------------------ included code (issue 27)
 def test_literalinclude_becomes_a_code_block_with_its_path(tmp_path):
-    """Chapter 9's kernel shows as code under a caption naming the file and the function (it
+    """Chapter 11's kernel shows as code under a caption naming the file and the function (it
     was a bold file path); :pyobject: keeps decorators, the start/end markers and :lines: select
     as Sphinx does, and a missing object is an error (the notebook never shows other code)."""
     (tmp_path / "mod.py").write_text("import os\n\n\n@decorator\ndef f(x):\n    return x  # one\n\n\n"
@@ -685,8 +685,8 @@ def test_literalinclude_becomes_a_code_block_with_its_path(tmp_path):
     assert out == "*The *function* (`mod.py`, lines 1, 5-6):*\n\n```python\nimport os\ndef f(x):\n    return x  # one\n```"
     with pytest.raises(ValueError, match="nope"):
         r.render("```{literalinclude} mod.py\n:pyobject: nope\n```\n")
-    # chapter 9's kernel: the code the prose walks through is in the notebook
-    src = (ROOT / "chapters" / "09_at_scale.md").read_text(encoding="utf-8")
+    # chapter 11's kernel: the code the prose walks through is in the notebook
+    src = (ROOT / "chapters" / "11_at_scale.md").read_text(encoding="utf-8")
     block = re.search(r"^```\{literalinclude\}.*?^```$", src, re.S | re.M).group(0)
     out, _ = render(block + "\n")
     assert out.startswith("*`attnlib/kernels/triton_attention.py`, `_flash_forward`:*\n\n```python\n@triton.jit\ndef _flash_forward(")
@@ -1237,10 +1237,10 @@ def test_a_heavy_chapters_notebook_says_to_run_it_alone(tmp_path):
     record = tmp_path / "binder.json"
     record.write_text(json.dumps({"execute": {"notebooks": [
         {"notebook": "03_three_views.ipynb", "peak_mib": nc.HEAVY_MIB + 246},
-        {"notebook": "07_graphs.ipynb", "peak_mib": nc.HEAVY_MIB - 111}]}}))
+        {"notebook": "08_graphs.ipynb", "peak_mib": nc.HEAVY_MIB - 111}]}}))
     heavy = nc.memory_note("chapters/03_three_views", record)
     assert f"{nc.HEAVY_MIB + 246:,} MiB" in heavy and "run it on its own" in heavy and "Shut Down" in heavy
-    assert nc.memory_note("chapters/07_graphs", record) == ""
+    assert nc.memory_note("chapters/08_graphs", record) == ""
     assert nc.memory_note("chapters/05_masking", record) == ""
     assert nc.memory_note("chapters/03_three_views", tmp_path / "missing.json") == ""
 
@@ -1262,7 +1262,7 @@ TRAINING_PAGE = RUN_PAGE.split("# A page")[0] + '''# A page that trains
 from myst_nb import glue
 ```
 
-Training, as chapter 6 does it (a few steps, not cached).
+Training, as chapter 7 does it (a few steps, not cached).
 
 ```{code-cell} ipython3
 from attnlib import induction

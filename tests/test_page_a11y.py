@@ -112,7 +112,7 @@ def test_every_early_tab_stop_shows_where_the_focus_is(book, browser, viewport):
     """WCAG 2.4.7: a keyboard reader sees where the focus is.  The first 24 Tab stops of a
     chapter (the header's buttons, the sidebar toggle, the page's first links and boxes) each draw
     a focus indicator; the theme's header buttons drew none (found by a keyboard check at 390 px)."""
-    visit = ScreenVisit(browser, serve(str(book)) + "chapters/08_real_model.html", viewport, "light")
+    visit = ScreenVisit(browser, serve(str(book)) + "chapters/09_real_model.html", viewport, "light")
     try:
         _settle(visit.page)
         unseen = []

@@ -22,7 +22,7 @@ import re
 import pytest
 
 from attnlib.exercises import REGISTRY, check, definition, exercise_data
-from attnlib.exercises import ch01, ch03, ch04, ch07
+from attnlib.exercises import ch01, ch03, ch04, ch08
 from attnlib.exercises.page import render_html
 from test_browser import HTML, Visit, browser, serve  # noqa: F401  (browser is a fixture)
 
@@ -90,20 +90,20 @@ def battery(chapter: int, name: str) -> tuple[list, list]:
                              0.99 * ch04.largest_temperature(data["scores"]),
                              1.01 * ch04.largest_temperature(data["scores"])],
         (5, "padding_zero_keys"): lambda: [7, 5, 12, 0, 9, 13, 3, 2.5, -1],
-        (6, "circuit_loss"): lambda: [data["without_both"], data["intact"], data["without_ind"], data["without_feeder"],
+        (7, "circuit_loss"): lambda: [data["without_both"], data["intact"], data["without_ind"], data["without_feeder"],
                               data["first"], -1, 0, 100, 2.5, data["without_both"] + 0.05],
-        (7, "rollout"): lambda: [0.275, 0.4, ch07.rollout(list(ch07.ROLLOUT_LAYERS)[::-1])[1][0], 0.25, 0.725, 1.7, 0.9],
-        (9, "weights_memory"): lambda: [256, 8192 ** 2 * 4, 8192 ** 2 * 4 / 1e6, 64, 512, 128, 0.25, 0.03125,
+        (8, "rollout"): lambda: [0.275, 0.4, ch08.rollout(list(ch08.ROLLOUT_LAYERS)[::-1])[1][0], 0.25, 0.725, 1.7, 0.9],
+        (11, "weights_memory"): lambda: [256, 8192 ** 2 * 4, 8192 ** 2 * 4 / 1e6, 64, 512, 128, 0.25, 0.03125,
                                 262144, 0.125, -1, 7],
-        (9, "rescale_factor"): lambda: [math.exp(-3), math.exp(3), -3, 3, 1, 0.4, 3.5 * math.exp(-3),
+        (11, "rescale_factor"): lambda: [math.exp(-3), math.exp(3), -3, 3, 1, 0.4, 3.5 * math.exp(-3),
                                 math.exp(-5), 0, 7],
-        (9, "state_per_query"): lambda: [34, 32, 33, 2, 4, 6, 38, 15, 36, 34.5],
-        (10, "shifted_score"): lambda: [data["score"], data["query_only"], data["unrotated"], 0, 7, -1,
+        (11, "state_per_query"): lambda: [34, 32, 33, 2, 4, 6, 38, 15, 36, 34.5],
+        (12, "shifted_score"): lambda: [data["score"], data["query_only"], data["unrotated"], 0, 7, -1,
                                 data["score"] + 0.05],
-        (10, "cache_bytes"): lambda: [4, 16, 2, 8, 1, 0.125, 4 * 2 ** 30, 4 * 2 ** 30 / 1e9, 4096, -1, 3.3],
-        (10, "gqa_head"): lambda: [3, 5, 1, 8, -1, 2.5, 4, 2, 13],
-        (10, "receptive_field"): lambda: [25, 30, 24, 5, 5 ** 6, 0, 24.5, 7, 26],
-        (11, "normalised"): lambda: [_ch11_score(data), 1 - _ch11_score(data), data["patched"] / data["clean"],
+        (12, "cache_bytes"): lambda: [4, 16, 2, 8, 1, 0.125, 4 * 2 ** 30, 4 * 2 ** 30 / 1e9, 4096, -1, 3.3],
+        (12, "gqa_head"): lambda: [3, 5, 1, 8, -1, 2.5, 4, 2, 13],
+        (12, "receptive_field"): lambda: [25, 30, 24, 5, 5 ** 6, 0, 24.5, 7, 26],
+        (10, "normalised"): lambda: [_ch11_score(data), 1 - _ch11_score(data), data["patched"] / data["clean"],
                              data["patched"] - data["corrupted"], 0, 1, -1, _ch11_score(data) + 0.05],
     }[(chapter, name)]()
     typed = [v if isinstance(v, str) else (str(v) if isinstance(v, int) else _num(v)) for v in specific]
@@ -111,15 +111,15 @@ def battery(chapter: int, name: str) -> tuple[list, list]:
 
 
 def _ch11_score(data) -> float:
-    """Chapter 11's normalised denoising score, (patched - corrupted) / (clean - corrupted)."""
+    """Chapter 10's normalised denoising score, (patched - corrupted) / (clean - corrupted)."""
     return (data["patched"] - data["corrupted"]) / (data["clean"] - data["corrupted"])
 
 
 def sentence_battery(name: str) -> list:
     """Answers to the sentence exercises, each the dict the page builds with its model (here built
-    with PyTorch: :func:`attnlib.exercises.widgets.model_answer` for chapter 8's encoder,
-    :func:`attnlib.circuit_lab.read` for chapter 6's language model)."""
-    if name == "own_pair":                                          # chapter 11's language model
+    with PyTorch: :func:`attnlib.exercises.widgets.model_answer` for chapter 9's encoder,
+    :func:`attnlib.circuit_lab.read` for chapter 7's language model)."""
+    if name == "own_pair":                                          # chapter 10's language model
         from attnlib import language_model as lm
         pairs = [("When Anna and Tom went to the park, Tom gave a book to", "When Anna and Tom went to the park, Anna gave a book to"),
                  ("When Anna and Tom went to the park, Tom gave a book to", "When Anna and Tom went to the big park, Anna gave a book to"),
@@ -131,8 +131,8 @@ def sentence_battery(name: str) -> list:
         return answers + [flat, {"texts": ["  ", "x"]}, {"texts": ["a", "b"], "error": "too long"}]
     if name in ("copy_wrong", "feeder_matters"):
         from attnlib import circuit_lab
-        from attnlib.exercises import ch06
-        data = ch06.lab_data()
+        from attnlib.exercises import ch07
+        data = ch07.lab_data()
         texts = ["we are met on a great battle-field of that war . we are met on a great battle-field of that nation",
                  "we are met on a great battle-field we are met on a great battle-field", "we are met on a great battle-field",
                  "we are met on a", "we are batle"]
@@ -141,12 +141,12 @@ def sentence_battery(name: str) -> list:
         forged["runs"][0]["loss"]["intact"][0] = float("nan")
         return answers + [forged, {"texts": ["  "]}]
     from attnlib import corpus
-    from attnlib.exercises import ch08
+    from attnlib.exercises import ch09
     from attnlib.exercises.widgets import model_answer
 
     words = corpus.load_text().split()
     if name == "break_previous":
-        answers = [model_answer([t], [ch08.PREV_HEAD]) for t in
+        answers = [model_answer([t], [ch09.PREV_HEAD]) for t in
                    (" ".join(words[:150]), "The cat sat on the mat.", " ".join(words[:100]), "Hello")]
         broken = json.loads(json.dumps(answers[1]))
         broken["runs"][0]["heads"]["0:2"][1][0] += 0.5            # a row that no longer sums to 1
@@ -154,7 +154,7 @@ def sentence_battery(name: str) -> list:
     pairs = [("The cat sat, then it slept.", "The cat sat and then it slept."),
              ("The cat sat, then it slept.", "The dog sat, then it slept."),
              ("The cat sat.", "The cat sat."), ("The cat sat.", "A dog ran far away.")]
-    return [model_answer(list(p), [ch08.FLIP_HEAD]) for p in pairs] + [{"texts": ["one"]}]
+    return [model_answer(list(p), [ch09.FLIP_HEAD]) for p in pairs] + [{"texts": ["one"]}]
 
 
 def test_battery_reaches_every_kind_of_message():
@@ -213,11 +213,11 @@ def test_first_check_through_the_ui(visit):
     page.wait_for_selector(f"{root} .attn-ex-correct")
     assert page.inner_text(f"{root} .attn-ex-feedback").startswith("Correct. ")
     # a token, a choice and a matrix cell, by clicks
-    tok = '[data-exercise="7:sink"]'
+    tok = '[data-exercise="8:sink"]'
     page.click(f"{tok} .attn-ex-token >> nth=0")
     page.click(f"{tok} .attn-ex-check")
     page.wait_for_selector(f"{tok} .attn-ex-feedback:not(:empty)")
-    assert page.inner_text(f"{tok} .attn-ex-feedback") == check(7, "sink", 0).text
+    assert page.inner_text(f"{tok} .attn-ex-feedback") == check(8, "sink", 0).text
     ch = '[data-exercise="2:symmetric"]'
     page.check(f'{ch} input[value="diag(Z) A"]')
     page.press(f'{ch} input[value="diag(Z) A"]', "Enter")
@@ -277,7 +277,7 @@ def _page_scripts(body: str) -> list[str]:
 
 
 def test_extension_drops_the_widget_manager_without_a_widget_view_and_adds_the_checker():
-    exercise_body = render_html(9, "state_per_query")
+    exercise_body = render_html(11, "state_per_query")
     names = _page_scripts(exercise_body)
     assert names == ["_static/doctools.js", "exercises/exercises.js"]
     view = '<script type="application/vnd.jupyter.widget-view+json">{"model_id": "x"}</script>'
@@ -311,7 +311,7 @@ def test_widget_manager_only_on_pages_with_a_widget_view():
         has_exercise = "data-exercise=" in text
         assert has_exercise == ("exercises/exercises.js" in text), page.name
         assert loads_manager or not has_view, page.name
-        # chapter 6's training bars are plain text; only chapter 1 had a live widget
+        # chapter 7's training bars are plain text; only chapter 1 had a live widget
         assert not has_view or page.name.startswith("01_"), page.name
 
 
@@ -341,7 +341,7 @@ def test_book_exercises_answer_in_the_page(browser):  # noqa: F811
 
 
 def test_training_prints_one_line_while_the_book_is_built(capsys, monkeypatch):
-    """Chapter 6 trains with progress: while the book is built (the extension's environment
+    """Chapter 7 trains with progress: while the book is built (the extension's environment
     variable) one printed line per run, no bar (a bar widget would make its page load the
     3.6 MB widget manager; a text bar would leave every update as a line of the page)."""
     from attnlib import induction

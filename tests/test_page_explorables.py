@@ -7,7 +7,7 @@ four settings: every explorable fits its column (nothing hidden in a scroll box,
 scrolls sideways) with no text under 9.5 px on screen, responds to its control, and every
 piece of its text has a contrast of at least 4.5:1 (WCAG AA) against what is behind it, computed from the computed styles.
 
-Also here (no browser): chapter 7's explorable and its static figure
+Also here (no browser): chapter 8's explorable and its static figure
 (:func:`attnlib.plotting.draw_attention_graph`) share one drawing convention.
 """
 from __future__ import annotations
@@ -190,7 +190,7 @@ def _ink_rows(page, uid: str) -> tuple[float, float, float]:
 
 def test_graph_explorable_draws_earlier_keys_above_like_the_static_figure(browser, real, tmp_path_factory):  # noqa: F811
     """Causal weights (every edge to an earlier key or itself) leave ink only above the line;
-    strictly anti-causal weights (every edge to a later key) only below, as in chapter 7's
+    strictly anti-causal weights (every edge to a later key) only below, as in chapter 8's
     static figures."""
     scores, T = real["scores"].double(), real["scores"].shape[0]
     earlier = attnlib.softmax(scores.masked_fill(~attnlib.causal_mask(T), float("-inf")))
@@ -216,7 +216,7 @@ def test_graph_explorable_draws_earlier_keys_above_like_the_static_figure(browse
 def test_static_graph_figure_follows_the_explorables_convention():
     """draw_attention_graph bends an edge to an earlier key to the side named by
     GRAPH_EARLIER_SIDE, an edge to a later key to the other side, and colours by weight with
-    GRAPH_CMAP from 0: the explorable of chapter 7 draws the same (its data carries the side)."""
+    GRAPH_CMAP from 0: the explorable of chapter 8 draws the same (its data carries the side)."""
     import inspect
 
     import matplotlib.pyplot as plt
@@ -285,7 +285,7 @@ OVERLAPS = """() => { const out = [];
 
 @pytest.fixture(scope="module")
 def long_page(tmp_path_factory):
-    """Chapter 6's case: a hover view of 31 tokens (a real sentence pair of the speech)."""
+    """Chapter 7's case: a hover view of 31 tokens (a real sentence pair of the speech)."""
     from attnlib import corpus
     words = corpus.load_text().split()
     run = attnlib.encoder.get_attentions(" ".join(words[:14]), " ".join(words[14:27]))
@@ -298,7 +298,7 @@ def long_page(tmp_path_factory):
 
 @pytest.mark.parametrize("viewport", ["phone", "desktop"])
 def test_no_two_upright_labels_of_a_drawing_overlap(browser, column_page, long_page, figures, viewport):  # noqa: F811
-    """Chapter 6's hover view put 10 px labels on 7 px cells at 390 px: a heatmap now labels
+    """Chapter 7's hover view put 10 px labels on 7 px cells at 390 px: a heatmap now labels
     one token in every few when its cells are narrower than a line of text.  (Not chapter 1's
     scatter of value vectors, whose labels sit at the points: two close points' labels touch;
     left for a label-placement pass.)"""

@@ -133,7 +133,7 @@ def _figures(pages):
 def test_every_figure_carries_its_smallest_text_size(desktop):
     figures = _figures(desktop)
     # a floor that proves the scan found the book's figures (39 after issue 14 cut the repeated
-    # ones: chapter 7's tied-score, score-ranking and sink tables, chapter 2's bears cosines)
+    # ones: chapter 8's tied-score, score-ranking and sink tables, chapter 2's bears cosines)
     assert len(figures) >= 35, f"expected the book's 35+ figures, found {len(figures)}"
     missing = [f"{page}: {img['file']}" for page, img in figures if img["min_text_px"] is None]
     assert not missing, ("figures not drawn through attnlib.plotting.book_style() (no "

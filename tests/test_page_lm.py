@@ -1,4 +1,4 @@
-"""Chapter 11's language model in headless Chromium, every outside request blocked: the page's
+"""Chapter 10's language model in headless Chromium, every outside request blocked: the page's
 tokenizer gives the kernel's token ids, the page's runs (onnxruntime-web, one block at a time,
 the file's 4-bit weights) give the logits and attention weights of
 :func:`attnlib.language_model.run` within ``lm_export.BUILD_TOLERANCE``, intact and with every
@@ -34,7 +34,7 @@ PAIR = lm.ioi_pair("Mary", "John", place="store", thing="drink")
 def site(tmp_path_factory):
     return lab_site(tmp_path_factory.mktemp("lm_site"), "lm",
                     lambda target: lm_export.write_site_files(target, cache=ROOT / "_build" / "lm-model" / "cache"),
-                    xp.lm_lab().html + render_html(11, "own_pair"), title="language model lab")
+                    xp.lm_lab().html + render_html(10, "own_pair"), title="language model lab")
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_the_page_patching_sweep_equals_patch_sweep(lab, model):
             assert have.shape == ref.shape and float(np.abs(have - ref).max()) <= TOL, (direction, kind)
             norm = np.array(got["normalised"][direction][kind])
             assert float(np.abs(norm - want["normalised"][direction][kind].numpy()).max()) <= TOL
-    # the strongest head of chapter 11 restores most of the gap in the page too
+    # the strongest head of chapter 10 restores most of the gap in the page too
     assert np.array(got["normalised"]["denoise"]["heads"])[2, 3] > 0.4
     assert lab.errors == [] and lab.external == []
 
@@ -197,13 +197,13 @@ def test_the_own_pair_exercise_gives_the_kernels_verdict_on_the_pages_model(lab,
     checker (Pyodide) grades: the same verdict and message as the kernel's reading
     (language_model.pair_reading) graded in Python."""
     page = lab.page
-    root = '[data-exercise="11:own_pair"]'
+    root = '[data-exercise="10:own_pair"]'
     boxes = page.query_selector_all(f"{root} textarea")
     boxes[0].fill(clean)
     boxes[1].fill(corrupted)
     page.click(f"{root} button.attn-ex-check")
     page.wait_for_selector(f"{root} .attn-ex-correct, {root} .attn-ex-wrong", timeout=180_000)
     shown = page.inner_text(f"{root} .attn-ex-feedback")
-    expected = check(11, "own_pair", lm.pair_reading(clean, corrupted))
+    expected = check(10, "own_pair", lm.pair_reading(clean, corrupted))
     assert shown == expected.text, (shown, expected.text)
     assert lab.errors == [] and lab.external == []

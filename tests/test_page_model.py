@@ -1,4 +1,4 @@
-"""The in-page model (chapter 8's model lab) in headless Chromium, with every outside request
+"""The in-page model (chapter 9's model lab) in headless Chromium, with every outside request
 blocked: the ONNX export run by onnxruntime-web in a Web Worker gives the tokens of the
 model's tokenizer and every attention weight of held-out sentences within 2e-3 of
 :func:`attnlib.encoder.run` (PyTorch), its head mask is zero ablation, and the lab's controls
@@ -21,7 +21,7 @@ import torch
 from attnlib import corpus, encoder, evidence
 from attnlib import explorables as xp
 from attnlib.encoder import browser as browser_model
-from attnlib.exercises import check, ch08
+from attnlib.exercises import check, ch09
 from attnlib.exercises.page import render_html
 from attnlib.exercises.widgets import model_answer
 
@@ -46,7 +46,7 @@ PAIRS = [corpus.PAIR, ("Where is the station?", "It is two streets away, near th
 def site(tmp_path_factory):
     lab = xp.model_lab(*corpus.PAIR, mode="minimal", layer=0, head=2)
     # the sentence exercises graded in the page, as the book serves them (Pyodide + graders)
-    exercises = "".join(render_html(8, name) for name in ("break_previous", "flip_pair"))
+    exercises = "".join(render_html(9, name) for name in ("break_previous", "flip_pair"))
     out = lab_site(tmp_path_factory.mktemp("site"), "model",
                    lambda target: browser_model.write_site_files(target, cache=ROOT / "_build" / "browser-model" / "cache"),
                    lab.html + exercises, title="model lab")
@@ -330,14 +330,14 @@ def test_sentence_exercises_give_the_kernels_verdict_on_the_pages_model(lab, nam
     the course's checker (Pyodide) grades it: same verdict and message as the kernel's
     PyTorch reading graded in Python."""
     page = lab.page
-    root = f'[data-exercise="8:{name}"]'
+    root = f'[data-exercise="9:{name}"]'
     for k, text in enumerate(texts):
         page.fill(f"{root} textarea >> nth={k}", text)
     page.click(f"{root} button.attn-ex-check")
     page.wait_for_selector(f"{root} .attn-ex-correct, {root} .attn-ex-wrong", timeout=180_000)
     shown = page.inner_text(f"{root} .attn-ex-feedback")
-    reads = [ch08.PREV_HEAD] if name == "break_previous" else [ch08.FLIP_HEAD]
-    expected = check(8, name, model_answer(texts, reads) if all(t.strip() for t in texts) else {"texts": texts})
+    reads = [ch09.PREV_HEAD] if name == "break_previous" else [ch09.FLIP_HEAD]
+    expected = check(9, name, model_answer(texts, reads) if all(t.strip() for t in texts) else {"texts": texts})
     if name == "break_previous" and "512" in expected.message:   # the two tokenizers word their refusal differently
         assert shown.startswith("Not yet. The model could not read your text") and "512" in shown
         return

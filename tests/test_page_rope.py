@@ -1,4 +1,4 @@
-"""Chapter 10's RoPE explorable in a browser: its JavaScript rotation gives the scores of
+"""Chapter 12's RoPE explorable in a browser: its JavaScript rotation gives the scores of
 attnlib.positions.rope_scores, and moving the query's position leaves the score unchanged
 (it depends on the offset only).  The fit/contrast/respond checks of every explorable, this
 one included, are in tests/test_page_explorables.py."""

@@ -1,9 +1,9 @@
 """Issue 26's explorables in a browser, on standalone pages (no book build): the step-through of
-one query-key computation (chapters 2 and 3), the online-softmax stepper (chapter 9), chapter 5's
-cell-by-cell mask grid, the layer-and-head menus of chapters 4 and 8, and the hover views'
+one query-key computation (chapters 2 and 3), the online-softmax stepper (chapter 11), chapter 5's
+cell-by-cell mask grid, the layer-and-head menus of chapters 4 and 9, and the hover views'
 accessible names.
 
-Each figure is built from real data: the running sentence (or chapter 9's two sentences)
+Each figure is built from real data: the running sentence (or chapter 11's two sentences)
 through the pretrained encoder (:func:`attnlib.encoder.run`).  Checked here: the JavaScript's
 arithmetic equals PyTorch's / attnlib's on the embedded numbers (float64, to 1e-12) and the
 model's own float32 weights; the keyboard operates every control (Tab to it, keys to use it);
@@ -39,7 +39,7 @@ def data_of(x) -> dict:
 
 @pytest.fixture(scope="module")
 def runs():
-    """One run of the encoder on the running sentence and one on chapter 9's two sentences."""
+    """One run of the encoder on the running sentence and one on chapter 11's two sentences."""
     model, tokenizer = attnlib.encoder.load_encoder(device="cpu")
     text9 = corpus.SINK_PROBES[2] + " " + corpus.SINK_PROBES[5]
     return {"running": attnlib.encoder.run(corpus.RUNNING, model=model, tokenizer=tokenizer),
@@ -169,7 +169,7 @@ def test_score_steps_step_with_the_keyboard(page, figs):
     assert p.get_attribute(f"#{uid} [data-role=readout]", "aria-live") == "polite"
 
 
-# ------------------------------------------------------------------ chapter 9: the online softmax
+# ------------------------------------------------------------------ chapter 11: the online softmax
 def test_online_softmax_steps_equal_attnlib(page, figs):
     p, x = page.page, figs["online"]
     d, uid = data_of(x), x.uid
@@ -324,7 +324,7 @@ def test_the_mask_readout_answers_focus_too(page, figs):
     assert p.inner_text(f"#{uid} [data-role=hover]").startswith(f"query \u201c{tokens[2]}\u201d (2) \u2192 key \u201c{tokens[4]}\u201d (4)")
 
 
-# --------------------------------------------------------- chapters 4 and 8: a layer and head menu
+# --------------------------------------------------------- chapters 4 and 9: a layer and head menu
 def test_hover_head_menu_opens_on_the_chapters_head(page, figs, runs):
     p, x = page.page, figs["hover"]
     d, uid = data_of(x), x.uid
@@ -386,7 +386,7 @@ def test_every_control_has_a_name_that_contains_its_visible_text(page, figs):
 
 
 def test_every_control_of_the_older_explorables_is_named_too(explorer_page, figures):  # noqa: F811
-    """Chapters 1, 4, 5, 6, 7, 8 and 10's explorables (tests/test_browser.py's page) by the same rule."""
+    """Chapters 1, 4, 5, 7, 8, 9 and 12's explorables (tests/test_browser.py's page) by the same rule."""
     controls = explorer_page.page.evaluate(NAMES, ".attnlib-xp")
     assert {c["tag"] for c in controls} >= {"INPUT", "SELECT", "BUTTON", "SPAN"}
     bad = [c for c in controls if not c["name"] or any(w not in c["name"] for w in c["visible"].split())]

@@ -1,4 +1,4 @@
-"""Chapter 6's circuit lab in headless Chromium, with every outside request blocked: the
+"""Chapter 7's circuit lab in headless Chromium, with every outside request blocked: the
 exported checkpoints run by onnxruntime-web in a Web Worker give the logits, the attention
 weights and the per-word loss of :func:`attnlib.transformer.run` (PyTorch) within
 ``circuit_export.BUILD_TOLERANCE`` on seeded random sequences, intact and with every kind of edit;
@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from attnlib import circuit_export, circuit_lab, induction, patching
 from attnlib import explorables as xp
-from attnlib.exercises import ch06, check
+from attnlib.exercises import ch07, check
 from attnlib.exercises.page import render_html
 from attnlib.transformer import TinyTransformer, run
 
@@ -42,7 +42,7 @@ def site(tmp_path_factory):
     out = lab_site(folder, "tiny",
                    lambda target: circuit_export.write_site_files(target, cache=ROOT / "_build" / "tiny-model" / "cache",
                                                                   keep=keep),
-                   xp.circuit_lab().html + "".join(render_html(6, name) for name in LAB_EXERCISES), title="circuit lab")
+                   xp.circuit_lab().html + "".join(render_html(7, name) for name in LAB_EXERCISES), title="circuit lab")
     return {**out, "keep": keep}
 
 
@@ -250,13 +250,13 @@ def test_lab_exercises_give_the_kernels_verdict_on_the_pages_model(lab, name, te
     and the course's checker (Pyodide) grades: the same verdict and message as the kernel's
     PyTorch reading (circuit_lab.read) graded in Python."""
     page = lab.page
-    root = f'[data-exercise="6:{name}"]'
+    root = f'[data-exercise="7:{name}"]'
     page.fill(f"{root} textarea", text)
     page.click(f"{root} button.attn-ex-check")
     page.wait_for_selector(f"{root} .attn-ex-correct, {root} .attn-ex-wrong", timeout=180_000)
     shown = page.inner_text(f"{root} .attn-ex-feedback")
-    data = ch06.lab_data()
-    expected = check(6, name, circuit_lab.read([text], data["checkpoint"], data["variants"]), data)
+    data = ch07.lab_data()
+    expected = check(7, name, circuit_lab.read([text], data["checkpoint"], data["variants"]), data)
     if "error" in circuit_lab.read([text], data["checkpoint"], data["variants"]):
         # the two readers word a refusal alike but quote differently; both name the word and the fix
         assert shown.startswith("Not yet. The model could not read your words") and "battle-field" in shown, shown

@@ -108,7 +108,7 @@ def test_render_png_raises_text_under_the_minimum_and_records_the_smallest():
 def test_a_wrapped_title_with_maths_is_measured_line_by_line_without_a_glyph_warning(caplog):
     """The phone variant wraps long titles; a title with mathtext and a line break was parsed
     whole, which made matplotlib log "Font 'default' does not have a glyph for '\\n'" into the
-    executed pages (chapters 1-5 and 10).  Each line is measured as matplotlib lays it out."""
+    executed pages (chapters 1-5 and 12).  Each line is measured as matplotlib lays it out."""
     fig, ax = plt.subplots(figsize=(4, 3))
     title = ax.set_title("dense layer: one matrix\n$W_k$ for every input", fontsize=10)
     caplog.clear()
@@ -320,7 +320,7 @@ def test_hull_plot_draws_and_validates():
         weights_bar(torch.ones(2, 2), ["a", "b"])
 
 
-# --- heads (chapter 8) -------------------------------------------------------------------------------
+# --- heads (chapter 9) -------------------------------------------------------------------------------
 
 def test_head_figures_have_labels_and_colour_bars(encoder):
     att = attnlib.encoder.get_attentions(RUNNING, model=encoder[0], tokenizer=encoder[1])
@@ -350,7 +350,7 @@ def test_head_figures_have_labels_and_colour_bars(encoder):
         layer_grid(att, 1, ncols=0)
 
 
-# --- graphs (chapter 7) -------------------------------------------------------------------------------
+# --- graphs (chapter 8) -------------------------------------------------------------------------------
 
 def test_draw_attention_graph_draws_every_edge_and_a_colorbar():
     G = attnlib.graphs.attention_graph(random_weights(10), TOKENS, threshold=0.2)

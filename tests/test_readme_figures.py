@@ -83,14 +83,14 @@ def test_the_binder_memory_figures_name_the_chapters_to_run_alone():
     mod = _module()
     binder = {"date": "d", "execute": {"notebooks": [
         {"notebook": "05_masking.ipynb", "seconds": 1.0, "ok": True, "peak_mib": mod.HEAVY_MIB + 1},
-        {"notebook": "07_graphs.ipynb", "seconds": 1.0, "ok": True, "peak_mib": mod.HEAVY_MIB - 1}]},
+        {"notebook": "08_graphs.ipynb", "seconds": 1.0, "ok": True, "peak_mib": mod.HEAVY_MIB - 1}]},
         "server": {"rss_mib": 100}}
     text = " ".join(mod.memory_advice(binder))
-    assert f"`05_masking.ipynb` ({mod.HEAVY_MIB + 1:,} MiB)" in text and "07_graphs.ipynb" not in text.split("passes")[1]
+    assert f"`05_masking.ipynb` ({mod.HEAVY_MIB + 1:,} MiB)" in text and "08_graphs.ipynb" not in text.split("passes")[1]
     assert f"needs {mod.HEAVY_MIB + 101:,} MiB" in text and "Shut Down Kernel" in text
     binder["execute"]["notebooks"][0]["peak_mib"] = 100
     assert "Chapters whose kernel passes" not in " ".join(mod.memory_advice(binder))
     mod._load = lambda name: binder if name == "binder.json" else None
-    book = {"date": "d", "machine": "m", "chapters": [{"chapter": "chapters/07_graphs.md", "seconds": 1.0,
+    book = {"date": "d", "machine": "m", "chapters": [{"chapter": "chapters/08_graphs.md", "seconds": 1.0,
                                                        "peak_rss_mib": 500}]}
     assert f"| 500 | {mod.HEAVY_MIB - 1} |" in "\n".join(mod.book_section(book))

@@ -1,4 +1,4 @@
-"""attnlib.masks.sliding_window_mask (chapter 10): against its definition written as a double
+"""attnlib.masks.sliding_window_mask (chapter 12): against its definition written as a double
 loop, the causal mask it becomes when the window covers everything, the keys each query sees,
 the receptive field L (w - 1) + 1 of L stacked layers (reachability through the masks), and
 PyTorch's kernel given the same mask."""

@@ -1,4 +1,4 @@
-"""TinyTransformer's position schemes (chapter 10): ``positions="learned" | "rope" | "alibi"``.
+"""TinyTransformer's position schemes (chapter 12): ``positions="learned" | "rope" | "alibi"``.
 
 Oracles: the forward pass written out here from the papers' formulas with PyTorch's own
 ``F.scaled_dot_product_attention`` (RoPE as an explicit 2x2 rotation of each pair
@@ -205,7 +205,7 @@ def _bench():
 
 
 def test_positions_results_match_the_code():
-    """The JSON chapter 10 reads was written with today's settings (the constants of
+    """The JSON chapter 12 reads was written with today's settings (the constants of
     attnlib.induction and of the script), every scheme and seed is there, and re-running the
     first training steps of one configuration gives the recorded losses."""
     import json

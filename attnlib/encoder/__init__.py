@@ -1,4 +1,4 @@
-"""The pretrained encoder, and the one path by which the course reads it (chapters 1 to 10).
+"""The pretrained encoder, and the one path by which the course reads it (chapters 1 to 12).
 
 Everything that runs the model or reads its weights lives here, so that every chapter,
 exercise and test gets the same numbers from the same code:

@@ -1,7 +1,7 @@
 """The pretrained encoder for the published page: exported to ONNX, checked against
 :func:`attnlib.encoder.run`.
 
-The book's in-page model lab (chapter 8) runs the course's encoder in the reader's browser
+The book's in-page model lab (chapter 9) runs the course's encoder in the reader's browser
 with onnxruntime-web, offline.  :func:`export` writes the graph the page runs, from the same
 verified weights :func:`attnlib.encoder.load_encoder` loads:
 

@@ -153,7 +153,7 @@ def embed(text, model=None, tokenizer=None, *, truncate: bool = False, positions
     (:func:`layer_input` with ``layer=0``).
 
     Two options take the input apart, for the permutation-equivariance experiment of
-    chapter 10 (attention alone is blind to order; Vaswani et al. 2017, section 3.5):
+    chapter 12 (attention alone is blind to order; Vaswani et al. 2017, section 3.5):
 
     * ``positions=False`` leaves out the learned position table:
       ``X = LayerNorm(token + segment embedding)``, what the model's embedding layer computes

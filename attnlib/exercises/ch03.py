@@ -275,7 +275,7 @@ define(3, "longer_key", kind="number", precision='A whole number.', title="A lon
 
 
 # --------------------------------------------------------------- reading a head with evidence
-# Layer 4, head 3: the head whose "it -> cat" weight chapter 8 tests (its section ch8-coref).  Here
+# Layer 4, head 3: the head whose "it -> cat" weight chapter 9 tests (its section ch9-coref).  Here
 # the learner tests another claim about it, with two sentences chapter 3 does not show.
 EVIDENCE_LAYER, EVIDENCE_HEAD = 4, 3
 EVIDENCE_SENTENCES = (

@@ -1,214 +1,256 @@
-"""Exercises of chapter 10, "Position and decoding".
+"""Exercises of chapter 10, "A real language model" (SmolLM2-135M, :mod:`attnlib.language_model`).
 
-* ``shifted_score``: predict the rotary-embedding score of a real query and key after both
-  move by the same number of positions (it does not change).
-* ``cache_bytes``: the memory, in GiB, of the KV cache of a given grouped-query model.
-* ``gqa_head``: which key/value head a query head reads in grouped-query attention.
-* ``receptive_field``: how many tokens can reach the last one through ``L`` stacked layers of
-  sliding-window attention (``L (w - 1) + 1``).
+* ``late_stream``: predict, before running it, what patching the clean residual stream at the
+  subject's second mention (S2), entering a late layer, restores on a held-out IOI pair.
+* ``normalised``: the normalised denoising score of one head from three logit differences.
+* ``role``: which of Wang et al.'s roles one head's attention pattern fits (and what a pattern
+  alone does not show).
+* ``own_pair``: the reader's own IOI pair, graded on what the model does with it: every head
+  denoised (:func:`attnlib.language_model.pair_reading` in the kernel, ``window.attnlibLM`` on the
+  page).
+
+The first three read ``ioi_data()``, which runs the language model (kernel only); the page
+receives it as JSON computed when the book is built.
 """
 from __future__ import annotations
 
+import functools
 import html
-import math
 
-from .core import checker, grade_number
+from .core import checker, grade_choice, grade_number, right, wrong
 from .registry import define
 
-__all__ = [
-    "SHIFT", "shifted_score_data", "check_shifted_score",
-    "CACHE_MODEL", "cache_gib", "check_cache_bytes",
-    "GQA", "check_gqa_head",
-    "WINDOW", "check_receptive_field",
-]
+__all__ = ["LATE_LAYER", "NORMALISED_HEAD", "ROLE_HEAD", "ioi_data", "LATE_OPTIONS", "check_late_stream", "OWN_THRESHOLD", "check_own_pair",
+           "check_normalised", "ROLE_OPTIONS", "check_role"]
 
-GIB = 2 ** 30
-
-
-# ----------------------------------------------------------------------------- shifted_score
-SHIFT = {"text": "The cat sat on the mat because it was warm.", "query": "it", "key": "cat",
-         "layer": 0, "head": 3, "shift": 100}
+#: The layer whose incoming stream is patched at S2 in ``late_stream`` (after both moves the
+#: chapter finds, made by layers 19, 20 and 23 on its first pair).
+LATE_LAYER = 26
+#: The head of ``normalised`` and the head of ``role`` (layer, head).
+NORMALISED_HEAD = (20, 0)
+ROLE_HEAD = (23, 3)
 
 
-def shifted_score_data() -> dict:
-    """The scaled RoPE score of the encoder's query ``it`` and key ``cat`` (layer 0, head 3) at
-    their positions in the sentence, and two scores a learner might confuse it with: the query
-    alone moved by the shift, and no rotation at all.  Runs the encoder (kernel only)."""
-    import attnlib
+@functools.cache
+def ioi_data() -> dict:
+    """What the three exercises read, computed with the language model on the first held-out
+    pair (``language_model.ioi_sets()["held_out"][0]``, template B) and, for ``role``, the
+    found set: the two metrics (``logit(IO) - logit(S)``, nats), the metric with the clean
+    stream patched at S2 entering :data:`LATE_LAYER`, the metric with head
+    :data:`NORMALISED_HEAD` patched (denoising), and head :data:`ROLE_HEAD`'s mean attention
+    weights over the four found pairs from END to IO, S1 and S2 and from S2 to S1 and to the
+    token after S1.  Runs the model once (kernel only; cached: the three
+    exercises read the same dict, which the registry passes through JSON)."""
+    import torch
 
-    tokens, q, k, _ = attnlib.encoder.head_qkv(SHIFT["text"], SHIFT["layer"], SHIFT["head"])
-    i, j = tokens.index(SHIFT["query"]), tokens.index(SHIFT["key"])
-    qi, kj = q[i].double()[None], k[j].double()[None]
-    scale = math.sqrt(q.shape[-1])
+    from attnlib import language_model as lm
 
-    def score(pi, pj):
-        return attnlib.rope_scores(qi, kj, [pi], [pj])[0, 0].item() / scale
+    model = lm.load()
+    sets = lm.ioi_sets()
+    pair = sets["held_out"][0]
+    a, b = lm.encode(pair["clean"]), lm.encode(pair["corrupted"])
+    good, bad = (lm.answer_token(x) for x in pair["answers"])
+    clean, corrupted = lm.run(model, a), lm.run(model, b)
+    where = lm.name_positions(a.tolist(), pair)
+    layer, head = NORMALISED_HEAD
+    edits = [[{"layer": LATE_LAYER, "head": None, "mode": "patch", "source": clean, "position": where["S2"]}],
+             [{"layer": layer, "head": head, "mode": "patch", "source": clean}]]
+    last = lm.run_variants(model, b, edits, last=True)
+    metric = lambda logits: float(logits[good] - logits[bad])  # noqa: E731
+    weights = {"END_IO": [], "END_S1": [], "END_S2": [], "S2_S1": [], "S2_after_S1": []}
+    for p in sets["found"]:
+        r = lm.run(model, lm.encode(p["clean"]))
+        w, pos = r.pattern[ROLE_HEAD[0]][0, ROLE_HEAD[1]], lm.name_positions(r.tokens[0].tolist(), p)
+        for key, (q, k) in {"END_IO": ("END", "IO"), "END_S1": ("END", "S1"), "END_S2": ("END", "S2"),
+                            "S2_S1": ("S2", "S1")}.items():
+            weights[key].append(float(w[pos[q], pos[k]]))
+        weights["S2_after_S1"].append(float(w[pos["S2"], pos["S1"] + 1]))
+    return {"clean_prompt": pair["clean"], "corrupted_prompt": pair["corrupted"], "io": pair["io"], "s": pair["s"],
+            "clean": metric(clean.logits[0, -1]), "corrupted": metric(corrupted.logits[0, -1]),
+            "late": metric(last[0]), "late_layer": LATE_LAYER, "head": list(NORMALISED_HEAD),
+            "patched": metric(last[1]), "role_head": list(ROLE_HEAD),
+            "weights": {k: float(torch.tensor(v).mean()) for k, v in weights.items()}}
 
-    return {"query": SHIFT["query"], "key": SHIFT["key"], "i": i, "j": j, "shift": SHIFT["shift"],
-            "score": score(i, j), "shifted": score(i + SHIFT["shift"], j + SHIFT["shift"]),
-            "query_only": score(i + SHIFT["shift"], j), "unrotated": (qi @ kj.T).item() / scale}
+
+def _score(data: dict, key: str) -> float:
+    return (data[key] - data["corrupted"]) / (data["clean"] - data["corrupted"])
+
+
+# ----------------------------------------------------------------------------- late_stream
+LATE_OPTIONS = ("Close to 1: most of the clean behaviour comes back",
+                "About half of it",
+                "Close to 0: almost nothing comes back",
+                "Below 0: the prediction moves further from the clean one")
 
 
 @checker
-def check_shifted_score(answer, data):
-    """Grade the score after shifting both positions: the same score (RoPE depends on i - j)."""
-    s, shift = data["score"], data["shift"]
-    return grade_number(
-        answer, data["shifted"],
-        f"{data['shifted']:.4f}: the same score. Both vectors turn by {shift} times "
-        "theta_m more in every pair m, and a dot product of two rotated vectors only "
-        "sees the difference of their angles, (i - j) theta_m, which the shift leaves alone.",
-        what="a score (a number)", abs_tol=5e-4, rel_tol=1e-3,
-        mistakes=[
-            (data["query_only"], lambda v: f"{v:g} is the score with only the query moved (offset i - j grows "
-                                           f"by {shift}). Here both tokens move, so the offset i - j stays the same."),
-            (data["unrotated"], lambda v: f"{v:g} is the score without any rotation, q . k / sqrt(d_k). The "
-                                          "rotations do not cancel: what remains is a rotation by (i - j) theta_m, "
-                                          "the same before and after the shift."),
-            ((s * math.cos(shift), 0.0), "The shift does not act on the score through a factor: both vectors "
-                                         "turn by the same extra angle, which cancels in their dot product."),
-        ],
-        otherwise=lambda v: f"{v:g} is not it. Write the score as q^T R(i theta)^T R(j theta) k and use "
-                            "R(a)^T R(b) = R(b - a).",
-        hint="What happens to i - j when both positions grow by the same amount?")
+def check_late_stream(answer, data):
+    """Grade the prediction: the option whose range holds the measured normalised score
+    (at least 0.75; 0.25 to 0.75; -0.25 to 0.25; below -0.25)."""
+    score = _score(data, "late")
+    correct = LATE_OPTIONS[0 if score >= 0.75 else 1 if score >= 0.25 else 2 if score >= -0.25 else 3]
+    measured = (f"Measured: the corrupted run gives {data['corrupted']:.2f} nats, the clean {data['clean']:.2f}; with "
+                f"the clean stream at S2 entering layer {data['late_layer']} it gives {data['late']:.2f}, a "
+                f"normalised score of {score:.2f}.")
+    why = (f"By layer {data['late_layer']} the heads that read S2 from the last position (layers 19 to 23 on "
+           "the chapter's pair) have already run: what S2 holds has been copied to the end, and a clean S2 this late "
+           "reaches the prediction only through the few layers left.")
+    feedback = {o: why for o in LATE_OPTIONS}
+    feedback[LATE_OPTIONS[0]] = ("That is what the same patch does early enough (before layer 19 on the chapter's pair): S2 is then the only place "
+                                 "that holds the difference. " + why)
+    return grade_choice(answer, LATE_OPTIONS, correct, why, feedback, measured=measured,
+                        hint="Look at the residual-stream figure of the chapter: in which layers does the "
+                             "difference leave S2?")
 
 
-def _shifted_score_question(d: dict) -> str:
-    """The question as HTML: every value of the data is escaped (the page embeds the data as
-    JSON, which the HTML must not trust), and the score is formatted only when it is a number."""
+def _late_question(d: dict) -> str:
     e = lambda v: html.escape(str(v), quote=True)  # noqa: E731
-    score = f"{d['score']:.4f}" if isinstance(d["score"], (int, float)) else e(d["score"])
-    return (f"With rotary embeddings, the query \u201c{e(d['query'])}\u201d at position {e(d['i'])} and the "
-            f"key \u201c{e(d['key'])}\u201d at position {e(d['j'])} have the scaled score "
-            f"<b>{score}</b> (the encoder's layer {e(SHIFT['layer'])}, head {e(SHIFT['head'])}). Both tokens "
-            f"move {e(d['shift'])} positions to the right. What is their score now?")
+    return (f"A held-out pair, another template: the clean prompt <i>{e(d['clean_prompt'])}</i> and the corrupted "
+            f"<i>{e(d['corrupted_prompt'])}</i>. <b>Before running it</b>, predict: patch the clean residual "
+            f"stream at the subject's second mention (S2, <i>{e(d['s'])}</i>), entering layer "
+            f"{e(d['late_layer'])}, into the corrupted run. What normalised score does the logit difference "
+            f"{e(d['io'])} &minus; {e(d['s'])} get?")
 
 
-define(10, "shifted_score", kind="number", precision='Give it to 4 decimal places (graded within 0.0005, plus 0.1 % of the answer).', title="The score after a shift",
-       question=_shifted_score_question,
-       grade=check_shifted_score, data=shifted_score_data, label="Score", placeholder="4 decimals")
+define(10, "late_stream", kind="choice", title="Predict a patch, then run it", question=_late_question,
+       data=ioi_data, options=LATE_OPTIONS, grade=check_late_stream)
 
 
-# ----------------------------------------------------------------------------- cache_bytes
-CACHE_MODEL = {"n_layers": 32, "n_heads": 32, "n_kv_heads": 8, "d_head": 128, "T": 8192, "batch": 4,
-               "bytes": 2}
+# ----------------------------------------------------------------------------- normalised
+@checker
+def check_normalised(answer, data):
+    """Grade the normalised denoising score ``(patched - corrupted) / (clean - corrupted)``."""
+    c, x, p = data["clean"], data["corrupted"], data["patched"]
+    target = _score(data, "patched")
+    return grade_number(
+        answer, target,
+        f"({p:.2f} - ({x:.2f})) / ({c:.2f} - ({x:.2f})) = {target:.2f}: the share of the way from the corrupted "
+        "metric back to the clean one that this one head's clean output covers.",
+        what="a normalised score", abs_tol=0.01,
+        mistakes=[
+            (1 - target, "That is 1 minus the score: the share still missing. Measure from the corrupted metric "
+                         "(0) towards the clean one (1)."),
+            (p / c, "That divides by the clean metric alone; the scale runs from the corrupted metric to the clean "
+                    "one, so subtract the corrupted metric from both."),
+            ((p - x), "That is the change in nats; divide by the gap between the clean and corrupted metrics."),
+        ],
+        otherwise=lambda v: f"{v:g} is not it. Where does the patched metric sit between the corrupted one (0) "
+                            "and the clean one (1)?",
+        hint="normalised = (patched - corrupted) / (clean - corrupted).")
 
 
-def cache_gib(n_layers, n_kv_heads, d_head, T, batch, bytes_per_number) -> float:
-    """``2 * n_layers * batch * n_kv_heads * T * d_head * bytes / 2**30`` (keys and values)."""
-    return 2 * n_layers * batch * n_kv_heads * T * d_head * bytes_per_number / GIB
+def _normalised_question(d: dict) -> str:
+    e = lambda v: html.escape(str(v), quote=True)  # noqa: E731
+    num = lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else e(v)  # noqa: E731
+    return (f"On the pair <i>{e(d['clean_prompt'])}</i> / <i>{e(d['corrupted_prompt'])}</i> the logit difference "
+            f"{e(d['io'])} &minus; {e(d['s'])} is {num(d['clean'])} nats on the clean prompt and "
+            f"{num(d['corrupted'])} on the corrupted one. Run the corrupted prompt with head "
+            f"{e(d['head'][0])}.{e(d['head'][1])}'s clean output (denoising): it gives {num(d['patched'])}. "
+            "What is the head's normalised denoising score?")
+
+
+define(10, "normalised", kind="number", precision="Give it to 2 decimal places (graded within 0.01).",
+       title="A normalised score", question=_normalised_question, data=ioi_data, grade=check_normalised,
+       label="Score", placeholder="e.g. 0.25")
+
+
+# ----------------------------------------------------------------------------- role
+ROLE_OPTIONS = ("A name mover's: from the end to the indirect object (IO)",
+                "An S-inhibition head's: from the end to the subject's second mention (S2)",
+                "A duplicate-token head's: from S2 to the subject's first mention (S1)",
+                "An induction head's: from S2 to the token after S1")
+_ROLE_KEYS = ("END_IO", "END_S2", "S2_S1", "S2_after_S1")
 
 
 @checker
-def check_cache_bytes(answer, model: dict = CACHE_MODEL):
-    """Grade the KV-cache size in GiB of ``model`` (see :data:`CACHE_MODEL`)."""
-    m = model
-    target = cache_gib(m["n_layers"], m["n_kv_heads"], m["d_head"], m["T"], m["batch"], m["bytes"])
-    n_bytes = target * GIB
-    return grade_number(
-        answer, target,
-        f"2 (keys and values) x {m['n_layers']} layers x {m['batch']} sequences x "
-        f"{m['n_kv_heads']} key/value heads x {m['T']} tokens x {m['d_head']} x {m['bytes']} bytes "
-        f"= {n_bytes:,.0f} bytes = {target:g} GiB.",
-        what="a size in GiB", rel_tol=5e-3, unit="GiB",
-        mistakes=[
-            (target * m["n_heads"] / m["n_kv_heads"], f"That counts {m['n_heads']} heads: only the "
-             f"{m['n_kv_heads']} key/value heads are cached; the query heads share them."),
-            (target / 2, "That counts only keys or only values; the cache holds both (the factor 2)."),
-            (target * 2, "That is twice too much: bfloat16 takes 2 bytes, not 4 (or keys and values were counted twice)."),
-            (target / m["batch"], f"That is one sequence; the batch has {m['batch']}, each with its own cache."),
-            (target / m["n_layers"], f"That is one layer; each of the {m['n_layers']} layers keeps its own keys and values."),
-            (n_bytes, "That is the size in bytes; divide by 2**30 for GiB."),
-            (n_bytes / 1e9, "That is gigabytes (10**9 bytes); a GiB is 2**30 = 1,073,741,824 bytes."),
-            (n_bytes / 2 ** 20, "That is MiB (2**20 bytes); divide by 1024 once more for GiB."),
-            (target / m["bytes"], "That counts numbers, not bytes: each bfloat16 takes 2 bytes."),
-        ],
-        impossible=[(lambda v: v <= 0, "A cache holding tokens takes a positive amount of memory.")],
-        otherwise=lambda v: f"{v:g} GiB is not it. Multiply: 2 (keys and values) x layers x batch x key/value "
-                            "heads x tokens x head width x bytes per number, then divide by 2**30.",
-        hint="Which of the model's numbers does a cache of keys and values depend on?")
+def check_role(answer, data):
+    """Grade the role whose attention pattern the head's weights fit best (the largest of the
+    four mean weights), and say what the pattern does not show."""
+    w = data["weights"]
+    best = max(range(4), key=lambda i: w[_ROLE_KEYS[i]])
+    caveat = ("A pattern is a hypothesis about a role, not the role: Wang et al. call a head S-inhibition because "
+              "patching it changes where the name movers look. This chapter measured where it looks and what "
+              "patching its output restores, not that.")
+    measured = ("Its mean weights over the four found prompts: end to IO {END_IO:.2f}, end to S1 {END_S1:.2f}, end to "
+                "S2 {END_S2:.2f}; S2 to S1 {S2_S1:.2f}, S2 to the token after S1 {S2_after_S1:.2f}.").format(**w)
+    feedback = {o: f"The weights say otherwise: {ROLE_OPTIONS[best].split(': ')[1]} is where most of its weight "
+                   "goes. " + caveat for o in ROLE_OPTIONS}
+    return grade_choice(answer, ROLE_OPTIONS, ROLE_OPTIONS[best], "Yes, by its weights. " + caveat, feedback,
+                        measured=measured, hint="Compare the five weights: which pair of positions gets the most?")
 
 
-define(10, "cache_bytes", kind="number", precision='Graded within 0.5 %. You may write the unit (e.g. 3.5 GiB); another byte unit is converted.', title="The size of a KV cache",
-       question=(f"A model has {CACHE_MODEL['n_layers']} layers and {CACHE_MODEL['n_heads']} query heads of width "
-                 f"{CACHE_MODEL['d_head']}, with {CACHE_MODEL['n_kv_heads']} key/value heads (grouped-query "
-                 f"attention). It serves a batch of {CACHE_MODEL['batch']} sequences of {CACHE_MODEL['T']} tokens "
-                 f"with keys and values in bfloat16 ({CACHE_MODEL['bytes']} bytes per number). How many "
-                 "<b>GiB</b> (2<sup>30</sup> bytes) does its KV cache hold?"),
-       grade=check_cache_bytes, label="GiB", placeholder="e.g. 1.5")
+def _role_question(d: dict) -> str:
+    e = lambda v: html.escape(str(v), quote=True)  # noqa: E731
+    w = d["weights"]
+    num = lambda k: f"{w[k]:.2f}" if isinstance(w.get(k), (int, float)) else e(w.get(k))  # noqa: E731
+    return (f"Head {e(d['role_head'][0])}.{e(d['role_head'][1])}, on the four found IOI prompts (mean attention "
+            f"weights): from the last position (END) to IO {num('END_IO')}, to S1 {num('END_S1')}, to S2 "
+            f"{num('END_S2')}; from S2 to S1 {num('S2_S1')}, to the token after S1 {num('S2_after_S1')}. Which "
+            "of Wang et al.'s roles has this attention pattern?")
 
 
-# ----------------------------------------------------------------------------- gqa_head
-GQA = {"H": 32, "H_kv": 8, "head": 13}
+define(10, "role", kind="choice", title="Which role's pattern?", question=_role_question, data=ioi_data,
+       options=ROLE_OPTIONS, grade=check_role)
+
+
+# ----------------------------------------------------------------------------- own_pair
+#: The normalised denoising score one head must reach on the reader's own pair.
+OWN_THRESHOLD = 0.3
 
 
 @checker
-def check_gqa_head(answer, H: int = GQA["H"], H_kv: int = GQA["H_kv"], head: int = GQA["head"]):
-    """Grade the key/value head that query ``head`` reads: ``head // (H // H_kv)``
-    (``attnlib.kv_head_of``, PyTorch's ``enable_gqa`` layout)."""
-    group = H // H_kv
-    target = head // group
-    return grade_number(
-        answer, target,
-        f"Groups of H / H_kv = {group} consecutive query heads share one key/value head: "
-        f"query heads {target * group}..{target * group + group - 1} read head {target} "
-        f"({head} // {group} = {target}).",
-        what="a head number", whole="heads are numbered 0, 1, 2, ...",
-        mistakes=[
-            (head % H_kv, f"{head} mod {H_kv} = {head % H_kv} would deal the query heads out in turn (0, 1, ..., "
-                          f"{H_kv - 1}, 0, 1, ...). PyTorch and Hugging Face repeat each key/value head "
-                          f"{group} times in a row (repeat_interleave): consecutive query heads share one."),
-            (head // H_kv, f"That divides by H_kv = {H_kv}; divide by the group size H / H_kv = {group} instead."),
-            ((target + 1, target - 1), "Off by one: heads and groups are both numbered from 0."),
-        ],
-        impossible=[(lambda v: not 0 <= v < H_kv, f"There are only {H_kv} key/value heads, numbered 0 to {H_kv - 1}.")],
-        otherwise=lambda v: f"Head {v} is read by other query heads. Find the group of {group} consecutive "
-                            f"query heads that contains head {head}.",
-        hint="Group g holds query heads g*(H/H_kv) .. (g+1)*(H/H_kv) - 1.")
+def check_own_pair(answer, data=None):
+    """Grade the reader's clean/corrupted pair (the model's reading,
+    :func:`attnlib.language_model.pair_reading`): the model must prefer the indirect object on
+    the clean prompt (metric above 0), the corruption must lower the metric, by at least the
+    course's minimum gap, and one head's denoising must restore at least
+    :data:`OWN_THRESHOLD` of it."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("texts"), list) or len(answer["texts"]) != 2:
+        return wrong("Write a clean prompt and a corrupted one.")
+    texts = answer["texts"]
+    if any(not isinstance(t, str) or not t.strip() for t in texts):
+        return wrong("Write both prompts: the clean one, and the same prompt with one name changed.",
+                     hint="Copy the clean prompt and change the second mention of the subject to the other name.")
+    if "error" in answer:
+        return wrong(f"The model could not patch this pair: {answer['error']}.",
+                     hint="The prompts must have the same tokens except one: change one name for another name "
+                          "that is also one token (with its leading space, as \u201c Mary\u201d).")
+    sweep = answer.get("sweep")
+    if not isinstance(sweep, dict):
+        return wrong("Your pair could not be read; check it again.")
+    io, s = sweep["answers"]
+    c, x = sweep["clean"], sweep["corrupted"]
+    if not c > 0:
+        return wrong(f"On your clean prompt the model prefers \u201c{s}\u201d to \u201c{io}\u201d (logit difference "
+                     f"{c:.2f} nats): it is not predicting the indirect object here, so there is no behaviour to trace.",
+                     hint="End the clean prompt where the indirect object is the natural next word, as in "
+                          "\u201c..., John gave a drink to\u201d.")
+    if not x < c:
+        return wrong(f"Your corruption does not lower the logit difference (clean {c:.2f}, corrupted {x:.2f} nats): "
+                     f"on the corrupted prompt \u201c{s}\u201d should become the answer, so the difference should fall, "
+                     "usually below 0.",
+                     hint="Change the second mention of the subject (S2) to the indirect object's name.")
+    if sweep.get("problem") or sweep.get("denoise") is None:
+        return wrong(f"The corruption barely moves the model (clean {c:.2f}, corrupted {x:.2f} nats): "
+                     f"{sweep.get('problem') or 'no normalised score'}.",
+                     hint="Change the second mention of the subject (S2) to the indirect object's name.")
+    table = sweep["denoise"]
+    best = max(((v, l, h) for l, row in enumerate(table) for h, v in enumerate(row)), key=lambda t: t[0])
+    tops = sorted(((v, l, h) for l, row in enumerate(table) for h, v in enumerate(row)), reverse=True)[:3]
+    listing = ", ".join(f"{l}.{h} ({v:.2f})" for v, l, h in tops)
+    metrics = f"Clean {c:.2f}, corrupted {x:.2f} nats; largest denoising scores: {listing}."
+    if best[0] >= OWN_THRESHOLD:
+        return right(f"{metrics} Head {best[1]}.{best[2]} alone restores {best[0]:.2f} of the gap on your pair. "
+                     "Is it one of the heads the chapter found? Read where it attends from the last token in the lab.")
+    return wrong(f"{metrics} No head restores {OWN_THRESHOLD} of the gap alone on this pair: the work is spread "
+                 "over several heads, or the corruption is not the one the chapter studies.",
+                 hint="Keep the chapter's shape: two names, then the subject named again, then a verb whose "
+                      "object is the other name; change only the second mention of the subject.")
 
 
-define(10, "gqa_head", kind="number", precision='A whole number (heads are numbered from 0).', title="Which key/value head?",
-       question=(f"A layer has H = {GQA['H']} query heads and H<sub>kv</sub> = {GQA['H_kv']} key/value heads, "
-                 "grouped as in PyTorch's <code>enable_gqa=True</code> and Hugging Face's Llama. Heads are "
-                 f"numbered from 0. Which key/value head does query head <b>{GQA['head']}</b> read?"),
-       grade=check_gqa_head, label="Key/value head", placeholder="a whole number")
-
-
-# ----------------------------------------------------------------------------- receptive_field
-WINDOW = {"layers": 6, "window": 5}
-
-
-@checker
-def check_receptive_field(answer, layers: int = WINDOW["layers"], window: int = WINDOW["window"]):
-    """Grade the receptive field of ``layers`` stacked sliding-window layers of window ``window``
-    (key ``j`` visible from query ``i`` iff ``i - window < j <= i``): ``layers (window - 1) + 1``
-    positions, the token itself included (Beltagy et al. 2020; Jiang et al. 2023)."""
-    L, w = layers, window
-    target = L * (w - 1) + 1
-    return grade_number(
-        answer, target,
-        f"Each layer reaches w - 1 = {w - 1} positions further back than the one below it, so after {L} layers "
-        f"the last token can have read {L} x {w - 1} = {L * (w - 1)} earlier positions, plus itself: {target}.",
-        what="a number of positions", whole="positions are counted one by one",
-        mistakes=[
-            (L * w, f"{L} x {w} counts the token itself once per layer. Each window of {w} holds the query itself "
-                    f"and {w - 1} earlier positions; only the {w - 1} new ones add up from layer to layer."),
-            (L * (w - 1), f"{L * (w - 1)} is how far back it reaches; count the last token itself as well."),
-            (w, f"{w} is one layer's window. In the next layer each of those {w} positions passes on what it read "
-                "in the layer below, so the field grows with every layer."),
-            (w ** L, "The windows overlap: they do not multiply. Each layer moves the oldest reachable position back "
-                     f"by {w - 1}."),
-        ],
-        impossible=[(lambda v: v < 1, "The token always sees at least itself.")],
-        otherwise=lambda v: f"{v} is not it. Follow the oldest position the last token can reach: one window "
-                            "back per layer.",
-        hint="With w = 2 (each token sees itself and the one before), how far back does information get in "
-             "2 layers?")
-
-
-define(10, "receptive_field", kind="number", precision="A whole number.", title="Stacked sliding windows",
-       question=(f"A decoder has <b>{WINDOW['layers']}</b> layers, each with sliding-window attention of window "
-                 f"w = <b>{WINDOW['window']}</b> (query i sees keys j with i - w &lt; j &le; i). Through all the "
-                 "layers, how many positions of a long sequence, the last token itself included, can have "
-                 "influenced the last token's output?"),
-       grade=check_receptive_field, label="Positions", placeholder="a whole number")
+define(10, "own_pair", kind="sentence", model="lm", n_texts=2, title="Your own IOI pair",
+       question=("Write an indirect-object prompt of your own (two names, then the subject named again, ending "
+                 "where the other name should come) and its corrupted copy, with the second mention of the "
+                 f"subject changed to the other name. Find a pair on which one head restores at least "
+                 f"{OWN_THRESHOLD} of the gap alone (denoising)."),
+       grade=check_own_pair)

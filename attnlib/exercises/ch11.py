@@ -1,256 +1,205 @@
-"""Exercises of chapter 11, "A real language model" (SmolLM2-135M, :mod:`attnlib.language_model`).
+"""Exercises of chapter 11, "Attention at scale".
 
-* ``late_stream``: predict, before running it, what patching the clean residual stream at the
-  subject's second mention (S2), entering a late layer, restores on a held-out IOI pair.
-* ``normalised``: the normalised denoising score of one head from three logit differences.
-* ``role``: which of Wang et al.'s roles one head's attention pattern fits (and what a pattern
-  alone does not show).
-* ``own_pair``: the reader's own IOI pair, graded on what the model does with it: every head
-  denoised (:func:`attnlib.language_model.pair_reading` in the kernel, ``window.attnlibLM`` on the
-  page).
-
-The first three read ``ioi_data()``, which runs the language model (kernel only); the page
-receives it as JSON computed when the book is built.
+* ``weights_memory``: the memory, in MiB, of one head's float32 ``(T, T)`` weight matrix.
+* ``rescale_factor``: the factor the online softmax multiplies its running sum by when a new
+  block raises the running maximum.
+* ``state_per_query``: predict, then check on a real head, how many numbers per query row
+  tiled attention carries from one key block to the next.
 """
 from __future__ import annotations
 
-import functools
-import html
+import math
 
-from .core import checker, grade_choice, grade_number, right, wrong
+from .core import checker, grade_number
 from .registry import define
 
-__all__ = ["LATE_LAYER", "NORMALISED_HEAD", "ROLE_HEAD", "ioi_data", "LATE_OPTIONS", "check_late_stream", "OWN_THRESHOLD", "check_own_pair",
-           "check_normalised", "ROLE_OPTIONS", "check_role"]
+__all__ = [
+    "MEMORY_T", "check_weights_memory",
+    "RESCALE_M_OLD", "RESCALE_L_OLD", "RESCALE_BLOCK_MAX", "check_rescale_factor",
+    "STATE_LAYER", "STATE_HEAD", "STATE_BLOCK", "state_example", "check_state_per_query",
+]
 
-#: The layer whose incoming stream is patched at S2 in ``late_stream`` (after both moves the
-#: chapter finds, made by layers 19, 20 and 23 on its first pair).
-LATE_LAYER = 26
-#: The head of ``normalised`` and the head of ``role`` (layer, head).
-NORMALISED_HEAD = (20, 0)
-ROLE_HEAD = (23, 3)
+MIB = 2 ** 20
 
 
-@functools.cache
-def ioi_data() -> dict:
-    """What the three exercises read, computed with the language model on the first held-out
-    pair (``language_model.ioi_sets()["held_out"][0]``, template B) and, for ``role``, the
-    found set: the two metrics (``logit(IO) - logit(S)``, nats), the metric with the clean
-    stream patched at S2 entering :data:`LATE_LAYER`, the metric with head
-    :data:`NORMALISED_HEAD` patched (denoising), and head :data:`ROLE_HEAD`'s mean attention
-    weights over the four found pairs from END to IO, S1 and S2 and from S2 to S1 and to the
-    token after S1.  Runs the model once (kernel only; cached: the three
-    exercises read the same dict, which the registry passes through JSON)."""
-    import torch
-
-    from attnlib import language_model as lm
-
-    model = lm.load()
-    sets = lm.ioi_sets()
-    pair = sets["held_out"][0]
-    a, b = lm.encode(pair["clean"]), lm.encode(pair["corrupted"])
-    good, bad = (lm.answer_token(x) for x in pair["answers"])
-    clean, corrupted = lm.run(model, a), lm.run(model, b)
-    where = lm.name_positions(a.tolist(), pair)
-    layer, head = NORMALISED_HEAD
-    edits = [[{"layer": LATE_LAYER, "head": None, "mode": "patch", "source": clean, "position": where["S2"]}],
-             [{"layer": layer, "head": head, "mode": "patch", "source": clean}]]
-    last = lm.run_variants(model, b, edits, last=True)
-    metric = lambda logits: float(logits[good] - logits[bad])  # noqa: E731
-    weights = {"END_IO": [], "END_S1": [], "END_S2": [], "S2_S1": [], "S2_after_S1": []}
-    for p in sets["found"]:
-        r = lm.run(model, lm.encode(p["clean"]))
-        w, pos = r.pattern[ROLE_HEAD[0]][0, ROLE_HEAD[1]], lm.name_positions(r.tokens[0].tolist(), p)
-        for key, (q, k) in {"END_IO": ("END", "IO"), "END_S1": ("END", "S1"), "END_S2": ("END", "S2"),
-                            "S2_S1": ("S2", "S1")}.items():
-            weights[key].append(float(w[pos[q], pos[k]]))
-        weights["S2_after_S1"].append(float(w[pos["S2"], pos["S1"] + 1]))
-    return {"clean_prompt": pair["clean"], "corrupted_prompt": pair["corrupted"], "io": pair["io"], "s": pair["s"],
-            "clean": metric(clean.logits[0, -1]), "corrupted": metric(corrupted.logits[0, -1]),
-            "late": metric(last[0]), "late_layer": LATE_LAYER, "head": list(NORMALISED_HEAD),
-            "patched": metric(last[1]), "role_head": list(ROLE_HEAD),
-            "weights": {k: float(torch.tensor(v).mean()) for k, v in weights.items()}}
+_REL = 5e-3  # relative tolerance of a typed size: 0.5 %
 
 
-def _score(data: dict, key: str) -> float:
-    return (data[key] - data["corrupted"]) / (data["clean"] - data["corrupted"])
-
-
-# ----------------------------------------------------------------------------- late_stream
-LATE_OPTIONS = ("Close to 1: most of the clean behaviour comes back",
-                "About half of it",
-                "Close to 0: almost nothing comes back",
-                "Below 0: the prediction moves further from the clean one")
+# ----------------------------------------------------------------------------- weights_memory
+MEMORY_T = 8192
 
 
 @checker
-def check_late_stream(answer, data):
-    """Grade the prediction: the option whose range holds the measured normalised score
-    (at least 0.75; 0.25 to 0.75; -0.25 to 0.25; below -0.25)."""
-    score = _score(data, "late")
-    correct = LATE_OPTIONS[0 if score >= 0.75 else 1 if score >= 0.25 else 2 if score >= -0.25 else 3]
-    measured = (f"Measured: the corrupted run gives {data['corrupted']:.2f} nats, the clean {data['clean']:.2f}; with "
-                f"the clean stream at S2 entering layer {data['late_layer']} it gives {data['late']:.2f}, a "
-                f"normalised score of {score:.2f}.")
-    why = (f"By layer {data['late_layer']} the heads that read S2 from the last position (layers 19 to 23 on "
-           "the chapter's pair) have already run: what S2 holds has been copied to the end, and a clean S2 this late "
-           "reaches the prediction only through the few layers left.")
-    feedback = {o: why for o in LATE_OPTIONS}
-    feedback[LATE_OPTIONS[0]] = ("That is what the same patch does early enough (before layer 19 on the chapter's pair): S2 is then the only place "
-                                 "that holds the difference. " + why)
-    return grade_choice(answer, LATE_OPTIONS, correct, why, feedback, measured=measured,
-                        hint="Look at the residual-stream figure of the chapter: in which layers does the "
-                             "difference leave S2?")
-
-
-def _late_question(d: dict) -> str:
-    e = lambda v: html.escape(str(v), quote=True)  # noqa: E731
-    return (f"A held-out pair, another template: the clean prompt <i>{e(d['clean_prompt'])}</i> and the corrupted "
-            f"<i>{e(d['corrupted_prompt'])}</i>. <b>Before running it</b>, predict: patch the clean residual "
-            f"stream at the subject's second mention (S2, <i>{e(d['s'])}</i>), entering layer "
-            f"{e(d['late_layer'])}, into the corrupted run. What normalised score does the logit difference "
-            f"{e(d['io'])} &minus; {e(d['s'])} get?")
-
-
-define(11, "late_stream", kind="choice", title="Predict a patch, then run it", question=_late_question,
-       data=ioi_data, options=LATE_OPTIONS, grade=check_late_stream)
-
-
-# ----------------------------------------------------------------------------- normalised
-@checker
-def check_normalised(answer, data):
-    """Grade the normalised denoising score ``(patched - corrupted) / (clean - corrupted)``."""
-    c, x, p = data["clean"], data["corrupted"], data["patched"]
-    target = _score(data, "patched")
+def check_weights_memory(answer, T: int = MEMORY_T):
+    """Grade the size in MiB (2**20 bytes) of a float32 ``(T, T)`` weight matrix:
+    ``T * T * 4 / 2**20``."""
+    n_bytes = T * T * 4
+    target = n_bytes / MIB
     return grade_number(
         answer, target,
-        f"({p:.2f} - ({x:.2f})) / ({c:.2f} - ({x:.2f})) = {target:.2f}: the share of the way from the corrupted "
-        "metric back to the clean one that this one head's clean output covers.",
-        what="a normalised score", abs_tol=0.01,
+        f"{T} x {T} = {T * T:,} weights of 4 bytes each: {n_bytes:,} bytes = "
+        f"{target:g} MiB, for one head of one layer of one sequence. Doubling T quadruples it.",
+        what="a size in MiB", rel_tol=_REL, unit="MiB",
         mistakes=[
-            (1 - target, "That is 1 minus the score: the share still missing. Measure from the corrupted metric "
-                         "(0) towards the clean one (1)."),
-            (p / c, "That divides by the clean metric alone; the scale runs from the corrupted metric to the clean "
-                    "one, so subtract the corrupted metric from both."),
-            ((p - x), "That is the change in nats; divide by the gap between the clean and corrupted metrics."),
+            (n_bytes, "That is the size in bytes. Divide by 2**20 = 1,048,576 bytes per MiB."),
+            (n_bytes / 1e6, "That is megabytes (10**6 bytes). A mebibyte (MiB) is 2**20 = 1,048,576 bytes."),
+            (T * T / MIB, "That counts entries, not bytes: each float32 weight takes 4 bytes."),
+            (T * T * 8 / MIB, "That would be float64 (8 bytes per entry); the weights here are float32, 4 bytes."),
+            (T * T * 2 / MIB, "That would be a 2-byte type (float16/bfloat16); float32 takes 4 bytes per entry."),
+            (n_bytes / 2 ** 30, "That is the size in GiB (2**30 bytes); the question asks for MiB (2**20 bytes)."),
+            (T * 4 / MIB, "That is one row of the matrix (T entries). The weight matrix has T rows."),
+            (T * T * 4 / 1024, "That is KiB (2**10 bytes). Divide once more by 1024 for MiB."),
         ],
-        otherwise=lambda v: f"{v:g} is not it. Where does the patched metric sit between the corrupted one (0) "
-                            "and the clean one (1)?",
-        hint="normalised = (patched - corrupted) / (clean - corrupted).")
+        impossible=[(lambda v: v <= 0, "A matrix with T x T entries takes a positive amount of memory.")],
+        otherwise=lambda v: f"{v:g} MiB is not it. Count the entries of a {T} x {T} matrix, multiply by "
+                            "the bytes per float32 entry, and divide by the bytes in a MiB.",
+        hint="MiB = bytes / 2**20; a float32 takes 4 bytes.")
 
 
-def _normalised_question(d: dict) -> str:
-    e = lambda v: html.escape(str(v), quote=True)  # noqa: E731
-    num = lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else e(v)  # noqa: E731
-    return (f"On the pair <i>{e(d['clean_prompt'])}</i> / <i>{e(d['corrupted_prompt'])}</i> the logit difference "
-            f"{e(d['io'])} &minus; {e(d['s'])} is {num(d['clean'])} nats on the clean prompt and "
-            f"{num(d['corrupted'])} on the corrupted one. Run the corrupted prompt with head "
-            f"{e(d['head'][0])}.{e(d['head'][1])}'s clean output (denoising): it gives {num(d['patched'])}. "
-            "What is the head's normalised denoising score?")
+define(11, "weights_memory", kind="number", precision='Graded within 0.5 %. You may write the unit (e.g. 12.5 MiB); another byte unit is converted.', title="The T × T matrix",
+       question=(f"A sequence has T = {MEMORY_T} tokens. How much memory, in <b>MiB</b> (2<sup>20</sup> "
+                 "bytes), does the float32 weight matrix A = softmax(S) of <b>one</b> head take?"),
+       grade=check_weights_memory, label="MiB", placeholder="e.g. 12.5")
 
 
-define(11, "normalised", kind="number", precision="Give it to 2 decimal places (graded within 0.01).",
-       title="A normalised score", question=_normalised_question, data=ioi_data, grade=check_normalised,
-       label="Score", placeholder="e.g. 0.25")
-
-
-# ----------------------------------------------------------------------------- role
-ROLE_OPTIONS = ("A name mover's: from the end to the indirect object (IO)",
-                "An S-inhibition head's: from the end to the subject's second mention (S2)",
-                "A duplicate-token head's: from S2 to the subject's first mention (S1)",
-                "An induction head's: from S2 to the token after S1")
-_ROLE_KEYS = ("END_IO", "END_S2", "S2_S1", "S2_after_S1")
+# ----------------------------------------------------------------------------- rescale_factor
+RESCALE_M_OLD = 2.0       # running maximum after the blocks seen so far
+RESCALE_L_OLD = 3.5       # running sum of exp(s - RESCALE_M_OLD) over those blocks
+RESCALE_BLOCK_MAX = 5.0   # largest score of the new block
 
 
 @checker
-def check_role(answer, data):
-    """Grade the role whose attention pattern the head's weights fit best (the largest of the
-    four mean weights), and say what the pattern does not show."""
-    w = data["weights"]
-    best = max(range(4), key=lambda i: w[_ROLE_KEYS[i]])
-    caveat = ("A pattern is a hypothesis about a role, not the role: Wang et al. call a head S-inhibition because "
-              "patching it changes where the name movers look. This chapter measured where it looks and what "
-              "patching its output restores, not that.")
-    measured = ("Its mean weights over the four found prompts: end to IO {END_IO:.2f}, end to S1 {END_S1:.2f}, end to "
-                "S2 {END_S2:.2f}; S2 to S1 {S2_S1:.2f}, S2 to the token after S1 {S2_after_S1:.2f}.").format(**w)
-    feedback = {o: f"The weights say otherwise: {ROLE_OPTIONS[best].split(': ')[1]} is where most of its weight "
-                   "goes. " + caveat for o in ROLE_OPTIONS}
-    return grade_choice(answer, ROLE_OPTIONS, ROLE_OPTIONS[best], "Yes, by its weights. " + caveat, feedback,
-                        measured=measured, hint="Compare the five weights: which pair of positions gets the most?")
+def check_rescale_factor(answer, m_old: float = RESCALE_M_OLD, l_old: float = RESCALE_L_OLD,
+                         block_max: float = RESCALE_BLOCK_MAX):
+    """Grade the factor ``exp(m_old - m_new)``, ``m_new = max(m_old, block_max)``, by which
+    the online softmax multiplies its running sum ``l`` before adding the new block."""
+    m_new = max(m_old, block_max)
+    target = math.exp(m_old - m_new)
+    return grade_number(
+        answer, target,
+        f"exp(m_old - m_new) = exp({m_old:g} - {m_new:g}) = {target:.4f}. The old sum "
+        f"held terms exp(s - {m_old:g}); multiplying by exp({m_old:g} - {m_new:g}) turns "
+        f"each into exp(s - {m_new:g}), relative to the new maximum.",
+        what="a factor (a number)", rel_tol=1e-2,
+        mistakes=[
+            (math.exp(m_new - m_old), "That is exp(m_new - m_old), the inverse. The new maximum is larger, so "
+                                      "every old term exp(s - m_old) must shrink, by a factor below 1."),
+            (m_old - m_new, "That is the exponent m_old - m_new; the factor is exp of it."),
+            (m_new - m_old, "That is the gap between the maxima; the factor is exp(m_old - m_new)."),
+            (1.0, "Without rescaling, the old terms stay measured against the old maximum while new terms "
+                  "use the new one: the sum would mix two references and the softmax would be wrong."),
+            (m_old / m_new, "Maxima enter through exponentials, not ratios: the factor is exp(m_old - m_new)."),
+            (l_old * target, "That is the rescaled sum l * exp(m_old - m_new), not the factor itself."),
+            (math.exp(-m_new), "That uses only the new maximum. The old terms are exp(s - m_old); to make them "
+                               "exp(s - m_new) multiply by exp(m_old - m_new)."),
+        ],
+        impossible=[(lambda v: v == 0, "A factor of 0 would throw away every score seen so far; their weights "
+                                       "only shrink.")],
+        otherwise=lambda v: f"{v:g} is not it. Write the old terms as exp(s - m_old) and ask what turns them "
+                            "into exp(s - m_new).",
+        hint="exp(s - m_new) = exp(s - m_old) * exp(m_old - m_new).")
 
 
-def _role_question(d: dict) -> str:
-    e = lambda v: html.escape(str(v), quote=True)  # noqa: E731
-    w = d["weights"]
-    num = lambda k: f"{w[k]:.2f}" if isinstance(w.get(k), (int, float)) else e(w.get(k))  # noqa: E731
-    return (f"Head {e(d['role_head'][0])}.{e(d['role_head'][1])}, on the four found IOI prompts (mean attention "
-            f"weights): from the last position (END) to IO {num('END_IO')}, to S1 {num('END_S1')}, to S2 "
-            f"{num('END_S2')}; from S2 to S1 {num('S2_S1')}, to the token after S1 {num('S2_after_S1')}. Which "
-            "of Wang et al.'s roles has this attention pattern?")
+define(11, "rescale_factor", kind="number", precision='Graded within 1 %; an expression such as exp(-2) is fine.', title="The rescaling factor",
+       question=(f"The online softmax has seen some blocks of scores: running maximum m = {RESCALE_M_OLD:g}, "
+                 f"running sum l = {RESCALE_L_OLD:g}. The next block's largest score is {RESCALE_BLOCK_MAX:g}. "
+                 "By what <b>factor</b> must l be multiplied before the new block's terms are added?"),
+       grade=check_rescale_factor, label="Factor", placeholder="a number, 4 digits")
 
 
-define(11, "role", kind="choice", title="Which role's pattern?", question=_role_question, data=ioi_data,
-       options=ROLE_OPTIONS, grade=check_role)
+# ----------------------------------------------------------------------------- state_per_query
+# Predict, then check on a real head: attnlib.tiled_attention on layer 4, head 3 of the
+# encoder (the running sentence), and the running state it really creates, counted by a probe.
+STATE_LAYER, STATE_HEAD, STATE_BLOCK = 4, 3, 4
 
 
-# ----------------------------------------------------------------------------- own_pair
-#: The normalised denoising score one head must reach on the reader's own pair.
-OWN_THRESHOLD = 0.3
+def state_example() -> dict:
+    """The running state :func:`attnlib.tiled_attention` carries between key blocks on a real
+    head (kernel only; torch imported here): layer :data:`STATE_LAYER`, head
+    :data:`STATE_HEAD` of the encoder on :data:`attnlib.corpus.RUNNING`, blocks of
+    :data:`STATE_BLOCK` keys.  A torch function mode records every tensor the function creates
+    with ``torch.full`` / ``torch.zeros`` (the running maximum, sum and output of each query
+    block, made once per query block and updated across its key blocks).
+
+    Returns ``{"T", "d_k", "d_v", "block", "n_query_blocks", "state": [[shape...], ...] (the
+    first query block's), "per_query" (numbers per query row), "matches_reference" (bool)}``.
+    """
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    from .. import corpus
+    from ..attention import scaled_dot_product_attention
+    from ..encoder import head_qkv
+    from ..tiled import tiled_attention
+
+    _, q, k, v = head_qkv(corpus.RUNNING, STATE_LAYER, STATE_HEAD)               # (T, d) each
+    q, k, v = (t.detach().float().cpu() for t in (q, k, v))
+
+    class Probe(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.made = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            if func in (torch.full, torch.zeros):
+                self.made.append(tuple(result.shape))
+            return result
+
+    with Probe() as probe:
+        out = tiled_attention(q, k, v, block_size=STATE_BLOCK)
+    T = q.shape[0]
+    n_query_blocks = -(-T // STATE_BLOCK)
+    first = probe.made[:len(probe.made) // n_query_blocks]                     # one query block's state
+    rows = first[0][0]
+    return {"T": T, "d_k": q.shape[-1], "d_v": v.shape[-1], "block": STATE_BLOCK,
+            "n_query_blocks": n_query_blocks, "state": [list(s) for s in first],
+            "per_query": sum(s[-1] for s in first) if all(s[0] == rows for s in first) else None,
+            "matches_reference": bool(torch.allclose(out, scaled_dot_product_attention(q, k, v)[0], atol=1e-5))}
 
 
 @checker
-def check_own_pair(answer, data=None):
-    """Grade the reader's clean/corrupted pair (the model's reading,
-    :func:`attnlib.language_model.pair_reading`): the model must prefer the indirect object on
-    the clean prompt (metric above 0), the corruption must lower the metric, by at least the
-    course's minimum gap, and one head's denoising must restore at least
-    :data:`OWN_THRESHOLD` of it."""
-    if not isinstance(answer, dict) or not isinstance(answer.get("texts"), list) or len(answer["texts"]) != 2:
-        return wrong("Write a clean prompt and a corrupted one.")
-    texts = answer["texts"]
-    if any(not isinstance(t, str) or not t.strip() for t in texts):
-        return wrong("Write both prompts: the clean one, and the same prompt with one name changed.",
-                     hint="Copy the clean prompt and change the second mention of the subject to the other name.")
-    if "error" in answer:
-        return wrong(f"The model could not patch this pair: {answer['error']}.",
-                     hint="The prompts must have the same tokens except one: change one name for another name "
-                          "that is also one token (with its leading space, as \u201c Mary\u201d).")
-    sweep = answer.get("sweep")
-    if not isinstance(sweep, dict):
-        return wrong("Your pair could not be read; check it again.")
-    io, s = sweep["answers"]
-    c, x = sweep["clean"], sweep["corrupted"]
-    if not c > 0:
-        return wrong(f"On your clean prompt the model prefers \u201c{s}\u201d to \u201c{io}\u201d (logit difference "
-                     f"{c:.2f} nats): it is not predicting the indirect object here, so there is no behaviour to trace.",
-                     hint="End the clean prompt where the indirect object is the natural next word, as in "
-                          "\u201c..., John gave a drink to\u201d.")
-    if not x < c:
-        return wrong(f"Your corruption does not lower the logit difference (clean {c:.2f}, corrupted {x:.2f} nats): "
-                     f"on the corrupted prompt \u201c{s}\u201d should become the answer, so the difference should fall, "
-                     "usually below 0.",
-                     hint="Change the second mention of the subject (S2) to the indirect object's name.")
-    if sweep.get("problem") or sweep.get("denoise") is None:
-        return wrong(f"The corruption barely moves the model (clean {c:.2f}, corrupted {x:.2f} nats): "
-                     f"{sweep.get('problem') or 'no normalised score'}.",
-                     hint="Change the second mention of the subject (S2) to the indirect object's name.")
-    table = sweep["denoise"]
-    best = max(((v, l, h) for l, row in enumerate(table) for h, v in enumerate(row)), key=lambda t: t[0])
-    tops = sorted(((v, l, h) for l, row in enumerate(table) for h, v in enumerate(row)), reverse=True)[:3]
-    listing = ", ".join(f"{l}.{h} ({v:.2f})" for v, l, h in tops)
-    metrics = f"Clean {c:.2f}, corrupted {x:.2f} nats; largest denoising scores: {listing}."
-    if best[0] >= OWN_THRESHOLD:
-        return right(f"{metrics} Head {best[1]}.{best[2]} alone restores {best[0]:.2f} of the gap on your pair. "
-                     "Is it one of the heads the chapter found? Read where it attends from the last token in the lab.")
-    return wrong(f"{metrics} No head restores {OWN_THRESHOLD} of the gap alone on this pair: the work is spread "
-                 "over several heads, or the corruption is not the one the chapter studies.",
-                 hint="Keep the chapter's shape: two names, then the subject named again, then a verb whose "
-                      "object is the other name; change only the second mention of the subject.")
+def check_state_per_query(answer, data=None):
+    """Grade the number of values one query row carries between key blocks in tiled
+    attention, against what :func:`state_example` measured on a real head (``data``): the
+    running maximum, the running sum and ``d_v`` accumulated output values."""
+    data = data or state_example()
+    d_v, block, target = data["d_v"], data["block"], data["per_query"]
+    shapes = ", ".join(str(tuple(s)) for s in data["state"])
+    measured = (f"Measured: attnlib.tiled_attention on layer {STATE_LAYER}, head {STATE_HEAD} (T = {data['T']}, "
+                f"d_v = {d_v}, blocks of {block} keys) creates, per block of query rows, running tensors of "
+                f"shapes {shapes}: {target} numbers per query row.")
+    return grade_number(
+        answer, target,
+        f"m (the running maximum), l (the running sum) and the {d_v} entries of the "
+        f"unnormalised output acc: {target} numbers, whatever T_k is. " + measured,
+        what="a count, a whole number", whole="count the numbers kept per query row.",
+        mistakes=[
+            (d_v, f"The {d_v} entries of the accumulated output are needed, but rescaling also "
+                  "needs the running maximum m and the running sum l."),
+            (d_v + 1, "One number is missing: both the running maximum m (for the rescaling) and "
+                      "the running sum l (the softmax denominator) are kept."),
+            (2, f"m and l give the softmax denominator, but the output needs the running "
+                f"weighted sum of value rows too: {d_v} more numbers."),
+            ((block, block + 2, block + d_v + 2, block * d_v),
+             f"The {block} scores of a tile are used and discarded at once; only running "
+             "quantities travel to the next key block."),
+            ((data["T"], data["T"] + 2, data["T"] + d_v + 2),
+             f"That grows with the length T = {data['T']}; the state per query does not depend on how many "
+             "keys there are, which is the point of tiling."),
+            ((data["d_k"] + 2, data["d_k"] + d_v + 2) if data["d_k"] != d_v else (data["d_k"] + d_v + 2,),
+             f"The query itself (d_k = {data['d_k']} numbers) is read, not carried as running state; the "
+             f"state is m, l and the {d_v} output entries."),
+        ],
+        otherwise=lambda v: f"{v} is not it. List what the update m, l, acc needs from the blocks "
+                            "already processed.",
+        hint="Look at the three running quantities of the update.")
 
 
-define(11, "own_pair", kind="sentence", model="lm", n_texts=2, title="Your own IOI pair",
-       question=("Write an indirect-object prompt of your own (two names, then the subject named again, ending "
-                 "where the other name should come) and its corrupted copy, with the second mention of the "
-                 f"subject changed to the other name. Find a pair on which one head restores at least "
-                 f"{OWN_THRESHOLD} of the gap alone (denoising)."),
-       grade=check_own_pair)
+define(11, "state_per_query", kind="number", precision='A whole number.', title="What travels between blocks",
+       question=(f"Run <code>attnlib.tiled_attention</code> on the real queries, keys and values of layer "
+                 f"{STATE_LAYER}, head {STATE_HEAD} on the running sentence (its value width d_v is printed above), with blocks of "
+                 f"{STATE_BLOCK} keys. <b>Predict first:</b> how many numbers does it "
+                 "keep for <b>one query row</b> between one key block and the next? Then check: your answer "
+                 "is graded against the running tensors the function really creates on this head."),
+       data=state_example, grade=check_state_per_query, label="Numbers", placeholder="a whole number")

@@ -664,7 +664,7 @@ def strongest(row) -> tuple:
 
 
 def pair_flips(ta, tb, ra, rb) -> tuple:
-    """The one minimal-pair rule (the flip_pair grader and chapter 8's lab table): ``(aligned,
+    """The one minimal-pair rule (the flip_pair grader and chapter 9's lab table): ``(aligned,
     flips, close)`` for token lists ``ta``, ``tb`` and one head's weight rows ``ra``, ``rb``.
     ``aligned`` is :func:`align_tokens`; a shared query changes when its strongest key in B is not
     the partner of its strongest key in A; a change whose lead (:func:`strongest`) is under

@@ -90,12 +90,12 @@ def _text_boxes(uid: str, labels, maxlength: int) -> str:
 
 
 def _sentence_control(d, uid: str) -> str:
-    if d.model == "tiny":                       # chapter 6's language model reads words of the speech
+    if d.model == "tiny":                       # chapter 7's language model reads words of the speech
         boxes = _text_boxes(uid, ["Your words"] if d.n_texts == 1 else ["Words A", "Words B"], 2000)
         return (f'<div class="attn-ex-sentences" data-model="tiny">{boxes}'
-                '<p class="attn-ex-help">Graded on chapter 6\'s model reading your words: the first Check loads '
+                '<p class="attn-ex-help">Graded on chapter 7\'s model reading your words: the first Check loads '
                 'the models into this page (once), as the circuit lab above does.</p></div>')
-    if d.model == "lm":                         # chapter 11's language model patches the reader's pair
+    if d.model == "lm":                         # chapter 10's language model patches the reader's pair
         boxes = _text_boxes(uid, ["Clean prompt", "Corrupted prompt"], 2000)
         return (f'<div class="attn-ex-sentences" data-model="lm">{boxes}'
                 '<p class="attn-ex-help">Graded on the language model reading your pair: the first Check loads the '

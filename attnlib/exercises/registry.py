@@ -27,12 +27,12 @@ __all__ = [
 #: ``{"texts": [...], "runs": [{"tokens": [...], "heads": {"L:H": T x T weights}}, ...]}``
 #: (or ``{"texts": [...], "error": "..."}`` when the model refused a text), computed by the
 #: pretrained encoder: PyTorch in the kernel, the in-page model on the page.  A sentence exercise
-#: with ``model="tiny"`` reads word sequences with chapter 6's language model instead
+#: with ``model="tiny"`` reads word sequences with chapter 7's language model instead
 #: (:mod:`attnlib.circuit_lab`): ``{"texts": [...], "runs": [{"words": [...], "loss": {variant:
 #: [T - 1 nats]}}]}`` for the checkpoint ``data["checkpoint"]`` and the edits of each of
 #: ``data["variants"]`` (``[{"name", "edits"}]``), computed by :func:`attnlib.circuit_lab.read`
 #: in the kernel and by ``window.attnlibTiny`` (the circuit lab) on the page.  With ``model="lm"``
-#: the two texts are a clean and a corrupted prompt read by chapter 11's language model:
+#: the two texts are a clean and a corrupted prompt read by chapter 10's language model:
 #: ``{"texts": [...], "sweep": {...}}`` (or ``"error"``), :func:`attnlib.language_model.pair_reading`
 #: in the kernel and ``window.attnlibLM.patch`` (the language-model lab) on the page.
 KINDS = ("number", "choice", "token", "matrix", "sentence")
@@ -57,8 +57,8 @@ class Definition:
         reads: the ``(layer, head)`` pairs a sentence exercise's checker reads.
         n_texts: how many sentences a sentence exercise asks for (1, or 2 for a minimal pair).
         model: which model reads a sentence exercise's texts: ``"encoder"`` (the pretrained
-            encoder, the heads in ``reads``), ``"tiny"`` (chapter 6's language model, the
-            checkpoint and variants in the exercise's data) or ``"lm"`` (chapter 11's language
+            encoder, the heads in ``reads``), ``"tiny"`` (chapter 7's language model, the
+            checkpoint and variants in the exercise's data) or ``"lm"`` (chapter 10's language
             model: a clean and a corrupted prompt, every head denoised).
         precision: for a number, the precision the answer is graded to, shown under the question
             (e.g. "Give it to 2 decimal places."); every number exercise states one.

@@ -1,4 +1,4 @@
-"""Fused attention kernels (chapter 9).
+"""Fused attention kernels (chapter 11).
 
 ``attnlib.kernels.triton_attention`` holds a FlashAttention forward kernel written in Triton,
 called as :func:`attnlib.triton_attention`.  Triton is imported lazily, on the first call, so
@@ -34,7 +34,7 @@ _choose_interpreter()
 
 INSTALL_HINT = ("attnlib.triton_attention needs the triton package, which is not installed here. Triton has "
                 "wheels for Linux only: on Linux, pip install 'triton==3.9.0' (as requirements.txt does); "
-                "on macOS or Windows, run chapter 9's Triton section in a Linux container or WSL2, or read "
+                "on macOS or Windows, run chapter 11's Triton section in a Linux container or WSL2, or read "
                 "it without running.")
 
 

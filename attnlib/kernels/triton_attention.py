@@ -1,10 +1,10 @@
-"""A FlashAttention forward kernel in Triton (chapter 9), written to be read.
+"""A FlashAttention forward kernel in Triton (chapter 11), written to be read.
 
 One **program** (a block of GPU threads scheduled on one streaming multiprocessor) computes
 ``BLOCK_M`` rows of the output of one (batch, head).  It loads its block of queries once,
 then walks over the keys and values ``BLOCK_N`` rows at a time.  For each tile it computes the
 ``(BLOCK_M, BLOCK_N)`` scores with ``tl.dot``, updates the running maximum ``m``, the running
-sum ``l`` and the unnormalised output ``acc`` exactly as the online softmax of chapter 9
+sum ``l`` and the unnormalised output ``acc`` exactly as the online softmax of chapter 11
 (:func:`attnlib.online_softmax_step`), and moves on.  The tiles live in registers and shared
 memory (SRAM); the only writes to main memory (HBM) are the output and, per query, the
 log-sum-exp ``m + log(l)``, which a backward pass would use to recompute the weights.

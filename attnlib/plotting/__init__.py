@@ -12,8 +12,8 @@ maths module imports plotting.  Every figure function takes an optional ``ax`` a
 * :mod:`.heatmaps`: :func:`attention_heatmap`, a labelled matrix of weights or scores.
 * :mod:`.hull`: :func:`hull_plot` and :func:`weights_bar`, attention as a weighted average (ch. 1).
 * :mod:`.heads`: :func:`head_heatmap`, :func:`layer_grid`, :func:`head_table`,
-  :func:`layer_curves`, a pretrained encoder's heads (ch. 8).
-* :mod:`.graphs`: :func:`draw_attention_graph`, :func:`draw_layered_graph` (ch. 7).
+  :func:`layer_curves`, a pretrained encoder's heads (ch. 9).
+* :mod:`.graphs`: :func:`draw_attention_graph`, :func:`draw_layered_graph` (ch. 8).
 """
 from ._figure import (
     BOOK_RC, COLUMN_PX, COLUMN_WIDTH, DPI, MIN_FONT_PT, MIN_TEXT_KEY, figure, min_text_size, panels,

@@ -1,4 +1,4 @@
-"""Drawings of attention graphs (chapter 7).  Nothing here computes attention or graph
+"""Drawings of attention graphs (chapter 8).  Nothing here computes attention or graph
 quantities: the graphs come from :mod:`attnlib.graphs`, and these functions only map the
 numbers already stored on their edges to width, transparency and colour.  Each returns a
 ``matplotlib.figure.Figure``.

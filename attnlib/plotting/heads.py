@@ -1,4 +1,4 @@
-"""Figures for reading a pretrained encoder's heads (chapter 8): one head, all heads of a layer,
+"""Figures for reading a pretrained encoder's heads (chapter 9): one head, all heads of a layer,
 per-head tables (layer x head) and per-layer curves.  Drawing only: every number shown is
 computed by :mod:`attnlib.measures`, the encoder's reader or the caller.  Every function
 returns a ``matplotlib.figure.Figure``.

@@ -1,4 +1,4 @@
-"""Labelled heatmaps of weight and score matrices (chapters 1-8).  Plotting never computes
+"""Labelled heatmaps of weight and score matrices (chapters 1-9).  Plotting never computes
 attention; it only draws what the maths modules return.  Every function returns a
 ``matplotlib.figure.Figure``.
 """

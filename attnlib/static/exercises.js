@@ -316,7 +316,7 @@
    * model (window.attnlibModel, defined by the model lab on the page) runs each text, and the
    * checker receives {texts, runs: [{tokens, heads: {"L:H": T rows of T weights}}]}, the same
    * dict attnlib.exercises.widgets.model_answer builds with PyTorch in the kernel. */
-  /* On chapter 6's model (the circuit lab's window.attnlibTiny): for each text its words and,
+  /* On chapter 7's model (the circuit lab's window.attnlibTiny): for each text its words and,
    * for each of the exercise data's variants, the loss on every word with the variant's edits:
    * the dict attnlib.circuit_lab.read builds with PyTorch in the kernel. */
   function tinyAnswer(root, texts) {
@@ -345,7 +345,7 @@
     });
   }
 
-  /* On chapter 11's language model (the lab's window.attnlibLM): the reader's clean and corrupted
+  /* On chapter 10's language model (the lab's window.attnlibLM): the reader's clean and corrupted
    * prompts, every head denoised, with the answers read from the one token where they differ:
    * the dict attnlib.language_model.pair_reading builds with PyTorch in the kernel. */
   function lmAnswer(root, texts) {

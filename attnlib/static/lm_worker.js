@@ -1,4 +1,4 @@
-/* Chapter 11's language model (SmolLM2-135M, the course's 4-bit file) run by onnxruntime-web
+/* Chapter 10's language model (SmolLM2-135M, the course's 4-bit file) run by onnxruntime-web
  * in a Web Worker, one block at a time.
  *
  * Served from _static/lm/worker.js next to lm.json, block_00.onnx .. block_29.onnx,

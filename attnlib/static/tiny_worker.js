@@ -1,4 +1,4 @@
-/* The circuit lab's models (chapter 6): the trained two-layer language model at 16 moments of
+/* The circuit lab's models (chapter 7): the trained two-layer language model at 16 moments of
  * its training and the one-layer control, run by onnxruntime-web in a Web Worker.
  *
  * Served from _static/tiny/worker.js next to tiny.json and one <name>.onnx per model (written

@@ -114,7 +114,7 @@ function checkbox(uid, name, label, checked, onChange) {
 function shortLabel(tok) { return tok.length > 14 ? tok.slice(0, 13) + "\u2026" : tok; }
 function tokenLabels(parent, tokens, pos, fixed, side, cls, every) {
   /* every: label one token in `every` (cells narrower than a line of text would make the
-   * labels overlap: chapter 6's 31 tokens on a phone); 1 or absent labels all */
+   * labels overlap: chapter 7's 31 tokens on a phone); 1 or absent labels all */
   for (var i = 0; i < tokens.length; i += (every || 1)) {
     var p = pos(i), attrs;
     if (side === "left") attrs = {x: fixed, y: p, "text-anchor": "end", "dominant-baseline": "middle"};
@@ -247,7 +247,7 @@ function stepper(uid, count, onStep) {
   return {wrap: wrap, set: set, get: function () { return step; }};
 }
 
-/* One in-page model in a Web Worker (chapter 8's encoder, chapter 6's circuit lab), shared by
+/* One in-page model in a Web Worker (chapter 9's encoder, chapter 7's circuit lab), shared by
  * every figure of the page: file is the worker under _static/ ("model/worker.js"), what names
  * the model in messages, notebook says what to do where no worker can run (a notebook).
  * Returns {available(), send(message, onProgress) -> Promise of the worker's reply,

@@ -1,4 +1,4 @@
-/* Chapter 7: the weight matrix as a directed graph, thresholded with a slider.
+/* Chapter 8: the weight matrix as a directed graph, thresholded with a slider.
  * data: {tokens (T), weights: T rows of T numbers, threshold, vmax, earlier: "above" or
  * "below"}.  The drawing follows attnlib.plotting.draw_attention_graph, the chapter's
  * static figure: nodes sit in reading order on a line; edge i -> j (query i attends to

@@ -1,6 +1,6 @@
 /* Hover (or focus) a token to see its row of a real head; with several heads, a menu picks the head.
- * One view for explorables.head_hover (one head, chapter 8) and explorables.induction_heads
- * (every head of a small model, chapter 6).
+ * One view for explorables.head_hover (one head, chapter 9) and explorables.induction_heads
+ * (every head of a small model, chapter 7).
  * data: {tokens (T), query: initial row, vmax: top of the heatmap's colour scale, and either
  *        weights: T rows of T numbers (one head) or heads: [{label, weights}] with head: initial head} */
 function view(root, data, uid) {

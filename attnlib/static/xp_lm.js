@@ -1,4 +1,4 @@
-/* Chapter 11's language-model lab: SmolLM2-135M (the course's 4-bit file) in the reader's page.
+/* Chapter 10's language-model lab: SmolLM2-135M (the course's 4-bit file) in the reader's page.
  * The figure opens on a run PyTorch computed when the book was built; "Load" downloads the model
  * into a Web Worker (_static/lm/worker.js: onnxruntime-web, nothing from another host), and then
  * the reader types any prompt, reads any head, switches heads off and patches every head and the

@@ -1,4 +1,4 @@
-/* Chapter 8: the model lab.  The course's pretrained encoder on the reader's own sentences:
+/* Chapter 9: the model lab.  The course's pretrained encoder on the reader's own sentences:
  * any layer and head as a heatmap, the baselines beside it, a minimal pair side by side, and
  * a head switched off against the 72-head reference scale.
  *
@@ -514,7 +514,7 @@ function view(root, data, uid) {
     while (pairTable.firstChild) pairTable.removeChild(pairTable.firstChild);
     if (!two) return;
     var al = aligned();
-    /* one rule with the flip_pair exercise's grader (attnlib.exercises.ch08.check_flip_pair): a
+    /* one rule with the flip_pair exercise's grader (attnlib.exercises.ch09.check_flip_pair): a
      * shared query changes when its strongest key is not the partner of A's, and a change by less
      * than close_call in either run is too close to call (shown, not counted) */
     var B = s.runs[1], rowsB = rowsOf(B), flips = 0, close = 0, cc = data.close_call, partner = {};

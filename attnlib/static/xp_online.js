@@ -1,4 +1,4 @@
-/* Chapter 9: the online softmax of one query row, one block of keys at a time.
+/* Chapter 11: the online softmax of one query row, one block of keys at a time.
  * data: {tokens (T), q: d_k numbers (the query's row), k: T rows of d_k, v: T rows of d_v,
  *        query: its index, block: the initial block size, sizes: the block sizes offered}
  * The update is attnlib.online_softmax_step's, carried to the values as in

@@ -1,4 +1,4 @@
-/* Chapter 10: rotary position embedding.  A query vector q and a key vector k (one real
+/* Chapter 12: rotary position embedding.  A query vector q and a key vector k (one real
  * head) are rotated for positions i and j = i - offset (attnlib.apply_rope, rotate-half
  * layout); the scaled score q_i . k_j / sqrt(d_k) is drawn against the offset for the
  * current i.  Moving i leaves the curve and the score unchanged: they depend on i - j only.

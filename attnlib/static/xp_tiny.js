@@ -1,4 +1,4 @@
-/* Chapter 6: the circuit lab.  The chapter's trained language model on the reader's own word
+/* Chapter 7: the circuit lab.  The chapter's trained language model on the reader's own word
  * sequence, at any of 16 moments of its training or as the one-layer control: the loss on every
  * word, any head's pattern, heads switched off, and activation patching with the logit
  * difference.

@@ -1,4 +1,4 @@
-"""Code labs: the learner writes the mechanism, a checker names the bug (chapters 4, 5, 6, 9).
+"""Code labs: the learner writes the mechanism, a checker names the bug (chapters 4, 5, 6, 11, 12).
 
 Each checker takes the learner's function, runs it on several seeded random inputs and real
 ones (a head of the course's pretrained encoder on :data:`attnlib.corpus.RUNNING`), ordered

@@ -1,4 +1,4 @@
-"""The attention-backward lab (chapter 9): ``check_attention_backward``."""
+"""The attention-backward lab (chapter 11): ``check_attention_backward``."""
 from __future__ import annotations
 
 import itertools

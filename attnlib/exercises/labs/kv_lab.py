@@ -1,4 +1,4 @@
-"""The KV-cache lab (chapter 10): ``check_decode_step``, one decoding step through a cache."""
+"""The KV-cache lab (chapter 12): ``check_decode_step``, one decoding step through a cache."""
 from __future__ import annotations
 
 

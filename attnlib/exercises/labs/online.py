@@ -1,4 +1,4 @@
-"""The online-softmax lab (chapter 9): ``check_online_softmax_attention``."""
+"""The online-softmax lab (chapter 11): ``check_online_softmax_attention``."""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,4 @@
-"""The RoPE lab (chapter 10): ``check_apply_rope`` (the rotation) and
+"""The RoPE lab (chapter 12): ``check_apply_rope`` (the rotation) and
 ``check_rope_attention`` (using it: q and k rotated, v not)."""
 from __future__ import annotations
 

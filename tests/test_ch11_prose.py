@@ -1,4 +1,4 @@
-"""Chapter 9's sentence about the measured exponent (issue 37 item 7): its wording is chosen by
+"""Chapter 11's sentence about the measured exponent (issue 37 item 7): its wording is chosen by
 code from the value the page prints, so it reads correctly whether the build measures an
 exponent below 2, of 2 or above 2.  The function is taken from the chapter's own source (the
 book's code, run as the book runs it)."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-CHAPTER = Path(__file__).resolve().parents[1] / "chapters" / "09_at_scale.md"
+CHAPTER = Path(__file__).resolve().parents[1] / "chapters" / "11_at_scale.md"
 LEAD_IN = "The arithmetic grows exactly as $T^2$, and\n{glue:text}`live_slope_phrase`."
 
 
