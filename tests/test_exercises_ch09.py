@@ -41,7 +41,7 @@ def query_truth(encoder):
 
 
 def test_registered():
-    assert {"sink_token", "most_attended"} <= set(exercise_names(8))
+    assert {"sink_token", "most_attended"} <= set(exercise_names(9))
 
 
 def test_cases_match_the_model(sink_truth, query_truth):
@@ -107,7 +107,7 @@ def test_bad_input_never_raises(check, bad):
 @pytest.mark.parametrize("name,check", [("sink_token", ch09.check_sink_token),
                                         ("most_attended", ch09.check_most_attended)])
 def test_widgets_give_feedback(name, check):
-    ex = exercise(8, name)
+    ex = exercise(9, name)
     tokens = [label for label, _ in ex.control.options]
     assert "[CLS]" in tokens and ex.check().correct is False  # nothing chosen yet
     assert "Please pick a token" in ex.feedback.value
