@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 __all__ = ["reference_sentences", "RUNNING", "BEARS", "PAIR", "PADDED_BATCH", "SINK_PROBES", "load_text", "words_of",
-           "COREFERENCE_PAIRS", "COREFERENCE_HELD_OUT"]
+           "COREFERENCE_PAIRS", "COREFERENCE_HELD_OUT", "COREFERENCE_INANIMATE"]
 
 _DATA = Path(__file__).parent / "data"
 _WORD = re.compile(r"[a-z]+(?:-[a-z]+)*|--|[^\sa-z]")
@@ -176,6 +176,58 @@ COREFERENCE_HELD_OUT = (
      'The bear could not open the jar because it was too tight.', 'bear', 'jar'),
     ('The goat ate the paper because it was curious.',
      'The goat ate the paper because it was soft.', 'goat', 'paper'),
+)
+
+
+#: A third set of 16 minimal pairs in the form of :data:`COREFERENCE_PAIRS`, in which both nouns
+#: are things, not animals or people (the first two sets have an animal as one noun in most
+#: pairs).  Written by the course authors on 2026-12-07 and frozen, in the commit that added it,
+#: before the model was run on any of its sentences; the only check made before freezing was the
+#: tokenizer's (each noun one word piece, the two texts one word piece apart), which replaced one
+#: draft pair (*The pencil would not fit in the sharpener*: *sharpener* is two word pieces) by
+#: the first drafted alternate (the rug and the floor).
+#:
+#: The test fixed with it (chapter 9 runs it): layer 4, head 3, query *it*, the shift of
+#: :func:`attnlib.evidence.referent_shifts` for each pair, and a one-sided sign test
+#: (:func:`attnlib.evidence.sign_test`, ``alternative="greater"``) over the 16 pairs at the level
+#: 0.05.  The hypothesis is one-directional: the weight of *it* moves towards the noun it refers
+#: to.  Read beside it, described but not tested: the same shift for all 72 heads (one run per
+#: sentence, :func:`attnlib.evidence.head_shifts`), each head ranked by its median shift on this
+#: set and on the 32 earlier pairs (:data:`COREFERENCE_PAIRS` and :data:`COREFERENCE_HELD_OUT`),
+#: and the rank correlation of the 72 medians between the two.
+COREFERENCE_INANIMATE = (
+    ("The piano would not fit through the gate because it was too big.",
+     "The piano would not fit through the gate because it was too narrow.", "piano", "gate"),
+    ("The rope could not hold the anchor because it was too thin.",
+     "The rope could not hold the anchor because it was too heavy.", "rope", "anchor"),
+    ("The shelf could not hold the television because it was too weak.",
+     "The shelf could not hold the television because it was too heavy.", "shelf", "television"),
+    ("The nail would not go into the board because it was too blunt.",
+     "The nail would not go into the board because it was too hard.", "nail", "board"),
+    ("The car could not climb the hill because it was too old.",
+     "The car could not climb the hill because it was too steep.", "car", "hill"),
+    ("The blanket did not cover the bed because it was too short.",
+     "The blanket did not cover the bed because it was too long.", "blanket", "bed"),
+    ("The envelope could not hold the letter because it was too small.",
+     "The envelope could not hold the letter because it was too thick.", "envelope", "letter"),
+    ("The sofa would not go up the staircase because it was too bulky.",
+     "The sofa would not go up the staircase because it was too narrow.", "sofa", "staircase"),
+    ("The tent did not keep out the rain because it was torn.",
+     "The tent did not keep out the rain because it was heavy.", "tent", "rain"),
+    ("The ice could not hold the truck because it was too thin.",
+     "The ice could not hold the truck because it was too heavy.", "ice", "truck"),
+    ("The picture would not fit in the frame because it was too large.",
+     "The picture would not fit in the frame because it was too small.", "picture", "frame"),
+    ("The rug would not lie flat on the floor because it was too stiff.",
+     "The rug would not lie flat on the floor because it was too uneven.", "rug", "floor"),
+    ("The sail tore in the wind because it was too old.",
+     "The sail tore in the wind because it was too strong.", "sail", "wind"),
+    ("The candle could not light the room because it was too dim.",
+     "The candle could not light the room because it was too large.", "candle", "room"),
+    ("The engine could not pull the train because it was too weak.",
+     "The engine could not pull the train because it was too long.", "engine", "train"),
+    ("The dam could not hold back the flood because it was too low.",
+     "The dam could not hold back the flood because it was too strong.", "dam", "flood"),
 )
 
 
