@@ -38,7 +38,7 @@ import re
 
 #: Words of technical prose read in a minute (a common planning figure for technical text;
 #: general prose is read faster).
-WORDS_PER_MINUTE = 200
+WORDS_PER_MINUTE = 130
 #: Seconds allowed for looking at one figure.
 SECONDS_PER_FIGURE = 15
 #: Pages that get the line (their Sphinx docnames): the numbered chapters.

@@ -13,7 +13,37 @@
  * 3. Display maths wider than the column is reflowed before it is left to scroll (below).
  * 4. On a phone the navigation drawer and the "Contents" panel are modal dialogs: a tap on a
  *    link to a section of the same page used to scroll the page behind the panel and leave the
- *    panel open over it.  The panel now closes, and the page shows the section. */
+ *    panel open over it.  The panel now closes, and the page shows the section.
+ * 5. Sections that moved to another page when the chapters were renumbered (issue 44): a link
+ *    to one of them at its old address (MOVED_SECTIONS) is forwarded to where it is now.  Whole
+ *    pages that moved are forwarded by sphinx-reredirects (_config.yml: redirects). */
+(function () {
+  "use strict";
+  var MOVED_SECTIONS = {
+    "06_multihead.html": {
+      to: "07_circuits.html",
+      same: ["where-do-the-query-key-and-value-weights-come-from", "the-data-the-words-of-a-real-speech-with-repeats",
+             "the-model", "three-jobs-to-look-for-and-their-baselines", "training", "reading-the-trained-heads",
+             "patterns-before-and-after", "ablation-remove-one-head-measure-the-loss", "the-control-one-layer",
+             "the-circuit-tested-and-drawn", "activation-patching-the-copying-path-found-by-intervention",
+             "going-further-the-circuit-in-the-weights", "explore-the-trained-heads",
+             "the-circuit-lab-break-it-watch-it-form-find-it-by-patching", "fig-06-ablation", "fig-06-before-after",
+             "fig-06-circuit", "fig-06-control", "fig-06-scores", "fig-06-training", "fig-06-weights"],
+      renamed: {"ch6-weights": "ch7-weights", "induction-on-real-text": "going-further-induction-on-real-text",
+                "why-several-heads": "going-further-why-several-heads", "ex-06-induction_head": "ex-07-induction_head",
+                "ex-06-circuit_loss": "ex-07-circuit_loss", "ex-06-one_layer_halves": "ex-07-one_layer_halves",
+                "ex-06-patching_table": "ex-07-patching_table", "ex-06-predict_patch": "ex-07-predict_patch",
+                "ex-06-copy_wrong": "ex-07-copy_wrong", "ex-06-feeder_matters": "ex-07-feeder_matters"}
+    }
+  };
+  var page = location.pathname.split("/").pop();
+  var moved = MOVED_SECTIONS[page], hash = decodeURIComponent(location.hash.slice(1));
+  if (moved && hash) {
+    var id = moved.same.indexOf(hash) >= 0 ? hash : moved.renamed[hash];
+    if (id) location.replace(moved.to + "#" + encodeURIComponent(id));
+  }
+})();
+
 (function () {
   "use strict";
 

@@ -37,7 +37,8 @@ import torch
 from . import _validate
 from .transformer import Run, TinyTransformer, run
 
-__all__ = ["induction_pairs", "logit_diff", "normalised", "gap_problem", "MIN_GAP", "patch_table", "gaussian_noise_source", "embedding_norms"]
+__all__ = ["induction_pairs", "match_pairs", "logit_diff", "copy_logit", "normalised", "gap_problem", "MIN_GAP",
+           "patch_table", "gaussian_noise_source", "embedding_norms"]
 
 
 def induction_pairs(n: int = 64, seed: int = 0, *, query: int | None = None) -> dict:
@@ -78,6 +79,53 @@ def induction_pairs(n: int = 64, seed: int = 0, *, query: int | None = None) -> 
         corrupt[b, p] = choices[torch.randint(len(choices), (1,), generator=g)]
     return {"clean": clean, "corrupt": corrupt, "query": q, "position": p,
             "clean_next": clean[:, p].clone(), "corrupt_next": corrupt[:, p].clone()}
+
+
+def match_pairs(n: int = 64, seed: int = 0, *, query: int | None = None) -> dict:
+    """The *match corruption*: the clean prompts of :func:`induction_pairs` (same ``n``, ``seed``
+    and ``query``), with the query word's earlier occurrence ``A`` (at ``q - T/2``, first copy
+    only) replaced by a word ``A'`` the sequence does not contain.  In ``... A' B ... A`` the
+    query's word has no earlier occurrence, so there is nothing to copy: the pair changes
+    *where* an induction head can look, not *what* it would copy, and the previous-token head
+    (which writes "my previous word is ``A``" into the key at ``B``) is on its path.
+
+    Returns:
+        dict with ``clean``, ``corrupt`` ``(B, T)`` int64, ``query`` (int), ``position`` (the
+        replaced position, ``q - T/2``), ``clean_next`` ``(B,)`` (``B``, the copy target) and
+        ``corrupt_next`` ``(B,)`` (``A'``, the replacement; no metric reads it).
+
+    Raises:
+        as :func:`induction_pairs`.
+    """
+    from . import induction
+    base = induction_pairs(n, seed, query=query)
+    clean, q = base["clean"], base["query"]
+    half = clean.shape[1] // 2
+    a = q - half
+    g = torch.Generator().manual_seed(20_000 + seed)
+    V = len(induction.vocabulary())
+    corrupt = clean.clone()
+    for b in range(clean.shape[0]):
+        absent = torch.ones(V, dtype=torch.bool)
+        absent[clean[b]] = False
+        choices = torch.nonzero(absent).flatten()
+        corrupt[b, a] = choices[torch.randint(len(choices), (1,), generator=g)]
+    return {"clean": clean, "corrupt": corrupt, "query": q, "position": a,
+            "clean_next": base["clean_next"], "corrupt_next": corrupt[:, a].clone()}
+
+
+def copy_logit(logits: torch.Tensor, pairs: dict) -> float:
+    """``logit[B] - mean(logits)`` at the query position, averaged over the batch (nats): how
+    much the model favours the copy target ``B`` over the average word.  Linear in the logits,
+    like :func:`logit_diff`, and it needs no second answer, so it reads a corruption after which
+    the model has nothing particular to predict (:func:`match_pairs`).
+
+    Shapes:
+        logits: ``(B, T, V)``.
+    """
+    at = logits[:, pairs["query"]]                                          # (B, V)
+    idx = torch.arange(at.shape[0])
+    return float((at[idx, pairs["clean_next"]] - at.mean(-1)).mean())
 
 
 def logit_diff(logits: torch.Tensor, pairs: dict) -> float:
@@ -135,34 +183,44 @@ def normalised(patched, clean: float, corrupted: float, *, min_gap: float = MIN_
 
 
 def patch_table(model: TinyTransformer, tokens: torch.Tensor, source: Run, pairs: dict, *, site: str = "z",
-                extra_edits=()) -> torch.Tensor:
-    """The metric (:func:`logit_diff`) of ``model`` on ``tokens`` with one activation at a time
-    taken from ``source``: each head's output (``site="z"``, every position), or the residual
-    stream entering each layer at each position (``site="resid_pre"``; layer ``L`` is the
-    stream after the last block).  ``extra_edits`` are applied in every run (a noise
-    corruption, for instance).
+                extra_edits=(), metric=logit_diff) -> torch.Tensor:
+    """The metric (``metric(logits, pairs)``, :func:`logit_diff` unless told) of ``model`` on
+    ``tokens`` with one activation at a time taken from ``source``: each head's output
+    (``site="z"``, every position), each head's output at one position at a time
+    (``site="z_pos"``), or the residual stream entering each layer at each position
+    (``site="resid_pre"``; layer ``L`` is the stream after the last block).  ``extra_edits``
+    are applied in every run (a noise corruption, for instance).
 
     Shapes:
-        returns ``(L, H)`` for ``"z"``, ``(L + 1, T)`` for ``"resid_pre"``; nats.
+        returns ``(L, H)`` for ``"z"``, ``(L, H, T)`` for ``"z_pos"``, ``(L + 1, T)`` for
+        ``"resid_pre"``; nats.
 
     Raises:
         ValueError: ``site`` unknown; as :func:`attnlib.transformer.run`.
+        TypeError: ``metric`` not callable.
     """
-    site = _validate.choice(site, ("z", "resid_pre"), "site")
+    site = _validate.choice(site, ("z", "z_pos", "resid_pre"), "site")
+    if not callable(metric):
+        raise TypeError(f"metric must be a function metric(logits, pairs) -> float, got {type(metric).__name__}")
     extra = list(extra_edits)
-    if site == "z":
-        table = torch.zeros(model.n_layers, model.n_heads, dtype=torch.float64)
+    T = tokens.shape[1]
+    if site in ("z", "z_pos"):
+        shape = (model.n_layers, model.n_heads) + ((T,) if site == "z_pos" else ())
+        table = torch.zeros(shape, dtype=torch.float64)
         for layer in range(model.n_layers):
             for head in range(model.n_heads):
-                edit = {"layer": layer, "head": head, "mode": "patch", "source": source}
-                table[layer, head] = logit_diff(run(model, tokens, edits=extra + [edit]).logits, pairs)
+                for pos in (range(T) if site == "z_pos" else (None,)):
+                    edit = {"layer": layer, "head": head, "mode": "patch", "source": source}
+                    if pos is not None:
+                        edit["position"] = pos
+                    value = metric(run(model, tokens, edits=extra + [edit]).logits, pairs)
+                    table[(layer, head) + ((pos,) if pos is not None else ())] = value
         return table
-    T = tokens.shape[1]
     table = torch.zeros(model.n_layers + 1, T, dtype=torch.float64)
     for layer in range(model.n_layers + 1):
         for pos in range(T):
             edit = {"layer": layer, "head": None, "mode": "patch", "source": source, "position": pos}
-            table[layer, pos] = logit_diff(run(model, tokens, edits=extra + [edit]).logits, pairs)
+            table[layer, pos] = metric(run(model, tokens, edits=extra + [edit]).logits, pairs)
     return table
 
 

@@ -319,10 +319,10 @@ def _reading_time():
 
 def test_reading_minutes_follow_the_stated_rule():
     rt = _reading_time()
-    assert (rt.WORDS_PER_MINUTE, rt.SECONDS_PER_FIGURE) == (200, 15)      # the preface glues these
-    assert rt.reading_minutes(2000, 0) == 10                              # 2000 words at 200 a minute
-    assert rt.reading_minutes(2000, 4) == 11                              # + 4 x 15 s
-    assert rt.reading_minutes(2000, 2) == 11 and rt.reading_minutes(2000, 1) == 10   # 10.5 rounds up, 10.25 down
+    assert (rt.WORDS_PER_MINUTE, rt.SECONDS_PER_FIGURE) == (130, 15)      # the preface glues these
+    assert rt.reading_minutes(1300, 0) == 10                              # 1300 words at 130 a minute
+    assert rt.reading_minutes(1300, 4) == 11                              # + 4 x 15 s
+    assert rt.reading_minutes(1300, 2) == 11 and rt.reading_minutes(1300, 1) == 10   # 10.5 rounds up, 10.25 down
     assert rt.reading_minutes(0, 0) == 1 and rt.reading_minutes(30, 0) == 1          # at least a minute
     for bad in (1.5, True, None):
         with pytest.raises(TypeError, match="words must be an int"):

@@ -337,3 +337,16 @@ def test_check_json_never_raises_on_deep_or_damaged_json():
     assert json.loads(check_json(9, "flip_pair", nested))["correct"] is False
     damaged = json.loads(check_json(4, "temperature", '"0.3"', "{not json"))
     assert damaged["correct"] is False and "damaged" in damaged["message"]
+
+
+def test_former_keys_cover_every_moved_exercise_once():
+    """Saved progress follows the renumbering (issue 44): each former key names one exercise, every
+    key in FORMER_KEYS exists now, and no exercise that kept its chapter claims another's old key
+    (a learner's chapter 8 answer must not appear in chapter 9's exercise of the same name)."""
+    from attnlib.exercises.registry import FORMER_KEYS, former_key
+    assert set(FORMER_KEYS) <= set(ALL)
+    formers = [former_key(c, n) for c, n in ALL if (c, n) != (6, "head_params")]
+    assert len(formers) == len(set(formers)), "two exercises would read one learner's saved answer"
+    assert former_key(11, "weights_memory") == "9:weights_memory" and former_key(4, "temperature") == "4:temperature"
+    unmoved = {(c, n) for c, n in ALL if (c, n) not in FORMER_KEYS}
+    assert {c for c, _ in unmoved} == {1, 2, 3, 4, 5, 6}

@@ -457,6 +457,34 @@ def test_first_check_never_freezes_the_page(browser, site, throttle):  # noqa: F
         visit.close()
 
 
+def test_progress_saved_before_the_renumbering_is_restored_and_never_overwritten(fresh):
+    """Issue 44 renumbered the chapters: an answer a learner saved under the old key (v1;
+    chapter 11's weights_memory was chapter 9's) comes back under the new number; checking again writes the new key only, and the old entry stays
+    as it was until the learner presses Clear."""
+    page = fresh.page
+    sel = '[data-exercise="11:weights_memory"]'
+    assert page.get_attribute(sel, "data-former") == "9:weights_memory"
+    old = json.dumps({"answer": "0.27", "result": {"correct": False, "message": "an earlier visit's verdict", "hint": None},
+                      "tries": 1, "solved": False})
+    page.evaluate("(v) => { localStorage.clear(); localStorage.setItem('attnlib-course:v1:9:weights_memory', v);"
+                  " localStorage.setItem('attnlib-course:v1:8:sink_token', 'kept'); }", old)
+    page.reload(wait_until="load")
+    page.wait_for_function("() => window.attnExercises")
+    assert page.input_value(f"{sel} input") == "0.27", "the answer saved before the renumbering was not restored"
+    assert "an earlier visit's verdict" in page.inner_text(f"{sel} .attn-ex-feedback")
+    _answer(page, sel, "1")
+    assert page.evaluate("() => localStorage.getItem('attnlib-course:v1:9:weights_memory')") == old
+    assert json.loads(page.evaluate("() => localStorage.getItem('attnlib-course:v2:11:weights_memory')"))["answer"] == "1"
+    # chapter 9's sink_token (formerly 8:sink_token) is not confused with anything else
+    assert page.evaluate("() => localStorage.getItem('attnlib-course:v1:8:sink_token')") == "kept"
+    page.locator(f"{sel} .attn-ex-clear").click()
+    assert page.evaluate("() => [localStorage.getItem('attnlib-course:v1:9:weights_memory'),"
+                         " localStorage.getItem('attnlib-course:v2:11:weights_memory')]") == [None, None]
+    page.reload(wait_until="load")
+    page.wait_for_function("() => window.attnExercises")
+    assert page.input_value(f"{sel} input") == "", "Clear must not bring the former answer back"
+
+
 def test_a_runaway_check_is_stopped_and_the_checker_restarts(fresh):
     """A check that never returns (here: a worker told to hang) is stopped after the page's
     time limit with a message, and the next Check starts a new checker that answers."""
@@ -492,7 +520,7 @@ def test_progress_is_kept_across_visits_and_can_be_cleared(fresh):
     assert clear.get_attribute("aria-label").startswith("Clear my saved answer to: ")
     clear.click()
     assert page.input_value(f"{num} input") == "" and page.inner_text(f"{num} .attn-ex-feedback") == ""
-    assert page.evaluate("(k) => localStorage.getItem(k)", "attnlib-course:v1:4:temperature") is None
+    assert page.evaluate("(k) => localStorage.getItem(k)", "attnlib-course:v2:4:temperature") is None
     assert page.evaluate("() => document.activeElement.matches('[data-exercise=\"4:temperature\"] input')")
     page.reload(wait_until="load")
     page.wait_for_function("() => window.attnExercises")

@@ -124,3 +124,25 @@ def test_bibliography_labels_and_entries_are_clean(book):
         if re.search(r"\b\d+ edition\b", body):
             bad.append(f"{label}: edition as a bare number in {body!r}")
     assert not bad, "\n".join(bad)
+
+
+def test_every_chapters_main_line_reads_in_35_minutes_at_130_words(book):
+    """Issue 44 (and the curriculum): each chapter's main line, counted as the line under its title
+    counts it (130 words a minute plus 15 s a figure; "Going further" apart), reads in 35 minutes
+    or less; the old pages redirect to the renumbered ones, their #anchor kept."""
+    chapters = sorted((book / "chapters").glob("[0-9][0-9]_*.html"))
+    redirects = {"07_graphs.html": "08_graphs.html", "08_real_model.html": "09_real_model.html",
+                 "09_at_scale.html": "11_at_scale.html", "10_position_decoding.html": "12_position_decoding.html",
+                 "11_language_model.html": "10_language_model.html"}
+    minutes = {}
+    for page in chapters:
+        if page.name in redirects:
+            text = page.read_text(encoding="utf-8")
+            assert f'var target = "{redirects[page.name]}"' in text and 'lang="en"' in text, page.name
+            continue
+        m = re.search(r'<p class="reading-time"[^>]*><em>Reading time: about (\d+) minutes?</em>', page.read_text(encoding="utf-8"))
+        assert m, f"{page.name}: no reading-time line"
+        minutes[page.name] = int(m.group(1))
+    assert len(minutes) == 12, sorted(minutes)
+    over = {name: m for name, m in minutes.items() if m > 35}
+    assert not over, f"main lines over 35 minutes at 130 words a minute: {over}"

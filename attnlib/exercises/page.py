@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 import json
 
-from .registry import definition, exercise_data
+from .registry import definition, exercise_data, former_key
 
 __all__ = ["render_html", "ExerciseOutput", "dom_id"]
 
@@ -128,7 +128,8 @@ def render_html(chapter: int, name: str, data=None) -> str:
         "sentence": lambda: _sentence_control(d, uid),
     }[d.kind]()
     return (
-        f'<div class="attn-exercise" data-exercise="{d.key}" data-kind="{d.kind}" id="{uid}" role="group" '
+        f'<div class="attn-exercise" data-exercise="{d.key}" data-former="{former_key(chapter, name)}" '
+        f'data-kind="{d.kind}" id="{uid}" role="group" '
         f'aria-labelledby="{uid}-title">'
         f'<script type="application/json" class="attn-ex-data">{_json_for_script(data)}</script>'
         f'<p class="attn-ex-title" id="{uid}-title">{html.escape(d.title)}</p>'

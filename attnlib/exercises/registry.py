@@ -17,7 +17,7 @@ from .core import Feedback, wrong
 
 __all__ = [
     "KINDS", "Definition", "REGISTRY", "define", "definition", "exercise_names",
-    "exercise_data", "check", "check_json",
+    "exercise_data", "check", "check_json", "FORMER_KEYS", "former_key",
 ]
 
 #: The five kinds of answer.  What the checker receives from either front end:
@@ -97,6 +97,29 @@ class Definition:
 
 
 REGISTRY: dict[int, dict[str, Definition]] = {}
+
+#: Where a learner's saved progress for an exercise was kept before the chapters were
+#: renumbered to the curriculum's table of contents (issue 44): ``(chapter, name)`` now ->
+#: ``(chapter, name)`` then.  The page reads a saved answer from the former key when the new one
+#: holds nothing, and never writes or deletes the former key except when the learner presses
+#: Clear (attnlib/static/exercises.js), so no saved work is lost or overwritten by the move.
+#: Exercises of chapters 1-5 and chapter 6's ``torch_mask`` kept their keys.
+FORMER_KEYS: dict[tuple[int, str], tuple[int, str]] = {
+    **{(7, n): (6, n) for n in ("induction_head", "circuit_loss", "one_layer_halves", "patching_table",
+                                "predict_patch", "copy_wrong", "feeder_matters")},
+    **{(8, n): (7, n) for n in ("sink", "acyclic", "rollout")},
+    **{(9, n): (8, n) for n in ("sink_token", "most_attended", "claim", "break_previous", "flip_pair")},
+    **{(10, n): (11, n) for n in ("late_stream", "normalised", "role", "own_pair")},
+    **{(11, n): (9, n) for n in ("weights_memory", "rescale_factor", "state_per_query")},
+    **{(12, n): (10, n) for n in ("shifted_score", "cache_bytes", "gqa_head", "receptive_field")},
+}
+
+
+def former_key(chapter: int, name: str) -> str:
+    """The key ``"chapter:name"`` under which the page kept this exercise's progress before the
+    renumbering (:data:`FORMER_KEYS`), or its own key where it did not move."""
+    c, n = FORMER_KEYS.get((chapter, name), (chapter, name))
+    return f"{c}:{n}"
 
 
 def define(chapter: int, name: str, *, kind: str, title: str, question, grade: Callable,

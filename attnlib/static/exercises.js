@@ -28,7 +28,11 @@
   var WARMING = "Loading the checker in the background: you can write your answer meanwhile.";
   var CHECK_LIMIT_MS = 20000;   // a check (pure Python on a few numbers) that takes longer is stopped
   var TRIES_FOR_SOLUTION = 3;
-  var STORE = "attnlib-course:v1:";
+  var STORE = "attnlib-course:v2:";
+  /* Before the chapters were renumbered (issue 44) progress was kept under v1 and the exercise's
+   * former key (data-former, attnlib.exercises.registry.FORMER_KEYS).  It is read when v2 holds
+   * nothing, never written, and removed only by the learner's own Clear. */
+  var FORMER_STORE = "attnlib-course:v1:";
   var checker = null;           // Promise of {worker}, resolved when Pyodide and the graders are loaded
   var worker = null, pending = {}, nextId = 1;
 
@@ -118,7 +122,12 @@
   function load(root) {
     var s = storage();
     if (!s) return null;
-    try { return JSON.parse(s.getItem(STORE + root.getAttribute("data-exercise")) || "null"); }
+    try {
+      var saved = s.getItem(STORE + root.getAttribute("data-exercise"));
+      var former = root.getAttribute("data-former");
+      if (saved === null && former) saved = s.getItem(FORMER_STORE + former);
+      return JSON.parse(saved || "null");
+    }
     catch (err) { return null; }
   }
 
@@ -131,7 +140,12 @@
 
   function forget(root) {
     var s = storage();
-    if (s) { try { s.removeItem(STORE + root.getAttribute("data-exercise")); } catch (err) { /* ignore */ } }
+    if (!s) return;
+    try {
+      s.removeItem(STORE + root.getAttribute("data-exercise"));
+      var former = root.getAttribute("data-former");
+      if (former) s.removeItem(FORMER_STORE + former);    /* else Clear would bring the old answer back */
+    } catch (err) { /* ignore */ }
   }
 
   function readAnswer(root) {
