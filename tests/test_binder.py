@@ -46,7 +46,7 @@ BOOK_ONLY = {
     "jupyter-book", "jupyter-cache", "myst-nb", "myst-parser", "linkify-it-py", "importlib-metadata", "zipp",
     "lazy-importer", "sqlalchemy", "greenlet", "tabulate", "docutils", "alabaster", "imagesize",
     "snowballstemmer", "accessible-pygments", "pydata-sphinx-theme", "pybtex-docutils", "sphinx",
-    "sphinx-book-theme", "sphinx-comments", "sphinx-copybutton", "sphinx-design", "sphinx-exercise",
+    "sphinx-book-theme", "sphinx-comments", "sphinx-copybutton", "sphinx-design", "sphinx-exercise", "sphinx-reredirects",
     "sphinx-external-toc", "sphinx-jupyterbook-latex", "sphinx-multitoc-numbering", "sphinx-thebe",
     "sphinx-togglebutton", "sphinxcontrib-applehelp", "sphinxcontrib-bibtex", "sphinxcontrib-devhelp",
     "sphinxcontrib-htmlhelp", "sphinxcontrib-jsmath", "sphinxcontrib-qthelp", "sphinxcontrib-serializinghtml",

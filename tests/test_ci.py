@@ -51,7 +51,7 @@ def test_the_unit_and_page_passes_run_in_parallel_and_the_book_pass_builds_once(
 
 
 @pytest.mark.parametrize("changed, must_test, chapter", [
-    (["attnlib/induction.py"], {"tests/test_induction.py", "tests/test_model_cache.py"}, "chapters/06_multihead.md"),
+    (["attnlib/induction.py"], {"tests/test_induction.py", "tests/test_model_cache.py"}, "chapters/07_circuits.md"),
     (["attnlib/exercises/ch05.py"], {"tests/test_exercises_ch05.py"}, None),
     (["chapters/05_masking.md"], {"tests/test_exercises_ch05.py"}, "chapters/05_masking.md"),
     (["tests/test_softmax.py"], {"tests/test_softmax.py"}, None),
