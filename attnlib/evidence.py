@@ -47,7 +47,8 @@ __all__ = [
     "reference_sentences", "uniform_weight", "positional_lifts", "positional_lift", "positional_baseline",
     "token_position", "pair_weights", "head_ablation", "layer_ablation", "ablation_table", "patching_effects",
     "probe_accuracy", "TAGGED_SENTENCES", "tagged_features", "pos_probe",
-    "binomial_test", "sign_test", "referent_shifts", "query_key_shifts", "control_shifts", "control_labels",
+    "binomial_test", "sign_test", "referent_shifts", "head_shifts", "query_key_shifts", "control_shifts",
+    "control_labels",
 ]
 
 _SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
@@ -719,6 +720,44 @@ def referent_shifts(pairs, layer: int, head: int, *, query: str = "it", model=No
                      "shift": (gain_a + gain_b) / 2, "winner_a": winner_a, "winner_b": winner_b,
                      "moved": winner_a != winner_b})
     return rows
+
+
+def head_shifts(pairs, *, query: str = "it", model=None, tokenizer=None) -> torch.Tensor:
+    """The shift of :func:`referent_shifts` for every head of the model at once: one forward pass
+    per sentence, every layer and head read from it, so that a head picked out on one set of
+    pairs can be ranked against all the others.
+
+    For each pair ``(text_a, text_b, referent_a, referent_b)`` and each head, with ``w_a[x]``
+    the weight of ``query`` on noun ``x`` in ``text_a``, the shift is
+    ``((w_a[referent_a] - w_b[referent_a]) + (w_b[referent_b] - w_a[referent_b])) / 2``,
+    exactly as :func:`referent_shifts` computes it for one head.
+
+    Shapes:
+        returns ``(n_pairs, n_layers, H)``, float64 (differences of weights, unitless, in [-1, 1]);
+        ``[:, layer, head]`` equals :func:`referent_shifts`' ``shift`` for that head.
+
+    Raises:
+        as :func:`referent_shifts`.
+
+    >>> s = head_shifts(corpus.COREFERENCE_PAIRS[:2])
+    >>> tuple(s.shape)
+    (2, 6, 12)
+    """
+    referent_shifts(pairs[:1], 0, 0, query=query, model=model, tokenizer=tokenizer)   # its checks
+    rows = []
+    for text_a, text_b, ref_a, ref_b in pairs:
+        run_a = encoder.get_attentions(text_a, model=model, tokenizer=tokenizer)
+        run_b = encoder.get_attentions(text_b, model=model, tokenizer=tokenizer)
+        w = {}
+        for name, att in (("a", run_a), ("b", run_b)):
+            i = token_position(att.tokens, query)
+            row = att.stacked()[:, :, i, :]                                             # (n_layers, H, T)
+            for noun in (ref_a, ref_b):
+                w[name, noun] = row[..., token_position(att.tokens, noun)].double()      # (n_layers, H)
+        gain_a = w["a", ref_a] - w["b", ref_a]
+        gain_b = w["b", ref_b] - w["a", ref_b]
+        rows.append((gain_a + gain_b) / 2)                                              # (n_layers, H)
+    return torch.stack(rows)                                                            # (n_pairs, n_layers, H)
 
 
 def query_key_shifts(pairs, layer: int, head: int, *, query: str = "it", model=None, tokenizer=None) -> list:
