@@ -225,7 +225,7 @@ def text_sequences(n: int = N_HELD_OUT, seed: int = 0) -> torch.Tensor:
     return ids[starts[:, None] + torch.arange(SEQ_LEN)]
 
 
-def build_model(n_layers: int = 2, seed: int = 0, *, n_heads: int = N_HEADS) -> TinyTransformer:
+def build_model(n_layers: int = 2, seed: int = 0, *, n_heads: int = N_HEADS, qk_norm: bool = False) -> TinyTransformer:
     """The untrained model of :func:`train`, on :func:`attnlib.default_device`: width
     ``D_MODEL`` split into ``n_heads`` heads of width ``D_MODEL / n_heads`` (the heads sweep of
     ``bench/bench_heads.py`` changes ``n_heads`` at equal width).
@@ -237,7 +237,7 @@ def build_model(n_layers: int = 2, seed: int = 0, *, n_heads: int = N_HEADS) -> 
     if D_MODEL % n_heads:
         raise ValueError(f"n_heads must divide D_MODEL = {D_MODEL}, got {n_heads}")
     return TinyTransformer(len(_speech()[0]), d_model=D_MODEL, n_heads=n_heads, n_layers=n_layers,
-                           max_len=SEQ_LEN, seed=seed).to(default_device())
+                           max_len=SEQ_LEN, seed=seed, qk_norm=qk_norm).to(default_device())
 
 
 def _model(model) -> TinyTransformer:
@@ -293,7 +293,7 @@ class TrainConfig:
         n_layers, seed, steps: :func:`train`'s arguments.  seq_len, d_model, n_heads,
         batch_size, lr: the module's constants (``SEQ_LEN``, ``D_MODEL``, ``N_HEADS``,
         ``BATCH_SIZE``, ``LR``; Adam with a cosine decay to 0).  vocab_size: the words of the
-        speech.  device: where it ran.
+        speech.  device: where it ran.  qk_norm: :func:`train`'s argument (QK-LayerNorm).
     """
 
     n_layers: int
@@ -306,10 +306,11 @@ class TrainConfig:
     lr: float = LR
     vocab_size: int = 0
     device: str = "cpu"
+    qk_norm: bool = False
 
 
 def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: bool = True, *,
-          n_heads: int = N_HEADS, cache: bool = True):
+          n_heads: int = N_HEADS, cache: bool = True, qk_norm: bool = False):
     """Train the chapter's model: :func:`build_model` (seeded by ``seed``) on
     :func:`training_batch` batches (drawn from a generator seeded by ``seed``) with Adam and
     the next-token cross-entropy, nothing else.  The same arguments repeat the same run on
@@ -336,6 +337,8 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
         steps: training steps (default ``STEPS``).
         progress: show progress.
         n_heads: heads per layer at the same width ``D_MODEL`` (default ``N_HEADS``).
+        qk_norm: train with QK-LayerNorm (:class:`attnlib.transformer.TinyTransformer`'s
+            ``qk_norm``; chapter 4 compares it with the default model).
         cache: load the run from the trained-model cache when it is there, store it when it
             was trained.
 
@@ -362,10 +365,11 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
     steps = STEPS if steps is None else _validate.positive_int(steps, "steps")
     progress = _validate.flag(progress, "progress")
     cache = _validate.flag(cache, "cache")
-    model = build_model(n_layers, seed, n_heads=n_heads)
+    qk_norm = _validate.flag(qk_norm, "qk_norm")
+    model = build_model(n_layers, seed, n_heads=n_heads, qk_norm=qk_norm)
     device = _device(model)
     config = TrainConfig(n_layers=n_layers, seed=seed, steps=steps, n_heads=model.n_heads,
-                         vocab_size=len(_speech()[0]), device=str(device))
+                         vocab_size=len(_speech()[0]), device=str(device), qk_norm=qk_norm)
     summary = progress and bool(os.environ.get(STATIC_BOOK_ENV))
     if not cache:
         return _train_run(model, config, progress, summary)
@@ -378,7 +382,7 @@ def train(n_layers: int = 2, seed: int = 0, steps: int | None = None, progress: 
             _to_cache(key, model, history)
             return model, history
     model, history = loaded
-    if model.n_heads == N_HEADS:
+    if model.n_heads == N_HEADS and not qk_norm:
         _RUNS[(n_layers, seed, steps)] = (model, history)
     if progress:
         print(f"{n_layers}-layer model, seed {seed}: {steps} steps, loaded from the trained-model cache "
@@ -438,7 +442,7 @@ def _train_run(model, config: TrainConfig, progress: bool, summary: bool):
         model.eval()
     history["seconds"] = time.perf_counter() - start
     history["cached"] = False
-    if model.n_heads == N_HEADS:                                   # trained() serves the chapter's width only
+    if model.n_heads == N_HEADS and not config.qk_norm:            # trained() serves the chapter's model only
         _RUNS[(n_layers, seed, steps)] = (model, history)
     if summary:
         print(f"{n_layers}-layer model, seed {seed}: {steps} steps in {history['seconds']:.1f} s, "
@@ -526,7 +530,8 @@ def checkpoint(history: dict, step: int) -> TinyTransformer:
     config = history["config"]
     config = config if isinstance(config, dict) else config.__dict__
     model = TinyTransformer(config["vocab_size"], d_model=config["d_model"], n_heads=config["n_heads"],
-                            n_layers=config["n_layers"], max_len=config["seq_len"])
+                            n_layers=config["n_layers"], max_len=config["seq_len"],
+                            qk_norm=config.get("qk_norm", False))
     model.load_state_dict(states[step])
     return model.eval()
 

@@ -101,11 +101,15 @@ class Block(nn.Module):
     """Pre-LayerNorm attention block: ``x + attn(LN(x))``.  Returns ``(x, weights)`` with
     weights ``(B, H, T, T)``."""
 
-    def __init__(self, d_model: int, n_heads: int, positions: str = "learned"):
+    def __init__(self, d_model: int, n_heads: int, positions: str = "learned", qk_norm: bool = False):
         super().__init__()
         self.ln_attn = nn.LayerNorm(d_model)
         self.attn = MultiHeadAttention(d_model, n_heads)
         self.positions = positions
+        self.qk_norm = qk_norm
+        if qk_norm:   # QK-LayerNorm (Dehghani et al. 2023): each head's q and k normalised over d_head
+            self.ln_q = nn.LayerNorm(self.attn.d_head)
+            self.ln_k = nn.LayerNorm(self.attn.d_head)
 
     def _positional(self, x, start: int, cache=None):
         """Causal self-attention with RoPE on q and k, or with the ALiBi bias, through the
@@ -115,6 +119,8 @@ class Block(nn.Module):
         q = split_heads(attn.q_proj(x), attn.n_heads)                  # (B, H, t, d_head)
         k = split_heads(attn.k_proj(x), attn.n_heads)
         v = split_heads(attn.v_proj(x), attn.n_heads)
+        if self.qk_norm:                                               # before any rotation
+            q, k = self.ln_q(q), self.ln_k(k)
         if self.positions == "rope":                                   # rotate q and k, never v
             pos = torch.arange(start, start + t, device=x.device)
             q, k = apply_rope(q, pos), apply_rope(k, pos)
@@ -131,7 +137,7 @@ class Block(nn.Module):
         return attn.out_proj(merge_heads(heads)), weights
 
     def forward(self, x, is_causal: bool = True, cache=None, start: int = 0):
-        if self.positions != "learned":
+        if self.positions != "learned" or self.qk_norm:
             a, weights = self._positional(self.ln_attn(x), start, cache)
         elif cache is None:
             a, weights = self.attn(self.ln_attn(x), is_causal=is_causal)  # (B, T, d_model), (B, H, T, T)
@@ -153,6 +159,10 @@ class TinyTransformer(nn.Module):
             :func:`attnlib.apply_rope`, rotate-half pairing, base 10000; the values are not
             rotated) or ``"alibi"`` (every layer adds :func:`alibi_bias` to the causal scores).
             With RoPE or ALiBi the model has no ``pos_emb`` (it is ``None``).
+        qk_norm: ``True`` puts a LayerNorm (learned gain and bias, over ``d_head``) on each
+            head's queries and keys before the scores, so a score no longer grows with their
+            lengths (QK-LayerNorm; Dehghani et al. 2023); default ``False``.  It draws no random
+            numbers, so the other weights are those of the same seed without it.
         seed: seed of the initial weights (the global random state is left untouched).
 
     Shapes:
@@ -175,19 +185,21 @@ class TinyTransformer(nn.Module):
     """
 
     def __init__(self, vocab_size: int, *, d_model: int = 64, n_heads: int = 4, n_layers: int = 2,
-                 max_len: int = 32, seed: int = 0, positions: str = "learned"):
+                 max_len: int = 32, seed: int = 0, positions: str = "learned", qk_norm: bool = False):
         super().__init__()
         vocab_size, max_len, n_layers, d_model = (_validate.positive_int(value, name) for name, value in (
             ("vocab_size", vocab_size), ("max_len", max_len), ("n_layers", n_layers), ("d_model", d_model)))
         seed = _validate.non_negative_int(seed, "seed")
         positions = _validate.choice(positions, POSITIONS, "positions")
+        qk_norm = _validate.flag(qk_norm, "qk_norm")
         self.vocab_size, self.max_len, self.n_layers, self.positions = vocab_size, max_len, n_layers, positions
+        self.qk_norm = qk_norm
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.tok_emb = nn.Embedding(vocab_size, d_model)
             # the learned table is drawn only when used, so the default model's weights are unchanged
             self.pos_emb = nn.Embedding(max_len, d_model) if positions == "learned" else None
-            self.blocks = nn.ModuleList(Block(d_model, n_heads, positions) for _ in range(n_layers))
+            self.blocks = nn.ModuleList(Block(d_model, n_heads, positions, qk_norm) for _ in range(n_layers))
             self.ln_out = nn.LayerNorm(d_model)
             self.unembed = nn.Linear(d_model, vocab_size)
         self.n_heads, self.d_head = self.blocks[0].attn.n_heads, self.blocks[0].attn.d_head
@@ -227,8 +239,11 @@ class TinyTransformer(nn.Module):
         """The constructor arguments that rebuild this architecture (``vocab_size``,
         ``d_model``, ``n_heads``, ``n_layers``, ``max_len``, ``positions``; not ``seed``, which
         only drew the initial weights)."""
-        return {"vocab_size": self.vocab_size, "d_model": self.tok_emb.embedding_dim, "n_heads": self.n_heads,
-                "n_layers": self.n_layers, "max_len": self.max_len, "positions": self.positions}
+        config = {"vocab_size": self.vocab_size, "d_model": self.tok_emb.embedding_dim, "n_heads": self.n_heads,
+                  "n_layers": self.n_layers, "max_len": self.max_len, "positions": self.positions}
+        if self.qk_norm:                 # only when set, so the default model's config is unchanged
+            config["qk_norm"] = True
+        return config
 
     def save(self, path) -> None:
         """Write the weights and :meth:`config` to ``path`` (one ``torch.save`` file, tensors
@@ -276,7 +291,7 @@ class TinyTransformer(nn.Module):
             raise ValueError(f"{path}: expected a file of format {cls.FILE_FORMAT!r} (TinyTransformer.save), found {found!r}")
         config, state = payload.get("config"), payload.get("state_dict")
         expected = {"vocab_size", "d_model", "n_heads", "n_layers", "max_len", "positions"}
-        if not isinstance(config, dict) or set(config) != expected or not isinstance(state, dict):
+        if not isinstance(config, dict) or set(config) - {"qk_norm"} != expected or not isinstance(state, dict):
             raise ValueError(f"{path}: expected a config with keys {sorted(expected)} and a state_dict, found "
                              f"{sorted(config) if isinstance(config, dict) else type(config).__name__}")
         model = cls(**config)
@@ -414,6 +429,8 @@ def run(model, tokens, *, edits=()) -> Run:
     scores = []
     for layer in range(model.n_layers):
         q, k = proj["q", layer], proj["k", layer]
+        if model.qk_norm:                                               # the scores read normalised q, k
+            q, k = model.blocks[layer].ln_q(q), model.blocks[layer].ln_k(k)
         if model.positions == "rope":
             pos = torch.arange(T, device=tokens.device)
             q, k = apply_rope(q, pos), apply_rope(k, pos)
