@@ -10,6 +10,16 @@ grader receives, computed with PyTorch; the page computes the same dict with
 ``window.attnlibTiny`` (``attnlib/static/xp_tiny.js``).  The build-time exporter that writes
 those checkpoints for the page is :mod:`attnlib.circuit_export`.
 
+The lab's patching metric (:func:`pair_metric`) reads the clean sequence only: its **copy
+target** (:func:`copy_target`) is the word that followed the most recent earlier occurrence of
+the last word, and the metric is that word's logit minus the mean logit over the vocabulary at
+the last position (:func:`attnlib.patching.copy_logit`).  So any one-word corruption gives a
+meaningful table: changing the copy target's earlier copy (the chapter's token corruption) or
+the last word's earlier occurrence (the *match corruption*, which shows the previous-token
+head).  A clean sequence with nothing to copy has no metric (:func:`copy_problem` says so in
+words); :func:`pair_tables` is the whole patching readout, the same dict as the page's
+``attnlibTiny.patch``, with heads switched off honoured in every run.
+
 The edits are :mod:`attnlib.edits`'s spec: ``{"layer", "head", "mode": "zero" | "mean" | "patch",
 "source"?, "position"?}``.  Mean ablation replaces a head's output by its mean over the
 chapter's held-out repeated sequences (:func:`attnlib.transformer.reference_means`), stored per
@@ -20,14 +30,17 @@ Shapes legend: ``B`` batch, ``L`` layers, ``H`` heads, ``T`` tokens, ``V`` vocab
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import _validate, induction
 from .patching import MIN_GAP
-from .transformer import TinyTransformer, run
+from .transformer import TinyTransformer, reference_means, run
 
 __all__ = ["N_CHECKPOINTS", "checkpoint_steps", "lab_checkpoints", "lab_models",
-           "head_scores", "pair_metric", "corrupted_position", "default_pair", "lab_data",
+           "head_scores", "copy_target", "copy_problem", "pair_metric", "range_problem", "pair_tables",
+           "NORMALISED_RANGE", "corrupted_position", "default_pair", "lab_data",
            "read_words", "read", "CONTROL"]
 
 #: Checkpoints of the two-layer run the page offers (the first and last steps included).
@@ -35,6 +48,10 @@ N_CHECKPOINTS = 16
 
 #: The name of the one-layer control in the lab.
 CONTROL = "one-layer"
+
+#: The range of normalised patching scores read as shares of the gap between the corrupted (0)
+#: and the clean (1) run; outside it :func:`range_problem` warns (the page mirrors it).
+NORMALISED_RANGE = (-0.5, 1.5)
 
 def checkpoint_steps(history: dict, n: int = N_CHECKPOINTS) -> list:
     """``n`` probe steps of a training run, dense where the induction head forms: the first
@@ -82,22 +99,170 @@ def head_scores(history: dict, step: int) -> dict:
     return {name: [[round(float(x), 4) for x in row] for row in history[name][at]] for name in ("induction", "previous")}
 
 
-def pair_metric(logits: torch.Tensor, clean, corrupt) -> float:
-    """The lab's patching metric for one clean/corrupted pair of word-id sequences that differ at
-    exactly one position ``p``: at the last position, the logit of the clean word at ``p`` minus
-    that of the corrupted word (nats; :func:`attnlib.patching.logit_diff`).  When the last word
-    occurred earlier, just before ``p``, the clean word is what induction copies.
+def _words(seq) -> list:
+    """A sequence as words: words (str) as they are, word ids decoded."""
+    seq = list(seq)
+    return [str(w) for w in seq] if all(isinstance(w, str) for w in seq) else induction.decode([int(w) for w in seq])
+
+
+def copy_target(seq) -> int | None:
+    """The position of the lab's **copy target** in a clean sequence (words or word ids): the
+    word that followed the most recent earlier occurrence of the last word, what an induction
+    head copies.  An occurrence just before the last word does not count (the word after it is
+    the last word itself).  ``None`` when nothing can be copied (:func:`copy_problem`).
+
+    >>> copy_target(["we", "are", "met", "we"])
+    1
+    >>> copy_target(["we", "are", "met"]) is None
+    True
+    """
+    seq = list(seq)
+    last = len(seq) - 1
+    for j in range(last - 2, -1, -1):                # the most recent earlier occurrence, j + 1 < last
+        if seq[j] == seq[last]:
+            return j + 1
+    return None
+
+
+def copy_problem(seq) -> str | None:
+    """Why a clean sequence (words or word ids) gives the lab's metric nothing to measure, in
+    words, or ``None`` when it has a copy target (:func:`copy_target`).  The page shows the same
+    sentence (``attnlibTiny.copyProblem``)."""
+    words = _words(seq)
+    if copy_target(words) is not None:
+        return None
+    last = words[-1]
+    if len(words) >= 2 and words[-2] == last:
+        return (f"nothing to copy: \u201c{last}\u201d, the last word, occurs earlier only just before itself, so no "
+                f"earlier occurrence is followed by a word to copy and no score here measures copying")
+    return (f"nothing to copy: \u201c{last}\u201d, the last word, does not occur earlier in the clean sequence, so "
+            f"there is no copy target and no score here measures copying")
+
+
+def pair_metric(logits: torch.Tensor, clean) -> float:
+    """The lab's patching metric: at the last position, the logit of the clean sequence's copy
+    target (:func:`copy_target`) minus the mean logit over the vocabulary (nats;
+    :func:`attnlib.patching.copy_logit`).  It reads the clean sequence only, so the clean run,
+    the corrupted run and every patched run of a pair are scored on the same word, whichever
+    word the corruption changed; linear in the logits, so normalised scores are meaningful.
 
     Shapes:
-        logits ``(1, T, V)``; clean, corrupt ``(T,)`` int64.
+        logits ``(1, T, V)``; clean ``(T,)`` word ids.
 
     Raises:
-        ValueError: the two sequences differ in length or not at exactly one position.
+        ValueError: the clean sequence has nothing to copy (:func:`copy_problem`'s sentence).
     """
-    from .patching import logit_diff
-    p = corrupted_position(clean, corrupt)
-    return logit_diff(logits, {"query": len(clean) - 1, "clean_next": torch.tensor([int(clean[p])]),
-                               "corrupt_next": torch.tensor([int(corrupt[p])])})
+    from .patching import copy_logit
+    target = copy_target([int(x) for x in clean])
+    if target is None:
+        raise ValueError(copy_problem(clean))
+    return copy_logit(logits, {"query": len(clean) - 1, "clean_next": torch.tensor([int(clean[target])])})
+
+
+def range_problem(normalised, low: float = NORMALISED_RANGE[0], high: float = NORMALISED_RANGE[1]) -> str | None:
+    """A warning, in words, when a normalised patching score (finite ones; a switched-off head's
+    NaN is skipped) leaves ``[low, high]``, else ``None``.  ``normalised``: nested lists, arrays
+    or dicts of them (:func:`pair_tables`'s ``normalised``).  The page shows the same sentence
+    (``attnlibTiny.rangeProblem``)."""
+    values = []
+
+    def collect(x):
+        if isinstance(x, dict):
+            for v in x.values():
+                collect(v)
+        elif isinstance(x, (list, tuple)) or (isinstance(x, torch.Tensor) and x.dim() > 0):
+            for v in x:
+                collect(v)
+        elif x is not None and math.isfinite(float(x)):
+            values.append(float(x))
+    collect(normalised)
+    if not values or (min(values) >= low and max(values) <= high):
+        return None
+    return (f"some normalised scores leave [{low:g}, {high:g}] (lowest {min(values):.2f}, highest {max(values):.2f}): "
+            f"a patch moved the metric more than half the gap beyond the clean or the corrupted run, so these "
+            f"scores are not shares of the gap: read them as how far each patch moves the metric, in units of the gap")
+
+
+@torch.no_grad()
+def pair_tables(clean, corrupt, model_name: str | None = None, *, edits=()) -> dict:
+    """The circuit lab's whole patching readout for one pair, computed with PyTorch: the page's
+    ``attnlibTiny.patch`` returns the same numbers (``tests/test_page_tiny.py``).  Every head's
+    output and the residual stream entering every layer at every position, patched one at a time
+    from the clean run into the corrupted (denoising) and back (noising), scored with
+    :func:`pair_metric`; ``edits`` (heads switched off: zero or mean, :mod:`attnlib.edits`) apply
+    in every run, the sources included.  A switched-off head's own cell is NaN (it has nothing to
+    patch, and one place takes one edit).
+
+    Args:
+        clean, corrupt: word lists (or text, read by :func:`read_words`) that differ at one position.
+        model_name: one of :func:`lab_checkpoints` (default: the last step).
+        edits: the heads switched off, ``[{"layer", "head", "mode": "zero" | "mean", "position"?}]``.
+
+    Returns:
+        ``{"position", "clean_word", "corrupt_word", "target_position", "target", "match",
+        "copy_problem", "off", "clean", "corrupted", "denoise": {"heads": L x H, "resid": (L+1) x T},
+        "noise", "normalised": {"denoise", "noise"}, "problem", "range_problem", "runs"}``; when the
+        clean sequence has nothing to copy, ``copy_problem`` says so and the metrics and tables are
+        ``None`` (nothing is run).  ``problem`` is :func:`attnlib.patching.gap_problem` (then every
+        normalised score is NaN); ``range_problem`` is :func:`range_problem` of the normalised scores.
+
+    Raises:
+        ValueError: as :func:`read_words` and :func:`corrupted_position`; an edit that is not a
+            head's zero or mean ablation; an unknown model.
+    """
+    from .edits import as_edits
+    from .patching import copy_logit, gap_problem
+    names = list(lab_checkpoints())
+    model_name = names[-2] if model_name is None else model_name
+    model = _lab_model(model_name)
+    a_words = read_words(clean) if isinstance(clean, str) else list(clean)
+    b_words = read_words(corrupt) if isinstance(corrupt, str) else list(corrupt)
+    a, b = induction.encode(a_words), induction.encode(b_words)
+    p = corrupted_position(a, b)
+    T, L, H = len(a_words), model.n_layers, model.n_heads
+    off = [dict(e) for e in edits]
+    for i, e in enumerate(off):
+        if e.get("head") is None or e.get("mode") not in ("zero", "mean") or e.get("source") is not None:
+            raise ValueError(f"edits[{i}]: a head switched off is {{'layer', 'head', 'mode': 'zero' | 'mean'}}, got {e}")
+    checked = as_edits(off, L, H, T=T, reference=reference_means(model))   # normalised: negative layers and heads count from the end
+    off_heads = sorted({(e.layer, e.head) for e in checked})
+    target = copy_target(a_words)
+    out = {"position": p, "clean_word": a_words[p], "corrupt_word": b_words[p],
+           "target_position": target, "target": None if target is None else a_words[target],
+           "match": None if target is None else target - 1, "copy_problem": copy_problem(a_words),
+           "off": [f"{l}.{h}" for l, h in off_heads], "clean": None, "corrupted": None, "denoise": None,
+           "noise": None, "normalised": None, "problem": None, "range_problem": None, "runs": 0}
+    if target is None:
+        return out
+    pairs = {"query": T - 1, "clean_next": a[target:target + 1]}
+    ra, rb = run(model, a[None], edits=off), run(model, b[None], edits=off)
+    clean_m, corrupt_m = copy_logit(ra.logits, pairs), copy_logit(rb.logits, pairs)
+    runs = 2
+    tables = {}
+    for key, tokens, source in (("denoise", b[None], ra), ("noise", a[None], rb)):
+        heads = [[math.nan] * H for _ in range(L)]
+        for layer in range(L):
+            for head in range(H):
+                if (layer, head) in off_heads:
+                    continue
+                edit = {"layer": layer, "head": head, "mode": "patch", "source": source}
+                heads[layer][head] = copy_logit(run(model, tokens, edits=off + [edit]).logits, pairs)
+                runs += 1
+        resid = [[copy_logit(run(model, tokens, edits=off + [{"layer": layer, "head": None, "mode": "patch",
+                                                              "source": source, "position": t}]).logits, pairs)
+                  for t in range(T)] for layer in range(L + 1)]
+        runs += (L + 1) * T
+        tables[key] = {"heads": heads, "resid": resid}
+    problem = gap_problem(clean_m, corrupt_m)
+
+    def norm(x):
+        return math.nan if problem or not math.isfinite(x) else (x - corrupt_m) / (clean_m - corrupt_m)
+    normalised = {key: {part: [[norm(x) for x in row] for row in t[part]] for part in ("heads", "resid")}
+                  for key, t in tables.items()}
+    out.update(clean=clean_m, corrupted=corrupt_m, denoise=tables["denoise"], noise=tables["noise"],
+               normalised=normalised, problem=problem, runs=runs,
+               range_problem=None if problem else range_problem(normalised))
+    return out
 
 
 def corrupted_position(clean, corrupt) -> int:
@@ -129,7 +294,9 @@ def default_pair() -> tuple:
 def lab_data(words=None, corrupt=None, *, model_name: str | None = None, layer: int = 1, head: int | None = None) -> dict:
     """The data of the circuit lab's first view (``attnlib/static/xp_tiny.js``), computed with
     PyTorch: the models and their head scores, the words, the loss per word and every head's
-    pattern at ``model_name`` (default: the last checkpoint), and the pair's metric.
+    pattern at ``model_name`` (default: the last checkpoint), and the pair's metric
+    (:func:`pair_metric`; ``None``, with ``copy_problem`` saying why, when the clean sequence has
+    nothing to copy).
 
     Raises:
         ValueError: as :func:`read_words` (text given as a str is read by it); an unknown model; a
@@ -158,8 +325,10 @@ def lab_data(words=None, corrupt=None, *, model_name: str | None = None, layer: 
     if corrupt is not None:
         bad = induction.encode(corrupt)
         p = corrupted_position(ids, bad)
-        pair = {"corrupt": corrupt, "position": p, "clean": pair_metric(r.logits, ids, bad),
-                "corrupted": pair_metric(run(model, bad[None]).logits, ids, bad)}
+        target, problem = copy_target(words), copy_problem(words)
+        pair = {"corrupt": corrupt, "position": p, "target_position": target, "copy_problem": problem,
+                "clean": None if problem else pair_metric(r.logits, ids),
+                "corrupted": None if problem else pair_metric(run(model, bad[None]).logits, ids)}
     return {
         "vocabulary": induction.vocabulary(), "max_len": induction.SEQ_LEN, "n_heads": model.n_heads,
         "models": [{"name": n, "step": s, "n_layers": len(scores["induction"]), "control": n == CONTROL, **scores}
@@ -168,7 +337,7 @@ def lab_data(words=None, corrupt=None, *, model_name: str | None = None, layer: 
         "loss": [round(float(x), 5) for x in loss],
         "attentions": [round(float(x), 4) for x in r.stacked("pattern")[:, 0].flatten()],
         "uniform_induction": induction.uniform_induction_score(), "uniform_previous": induction.uniform_previous_score(),
-        "min_gap": MIN_GAP,
+        "min_gap": MIN_GAP, "normalised_range": list(NORMALISED_RANGE),
     }
 
 

@@ -642,16 +642,21 @@ def circuit_lab(words=None, corrupt=None, *, checkpoint: str | None = None, laye
     """Chapter 7's circuit lab: the chapter's trained language model on a word sequence, at any of
     16 moments of its training or as the one-layer control; the loss on every word, any head's
     pattern, heads switched off (zero or mean), and activation patching between a clean and a
-    corrupted sequence with the logit difference (:mod:`attnlib.circuit_lab`).
+    corrupted sequence, scored on the clean sequence's copy target
+    (:func:`attnlib.circuit_lab.pair_metric`: the logit of the word that followed the last word's
+    earlier occurrence minus the mean logit, at the last position), with the heads switched off
+    applied in every patched run (:func:`attnlib.circuit_lab.pair_tables`).
 
     The figure opens on a run PyTorch computed (:func:`attnlib.circuit_lab.lab_data`).  In the
     published book a reader loads the models into the page (ONNX, in a Web Worker) and does
     everything there; in a notebook, change the arguments and run the cell again.
 
     Args:
-        words, corrupt: the clean sequence and its corrupted copy (one word changed), each a str
+        words, corrupt: the clean sequence and its corrupted copy (one word changed, any word:
+            the copy target's earlier copy, the last word's earlier occurrence, ...), each a str
             of words of the Gettysburg Address or a list of words; default: the first of the
-            chapter's patching pairs.
+            chapter's patching pairs.  A clean sequence with nothing to copy shows no metric and
+            says why (:func:`attnlib.circuit_lab.copy_problem`).
         checkpoint: a model name of :func:`attnlib.circuit_lab.lab_models` (default: the last
             step of training).
         layer, head: the head shown first (default head: the induction head of layer 1).

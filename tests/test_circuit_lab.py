@@ -3,10 +3,12 @@ against attnlib.transformer.run, the build's check failing on a wrong export, an
 a reader's words."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
-from attnlib import circuit_export, circuit_lab, induction, transformer
+from attnlib import circuit_export, circuit_lab, induction, patching, transformer
 from attnlib.edits import head_means
 from attnlib.transformer import TinyTransformer, run
 
@@ -98,16 +100,143 @@ def test_read_words_reads_as_the_corpus_does():
         ["we", "are", "met", "on", "a", "great", "battle-field", "--", "of", "that", "war", "."]
 
 
-def test_the_pair_metric_is_the_chapters_logit_difference():
+@pytest.mark.parametrize("words, target", [
+    ("we are met we", 1),                              # the word after the earlier "we"
+    ("we are we are met we", 3),                       # the most recent earlier occurrence
+    ("we are met", None),                              # no earlier occurrence
+    ("we are met met", None),                          # only just before itself: nothing follows it
+    ("we met are met met", 2),                         # ... but an older occurrence counts
+    ("we", None),
+])
+def test_the_copy_target_follows_the_most_recent_earlier_occurrence(words, target):
+    seq = words.split()
+    assert circuit_lab.copy_target(seq) == target
+    assert circuit_lab.copy_target(induction.encode(seq)) == target              # ids read alike
+    problem = circuit_lab.copy_problem(seq)
+    assert (problem is None) == (target is not None)
+    if target is None:
+        assert problem.startswith(f"nothing to copy: \u201c{seq[-1]}\u201d, the last word")
+        assert ("just before itself" in problem) == (len(seq) > 1 and seq[-2] == seq[-1])
+
+
+def test_the_pair_metric_is_the_copy_targets_logit_minus_the_mean_for_any_corrupted_word():
+    """The metric reads the clean sequence only: logit[T*] - mean logit at the last position
+    (patching.copy_logit), whichever word the corruption changed; the token corruption and the
+    match corruption both lower it, and a clean sequence with nothing to copy is refused in words."""
     clean, corrupt = circuit_lab.default_pair()
     a, b = induction.encode(clean), induction.encode(corrupt)
-    assert circuit_lab.corrupted_position(a, b) == len(clean) // 2          # the chapter's B, in the first copy
+    p = circuit_lab.corrupted_position(a, b)
+    assert p == len(clean) // 2 and circuit_lab.copy_target(clean) == p      # the chapter's B, in the first copy
     model = induction.trained(2)[0]
-    assert circuit_lab.pair_metric(run(model, a[None]).logits, a, b) > circuit_lab.pair_metric(run(model, b[None]).logits, a, b)
+    logits = run(model, a[None]).logits
+    want = float(logits[0, -1, a[p]] - logits[0, -1].mean())
+    assert abs(circuit_lab.pair_metric(logits, a) - want) < 1e-5
+    assert circuit_lab.pair_metric(logits, a) == patching.copy_logit(logits, {"query": len(a) - 1, "clean_next": a[p:p + 1]})
+    match = a.clone()
+    match[p - 1] = b[p]                                                      # the last word's earlier occurrence
+    for bad in (b, match):
+        assert circuit_lab.pair_metric(run(model, bad[None]).logits, a) < circuit_lab.pair_metric(logits, a) - 1
+    nothing = induction.encode("we are met on a great battle-field".split())
+    with pytest.raises(ValueError, match="nothing to copy: \u201cbattle-field\u201d"):
+        circuit_lab.pair_metric(run(model, nothing[None]).logits, nothing)
     with pytest.raises(ValueError, match="exactly one position"):
         circuit_lab.corrupted_position(a, a)
     with pytest.raises(ValueError, match="same length"):
         circuit_lab.corrupted_position(a, a[:-1])
+
+
+def _match_pair():
+    """The chapter's first pair with the match corrupted instead: the last word's earlier occurrence."""
+    clean, corrupt = circuit_lab.default_pair()
+    p = circuit_lab.copy_target(clean)
+    match = list(clean)
+    match[p - 1] = corrupt[p]
+    return clean, match
+
+
+def test_pair_tables_equal_patch_table_with_the_copy_metric():
+    """The lab's readout against attnlib.patching.patch_table (the chapter's patching) with
+    copy_logit on the copy target, for the token and the match corruption; the match
+    corruption shows the previous-token head of layer 0 (the head with the best
+    previous-token score) restoring most of the gap on its own."""
+    name = [n for n in circuit_lab.lab_checkpoints() if n != circuit_lab.CONTROL][-1]
+    model, _, scores = circuit_lab.lab_models()[name]
+    for clean, corrupt in (circuit_lab.default_pair(), _match_pair()):
+        got = circuit_lab.pair_tables(clean, corrupt, name)
+        a, b = induction.encode(clean)[None], induction.encode(corrupt)[None]
+        t = circuit_lab.copy_target(clean)
+        pairs = {"query": a.shape[1] - 1, "clean_next": a[:, t]}
+        ra, rb = run(model, a), run(model, b)
+        assert got["clean"] == patching.copy_logit(ra.logits, pairs) and got["corrupted"] == patching.copy_logit(rb.logits, pairs)
+        assert got["target"] == clean[t] and got["match"] == t - 1 and got["off"] == [] and got["copy_problem"] is None
+        for key, target, source in (("denoise", b, ra), ("noise", a, rb)):
+            for site, part in (("z", "heads"), ("resid_pre", "resid")):
+                want = patching.patch_table(model, target, source, pairs, site=site, metric=patching.copy_logit)
+                assert torch.allclose(torch.tensor(got[key][part], dtype=torch.float64), want, atol=1e-6), (key, site)
+                norm = patching.normalised(want, got["clean"], got["corrupted"])
+                assert torch.allclose(torch.tensor(got["normalised"][key][part], dtype=torch.float64), norm, atol=1e-9)
+        assert got["runs"] == 2 + 2 * (model.n_layers * model.n_heads + (model.n_layers + 1) * len(clean))
+    previous = int(torch.tensor(scores["previous"][0]).argmax())
+    den = torch.tensor(got["normalised"]["denoise"]["heads"])               # the match corruption
+    assert den[0].argmax() == previous and den[0, previous] > 0.5, den
+
+
+def test_pair_tables_honour_heads_switched_off_in_every_run():
+    """With heads off, every run of the pair (the two references, the sources and each patched
+    run) has them off: the numbers equal runs written out here; a head that is off has NaN cells."""
+    name = [n for n in circuit_lab.lab_checkpoints() if n != circuit_lab.CONTROL][-1]
+    model = circuit_lab.lab_models()[name][0]
+    clean, corrupt = _match_pair()
+    off = [{"layer": 1, "head": 0, "mode": "zero"}, {"layer": -2, "head": 3, "mode": "mean"}]
+    got = circuit_lab.pair_tables(clean, corrupt, name, edits=off)
+    assert got["off"] == ["0.3", "1.0"]
+    a, b = induction.encode(clean)[None], induction.encode(corrupt)[None]
+    pairs = {"query": a.shape[1] - 1, "clean_next": a[:, circuit_lab.copy_target(clean)]}
+    ra, rb = run(model, a, edits=off), run(model, b, edits=off)
+    assert abs(got["clean"] - patching.copy_logit(ra.logits, pairs)) < 1e-9
+    assert abs(got["corrupted"] - patching.copy_logit(rb.logits, pairs)) < 1e-9
+    assert abs(got["clean"] - circuit_lab.pair_tables(clean, corrupt, name)["clean"]) > 0.1      # the edits matter
+    for key, target, source in (("denoise", b, ra), ("noise", a, rb)):
+        heads = got[key]["heads"]
+        assert math.isnan(heads[1][0]) and math.isnan(heads[0][3]) and math.isnan(got["normalised"][key]["heads"][1][0])
+        want = patching.copy_logit(run(model, target, edits=off + [{"layer": 1, "head": 2, "mode": "patch", "source": source}]).logits, pairs)
+        assert abs(heads[1][2] - want) < 1e-9
+        want = patching.patch_table(model, target, source, pairs, site="resid_pre", extra_edits=off, metric=patching.copy_logit)
+        assert torch.allclose(torch.tensor(got[key]["resid"], dtype=torch.float64), want, atol=1e-9)
+    assert got["runs"] == 2 + 2 * (model.n_layers * model.n_heads - 2 + (model.n_layers + 1) * len(clean))
+    with pytest.raises(ValueError, match="a head switched off"):
+        circuit_lab.pair_tables(clean, corrupt, name, edits=[{"layer": 1, "head": None, "mode": "zero"}])
+
+
+def test_pair_tables_say_when_there_is_nothing_to_copy_and_run_nothing(monkeypatch):
+    words = "we are met on a great battle-field of that war".split()
+    bad = list(words)
+    bad[3] = "nation"
+    calls = []
+    real = circuit_lab.run
+    monkeypatch.setattr(circuit_lab, "run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    got = circuit_lab.pair_tables(words, bad)
+    assert calls == [] and got["runs"] == 0
+    assert got["copy_problem"] == circuit_lab.copy_problem(words) and "nothing to copy" in got["copy_problem"]
+    assert got["normalised"] is None and got["clean"] is None and got["range_problem"] is None
+    data = circuit_lab.lab_data(words, bad)
+    assert data["pair"]["copy_problem"] == got["copy_problem"] and data["pair"]["clean"] is None
+
+
+@pytest.mark.parametrize("values, lowest, highest", [
+    ([[0.0, 1.0], [-0.5, 1.5]], None, None),
+    ([[0.2, float("nan")], [1.51, 0.0]], "0.00", "1.51"),
+    ([[-0.51]], "-0.51", "-0.51"),
+    ([[float("nan")]], None, None),
+])
+def test_range_problem_warns_outside_its_range(values, lowest, highest):
+    got = circuit_lab.range_problem({"denoise": {"heads": values, "resid": [[0.5]]}})
+    if lowest is None:
+        assert got is None
+    else:
+        low = min(lowest, "0.50", key=float)
+        assert got.startswith(f"some normalised scores leave [-0.5, 1.5] (lowest {low}, highest {max(float(highest), 0.5):.2f})"), got
+        assert circuit_lab.NORMALISED_RANGE == (-0.5, 1.5)
 
 
 def _counting(monkeypatch, name, module=induction):

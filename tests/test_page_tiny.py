@@ -126,34 +126,117 @@ def test_page_runs_equal_pytorch_on_seeded_random_sequences_and_edits(lab, model
     assert lab.errors == [] and lab.external == []
 
 
-PATCH = """async ([a, b, name]) => { const t = await window.attnlibTiny.patch(a, b, {checkpoint: name});
-  return {position: t.position, clean: t.clean, corrupted: t.corrupted, denoise: t.denoise, noise: t.noise,
-          normalised: t.normalised}; }"""
+PATCH = """async ([a, b, name, edits]) => window.attnlibTiny.patch(a, b, {checkpoint: name, edits: edits})"""
 
 
-def test_the_page_patching_table_equals_patch_table(lab, models):
-    """Denoising and noising, every head and every position, against attnlib.patching.patch_table
-    on the same pair (the chapter's first pair, cut after its query) at the last checkpoint."""
+def _match_pair():
+    """The chapter's first pair with the match corrupted instead: the last word's earlier occurrence."""
     clean, corrupt = circuit_lab.default_pair()
+    p = circuit_lab.copy_target(clean)
+    match = list(clean)
+    match[p - 1] = corrupt[p]
+    return clean, match
+
+
+OFF = [{"layer": 1, "head": 0, "mode": "zero"}, {"layer": 0, "head": 3, "mode": "mean"}]
+PAIRS = {"token": circuit_lab.default_pair, "match": _match_pair}
+
+
+@pytest.mark.parametrize("kind, edits", [("token", []), ("match", []), ("match", OFF)])
+def test_the_page_patching_table_equals_the_kernels(lab, models, kind, edits):
+    """attnlibTiny.patch against circuit_lab.pair_tables (PyTorch) on the chapter's pair at the last
+    checkpoint, corrupted at the copy target (token) or at the last word's earlier occurrence
+    (match), with and without heads switched off: the copy target, both reference metrics, every
+    head and every residual position both ways, the normalised scores, the switched-off heads'
+    empty cells and the range warning."""
+    clean, corrupt = PAIRS[kind]()
+    name = list(models)[-2]
+    got = lab.page.evaluate(PATCH, [clean, corrupt, name, edits])
+    want = circuit_lab.pair_tables(clean, corrupt, name, edits=edits)
+    for key in ("position", "target", "match", "copy_problem", "off", "problem", "runs"):
+        page_key = {"target_position": "targetPosition", "copy_problem": "copyProblem"}.get(key, key)
+        assert got[page_key] == want[key], key
+    assert got["targetPosition"] == want["target_position"] and got["copyProblem"] is None
+    assert abs(got["clean"] - want["clean"]) <= TOL and abs(got["corrupted"] - want["corrupted"]) <= TOL
+    gap = abs(want["clean"] - want["corrupted"])
+    worst = {}
+    for key in ("denoise", "noise"):
+        for part in ("heads", "resid"):
+            have, ref = np.array(got[key][part], dtype=float), np.array(want[key][part], dtype=float)
+            assert have.shape == ref.shape and (np.isnan(have) == np.isnan(ref)).all(), (key, part)
+            worst[key, part] = float(np.nanmax(np.abs(have - ref)))
+            assert worst[key, part] <= 10 * TOL, (key, part, worst)
+            have_n = np.array(got["normalised"][key][part], dtype=float)
+            ref_n = np.array(want["normalised"][key][part], dtype=float)
+            assert (np.isnan(have_n) == np.isnan(ref_n)).all() and float(np.nanmax(np.abs(have_n - ref_n))) <= 20 * TOL / gap
+    print(kind, edits and "off", {f"{k[0]} {k[1]}": f"{v:.1e}" for k, v in worst.items()},
+          f"clean {abs(got['clean'] - want['clean']):.1e}", f"corrupted {abs(got['corrupted'] - want['corrupted']):.1e}")
+    # the page's warning is the kernel's sentence on the page's numbers, and warns where the kernel does
+    assert got["rangeProblem"] == circuit_lab.range_problem(got["normalised"])
+    assert (got["rangeProblem"] is None) == (want["range_problem"] is None)
+    if kind == "token" and not edits:                       # the chapter's patching, as patch_table computes it
+        model = models[name][0]
+        a, b = induction.encode(clean)[None], induction.encode(corrupt)[None]
+        pairs = {"query": a.shape[1] - 1, "clean_next": a[:, want["target_position"]]}
+        ra, rb = run(model, a), run(model, b)
+        for key, target, source in (("denoise", b, ra), ("noise", a, rb)):
+            for site in ("z", "resid_pre"):
+                ref = patching.patch_table(model, target, source, pairs, site=site, metric=patching.copy_logit).numpy()
+                have = np.array(got[key]["heads" if site == "z" else "resid"])
+                assert float(np.abs(have - ref).max()) <= 10 * TOL, (key, site)
+        den = np.array(got["normalised"]["denoise"]["heads"])
+        assert den[-1].max() > 0.3                            # the induction head restores the most on its own
+    if kind == "match" and not edits:                         # the previous-token head appears
+        den = np.array(got["normalised"]["denoise"]["heads"])
+        assert int(np.argmax(den[0])) == int(np.argmax(models[name][2]["previous"][0])) and den[0].max() > 0.5
+    if edits:
+        assert want["range_problem"] is not None              # this pair with these heads off leaves the range
+    assert lab.errors == []
+
+
+@pytest.mark.parametrize("words", ["we are met we", "we are we are met we", "we are met", "we are met met",
+                                   "we met are met met", "we", "that nation , or any nation so conceived"])
+def test_the_pages_copy_target_and_its_message_are_the_kernels(lab, words):
+    seq = words.split()
+    got = lab.page.evaluate("(w) => [window.attnlibTiny.copyTarget(w), window.attnlibTiny.copyProblem(w)]", seq)
+    assert got == [circuit_lab.copy_target(seq), circuit_lab.copy_problem(seq)]
+
+
+def test_the_pages_range_warning_is_the_kernels(lab):
+    assert lab.page.evaluate("() => window.attnlibTiny.NORMALISED_RANGE") == list(circuit_lab.NORMALISED_RANGE)
+    g = torch.Generator().manual_seed(7)
+    for scale in (0.3, 0.6, 1.0, 3.0):
+        tables = {key: {"heads": (torch.randn(2, 4, generator=g) * scale + 0.5).tolist(),
+                        "resid": (torch.randn(3, 5, generator=g) * scale + 0.5).tolist()} for key in ("denoise", "noise")}
+        tables["noise"]["heads"][1][0] = float("nan")                       # a head switched off
+        got = lab.page.evaluate("(t) => window.attnlibTiny.rangeProblem(t)", tables)
+        assert got == circuit_lab.range_problem(tables), scale
+
+
+def test_the_page_says_when_there_is_nothing_to_copy_and_runs_nothing(lab):
+    words = "we are met on a great battle-field of that war".split()
+    bad = list(words)
+    bad[3] = "nation"
+    got = lab.page.evaluate(PATCH, [words, bad, None, []])
+    assert got["copyProblem"] == circuit_lab.copy_problem(words) is not None
+    assert got["runs"] == 0 and got["normalised"] is None and got["clean"] is None and got["rangeProblem"] is None
+
+
+def test_a_patch_from_a_run_with_heads_off_patches_that_run(lab, models):
+    """A result of run() with heads switched off, given as a patch's source, patches that run's
+    activations (as a kernel Run does), not the intact run's."""
+    words = "we are met on a great battle-field".split()
+    other = "we are met on a brave battle-field".split()
     name = list(models)[-2]
     model = models[name][0]
-    got = lab.page.evaluate(PATCH, [clean, corrupt, name])
-    a, b = induction.encode(clean)[None], induction.encode(corrupt)[None]
-    p = circuit_lab.corrupted_position(a[0], b[0])
-    assert got["position"] == p
-    pairs = {"query": a.shape[1] - 1, "clean_next": a[:, p], "corrupt_next": b[:, p]}
-    ra, rb = run(model, a), run(model, b)
-    assert abs(got["clean"] - patching.logit_diff(ra.logits, pairs)) <= TOL
-    assert abs(got["corrupted"] - patching.logit_diff(rb.logits, pairs)) <= TOL
-    for key, target, source in (("denoise", b, ra), ("noise", a, rb)):
-        for site in ("z", "resid_pre"):
-            want = patching.patch_table(model, target, source, pairs, site=site).numpy()
-            have = np.array(got[key]["heads" if site == "z" else "resid"])
-            assert have.shape == want.shape and float(np.abs(have - want).max()) <= 10 * TOL, (key, site)
-    den = np.array(got["normalised"]["denoise"]["heads"])
-    ind = int(np.argmax(den[-1]))
-    assert den[-1, ind] > 0.3                                 # the induction head restores the most on its own
-    assert lab.errors == []
+    off = [{"layer": 0, "head": 1, "mode": "zero"}]
+    got = lab.page.evaluate("""async ([w, o, off]) => {
+      const src = await window.attnlibTiny.run(o, {edits: off});
+      const r = await window.attnlibTiny.run(w, {edits: [{layer: 1, head: 2, mode: "patch", source: src}]});
+      return Array.from(r.logits); }""", [words, other, off])
+    source = run(model, induction.encode(other)[None], edits=off)
+    want = run(model, induction.encode(words)[None], edits=[{"layer": 1, "head": 2, "mode": "patch", "source": source}])
+    assert float(np.abs(np.array(got).reshape(len(words), -1) - want.logits[0].numpy()).max()) <= TOL
 
 
 def _root(page):
@@ -206,6 +289,78 @@ def test_the_lab_runs_a_readers_sequence_steps_ablation_and_patching(browser, si
     page.wait_for_function(f"() => document.querySelector('{root} [data-role=status]').textContent.startsWith('Patched')")
     assert page.query_selector(f"{root} [data-role=table-den-heads] table") is not None
     assert "Denoising" in page.inner_text(f"{root} [data-role=patch-summary]")
+    assert visit.errors == [] and visit.external == [] and visit.dialogs == []
+    visit.close()
+
+
+def _wait_status(page, root, js_test):
+    page.wait_for_function(f"() => {{ const t = document.querySelector('{root} [data-role=status]').textContent; return {js_test}; }}",
+                           timeout=60_000)
+
+
+def test_the_lab_says_when_nothing_can_be_copied_and_patches_the_match_with_heads_off(browser, site, models):  # noqa: F811
+    """The reader's path through the new readout: a sequence with nothing to copy gets the message
+    and no table; the match corruption with head 1.0 switched off patches with it off in every run,
+    says so, names heads once in words, marks its cells "off", and warns that scores leave
+    [-0.5, 1.5]; switching the head back on removes the stale table."""
+    visit = Visit(browser, site["url"] + "lab.html")
+    page = visit.page
+    root = _root(page)
+    page.click(f"{root} [data-role=load]")
+    page.wait_for_function(f"() => document.querySelector('{root}').getAttribute('data-loaded') === '1'", timeout=60_000)
+    _wait_status(page, root, "t.startsWith('Ran')")
+    # nothing to copy
+    words = "we are met on a great battle-field of that war".split()
+    page.fill(f"{root} [data-role=words]", " ".join(words))
+    page.click(f"{root} [data-role=run]")
+    _wait_status(page, root, "t.startsWith('Ran 10 words')")
+    page.select_option(f"{root} [data-role=patch-position]", "3")
+    page.select_option(f"{root} [data-role=patch-word]", "nation")
+    page.wait_for_selector(f"{root} [data-role=pair-readout][data-copy-problem]")
+    problem = circuit_lab.copy_problem(words)
+    assert page.inner_text(f"{root} [data-role=pair-readout]").startswith(f"No metric: {problem}.")
+    page.click(f"{root} [data-role=patch-run]")
+    _wait_status(page, root, "t.startsWith('Not patched')")
+    assert page.inner_text(f"{root} [data-role=patch-summary]") == f"No patching table: {problem}."
+    assert page.query_selector(f"{root} [data-role=patch-tables] table") is None
+    # the match corruption, head 1.0 off
+    clean, match = _match_pair()
+    p = circuit_lab.copy_target(clean) - 1
+    page.fill(f"{root} [data-role=words]", " ".join(clean))
+    page.click(f"{root} [data-role=run]")
+    _wait_status(page, root, f"t.startsWith('Ran {len(clean)} words')")
+    page.click(f"{root} [data-role='off-1.0']")
+    _wait_status(page, root, "t.includes('Heads off: 1.0')")
+    page.select_option(f"{root} [data-role=patch-position]", str(p))
+    page.select_option(f"{root} [data-role=patch-word]", match[p])
+    page.wait_for_function(f"() => document.querySelector('{root} [data-role=pair-readout]').textContent.includes('match corruption')")
+    name = list(models)[-2]
+    want = circuit_lab.pair_tables(clean, match, name, edits=[{"layer": 1, "head": 0, "mode": "zero"}])
+    readout = page.inner_text(f"{root} [data-role=pair-readout]")
+    assert f"the logit of the copy target \u201c{want['target']}\u201d minus the mean logit" in readout
+    assert "Heads switched off in both runs (zero): 1.0." in readout
+    page.click(f"{root} [data-role=patch-run]")
+    _wait_status(page, root, "t.startsWith('Patched')")
+    assert "heads 1.0 off in every run" in _status(page, root)
+    summary = page.inner_text(f"{root} [data-role=patch-summary]")
+    assert "Heads switched off in every run, the patch sources included (zero): 1.0" in summary
+    den = np.array(want["normalised"]["denoise"]["heads"])
+    l, h = np.unravel_index(np.nanargmax(den), den.shape)
+    assert f"head {l}.{h} (layer {l}, head {h}) alone closes the largest share of the gap, " in summary
+    shown = float(summary.split("largest share of the gap, ")[1].split(";")[0])
+    assert abs(shown - den[l, h]) <= 0.0051, (shown, den[l, h])
+    warning = page.inner_text(f"{root} [data-role=patch-warning]")
+    assert want["range_problem"] is not None and warning.startswith("Careful: some normalised scores leave [-0.5, 1.5] (lowest ")
+    lows = [float(x) for x in (warning.split("lowest ")[1].split(",")[0], warning.split("highest ")[1].split(")")[0])]
+    wants = [float(x) for x in (want["range_problem"].split("lowest ")[1].split(",")[0],
+                                want["range_problem"].split("highest ")[1].split(")")[0])]
+    assert np.allclose(lows, wants, atol=0.0101), (lows, wants)
+    cells = page.eval_on_selector_all(f"{root} [data-role=table-den-heads] tr", "rows => rows.map(r => Array.from(r.cells).map(c => c.textContent))")
+    assert cells[2][1] == "off" and cells[1][1] != "off"                  # layer 1, head 0; layer 0, head 0
+    # switching the head back on removes the table patched with it off
+    page.click(f"{root} [data-role='off-1.0']")
+    _wait_status(page, root, "t.startsWith('Ran') && !t.includes('Heads off')")
+    assert page.query_selector(f"{root} [data-role=patch-summary]") is None
     assert visit.errors == [] and visit.external == [] and visit.dialogs == []
     visit.close()
 

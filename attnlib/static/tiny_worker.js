@@ -13,8 +13,9 @@
  *                 {layer, head (null: the residual stream entering that layer), mode, position?}
  *                 with mode "zero", "mean" (no source: the head's mean output over the chapter's
  *                 held-out repeated sequences, attnlib.transformer.reference_means, in tiny.json)
- *                 or "patch" with source {tokens: [ids]} (the run whose activation is patched
- *                 in; same T), checked by edits.js as the kernel checks them
+ *                 or "patch" with source {tokens: [ids], edits?} (the run whose activation is
+ *                 patched in; same T; its own edits, heads switched off with "zero" or "mean",
+ *                 apply in that run), checked by edits.js as the kernel checks them
  * Messages out: {id, progress: {loaded, total}}   while the models download
  *               {id, ok: true, info}               after "load" (tiny.json)
  *               {id, ok: true, result}             after "run":
@@ -81,6 +82,15 @@ function checkEdits(edits, L, H, T, V) {
       if (typeof e.source !== "object" || !Array.isArray(e.source.tokens)) throw new Error("edit " + i + ": a patch's source must be {tokens: [word ids]}, the run whose activations are patched in");
       checkTokens(e.source.tokens, V, T, "edit " + i + "'s source");
       if (e.source.tokens.length !== T) throw new Error("edit " + i + ": the source has " + e.source.tokens.length + " words, the run " + T);
+      var own = e.source.edits === undefined || e.source.edits === null ? [] : e.source.edits;
+      e.source = {tokens: e.source.tokens, edits: attnlibEdits.check(own, {L: L, H: H, T: T})};
+      e.source.edits.forEach(function (s) {
+        if (s.mode === "patch") throw new Error("edit " + i + ": the source run may switch heads off (zero or mean), not patch; patch from a run without patches");
+        if (s.mode === "mean" && s.source !== null) throw new Error("edit " + i + ": on the page a mean in the source run is the model's reference means (leave out source)");
+      });
+      e.source.key = e.source.tokens.join(",") + "|" + e.source.edits.map(function (s) {
+        return [s.layer, s.head, s.mode, s.position].join(":");
+      }).join(";");
     } else if (e.mode === "mean" && e.source !== null) {
       throw new Error("edit " + i + ": on the page a mean is the model's reference means (leave out source); a mean over other inputs runs in the kernel");
     }
@@ -116,23 +126,24 @@ function run(msg) {
     if (item.tokens.length !== T) throw new Error("every item of a batch must have the same length");
     return {tokens: item.tokens, edits: checkEdits(item.edits, L, H, T, V)};
   });
-  /* the sources of the patches: each distinct one run once, intact */
+  /* the sources of the patches: each distinct one (its words and its own heads switched off) run once */
   var sources = {}, order = [];
   items.forEach(function (item) {
     item.edits.forEach(function (e) {
       if (e.mode !== "patch") return;
-      var key = e.source.tokens.join(",");
-      if (!(key in sources)) { sources[key] = order.length; order.push(e.source.tokens); }
+      if (!(e.source.key in sources)) { sources[e.source.key] = order.length; order.push(e.source); }
     });
   });
-  var none = function () {};
-  var started = performance.now();
-  var first = order.length ? runBatch(session, order.map(function (t) { return {tokens: t, fill: none}; }), L, H, T, dh, d)
-                           : Promise.resolve(null);
+  var started = performance.now(), dims = {L: L, H: H, T: T, dh: dh, d: d};
+  var first = order.length ? runBatch(session, order.map(function (source) {
+    return {tokens: source.tokens, fill: function (b, hm, hv, rm, rv) {
+      attnlibEdits.fill(source.edits, b, {headMask: hm, headValue: hv, residMask: rm, residValue: rv}, dims, {means: m.means});
+    }};
+  }), L, H, T, dh, d) : Promise.resolve(null);
   return first.then(function (ran) {
     var z = ran && ran.z.data, resid = ran && ran.resid.data;
     var src = {means: m.means, z: z, resid: resid,
-               index: function (e) { return sources[e.source.tokens.join(",")]; }};
+               index: function (e) { return sources[e.source.key]; }};
     items.forEach(function (item) {
       item.fill = function (b, hm, hv, rm, rv) {
         attnlibEdits.fill(item.edits, b, {headMask: hm, headValue: hv, residMask: rm, residValue: rv},

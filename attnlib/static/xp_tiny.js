@@ -1,7 +1,7 @@
 /* Chapter 7: the circuit lab.  The chapter's trained language model on the reader's own word
  * sequence, at any of 16 moments of its training or as the one-layer control: the loss on every
- * word, any head's pattern, heads switched off, and activation patching with the logit
- * difference.
+ * word, any head's pattern, heads switched off, and activation patching scored on the copy
+ * target (attnlib.circuit_lab.pair_metric: below).
  *
  * Before the reader loads the models, the view shows the run PyTorch computed when the page was
  * built (attnlib.circuit_lab.lab_data); in a notebook that is all it shows (change the cell's
@@ -10,8 +10,9 @@
  * defines window.attnlibTiny (documented below and in the README).
  *
  * data: {vocabulary, max_len, n_heads, models: [{name, step, n_layers, control, induction,
- *        previous}], model, layer, head, words, pair: {corrupt, position, clean, corrupted} or
- *        null, loss: T-1 nats, attentions: flat L*H*T*T, uniform_induction, uniform_previous} */
+ *        previous}], model, layer, head, words, pair: {corrupt, position, target_position,
+ *        copy_problem, clean, corrupted} or null, loss: T-1 nats, attentions: flat L*H*T*T,
+ *        uniform_induction, uniform_previous, min_gap, normalised_range} */
 
 /* ---- window.attnlibTiny ---------------------------------------------------------------------
  *   attnlibTiny.available()             -> "" when the models can run here, else why not
@@ -21,17 +22,79 @@
  *   attnlibTiny.words(text)             -> [word], or throws an Error that names the problem
  *   await attnlibTiny.run(words, {checkpoint, edits}) ->
  *       {tokens: words, ids, shape: [L, H, T, T], logits: Float32Array (T*V),
- *        attentions: Float32Array (L*H*T*T), loss: Float32Array (T-1, nats), ms}
+ *        attentions: Float32Array (L*H*T*T), loss: Float32Array (T-1, nats), edits, ms}
  *     edits: attnlib.edits's spec, [{layer, head (null: the residual stream), mode: "zero" |
- *     "mean" | "patch", source (patch only: the words of the run to patch from), position?}]
- *   await attnlibTiny.patch(clean, corrupted, {checkpoint}) ->
- *       {position, cleanWord, corruptWord, clean, corrupted (the metric, nats),
- *        denoise: {heads: L x H, resid: (L+1) x T}, noise: {...} (the metric of each patched
- *        run), normalised: {denoise, noise} ((patched - corrupted) / (clean - corrupted)), ms}
- *     the metric: at the last position, logit(clean word at p) - logit(corrupted word at p),
- *     p the one position where the two sequences differ (attnlib.circuit_lab.pair_metric).
+ *     "mean" | "patch", source (patch only: the words of the run to patch from, or a result of
+ *     run(): then that run's heads switched off apply to the source too), position?}]
+ *   await attnlibTiny.patch(clean, corrupted, {checkpoint, edits}) -> (attnlib.circuit_lab.pair_tables)
+ *       {position (p, where the two differ), cleanWord, corruptWord, targetPosition, target, match,
+ *        copyProblem, off: ["l.h"], clean, corrupted (the metric, nats), denoise: {heads: L x H,
+ *        resid: (L+1) x T}, noise: {...} (the metric of each patched run), normalised: {denoise,
+ *        noise} ((patched - corrupted) / (clean - corrupted)), problem, rangeProblem, runs, ms}
+ *     the metric (attnlib.circuit_lab.pair_metric): the copy target T* is the word that followed
+ *     the most recent earlier occurrence of the last word in the CLEAN sequence (an occurrence
+ *     just before the last word does not count); the metric is logit[T*] minus the mean logit
+ *     over the vocabulary at the last position, in every run of the pair.  So any one-word
+ *     corruption gives a table: the copy target's earlier copy (the token corruption) or the last
+ *     word's earlier occurrence (the match corruption: the previous-token head).
+ *     copyProblem: when the clean sequence has nothing to copy, why in words; then nothing is
+ *       run and the metrics, tables and normalised scores are null.
+ *     edits: heads switched off ([{layer, head, mode: "zero" | "mean", position?}]), applied in
+ *       every run, the patch sources included; a switched-off head's own cells are NaN.
+ *     problem: gapProblem (then every normalised score is NaN); rangeProblem: a warning when a
+ *       normalised score leaves NORMALISED_RANGE, [-0.5, 1.5] (attnlib.circuit_lab.range_problem).
+ *   attnlibTiny.copyTarget(words) -> the copy target's position, or null; copyProblem(words) ->
+ *     the sentence, or null; rangeProblem(normalised) -> the warning, or null (the kernel's words).
  */
 var TINY_WORD = /[a-z]+(?:-[a-z]+)*|--|[^\sa-z]/g;  /* attnlib.corpus.words_of */
+
+/* attnlib.circuit_lab.NORMALISED_RANGE: normalised scores read as shares of the gap */
+var NORMALISED_RANGE = [-0.5, 1.5];
+
+/* attnlib.circuit_lab.copy_target: the position of the word that followed the most recent earlier
+ * occurrence of the last word (one just before the last word does not count), or null. */
+function copyTarget(w) {
+  var last = w.length - 1;
+  for (var j = last - 2; j >= 0; j--) if (w[j] === w[last]) return j + 1;
+  return null;
+}
+
+/* attnlib.circuit_lab.copy_problem: why a clean sequence has nothing to copy, or null (the kernel's words). */
+function copyProblem(w) {
+  if (copyTarget(w) !== null) return null;
+  var last = w[w.length - 1];
+  if (w.length >= 2 && w[w.length - 2] === last) {
+    return "nothing to copy: \u201c" + last + "\u201d, the last word, occurs earlier only just before itself, so no " +
+           "earlier occurrence is followed by a word to copy and no score here measures copying";
+  }
+  return "nothing to copy: \u201c" + last + "\u201d, the last word, does not occur earlier in the clean sequence, so " +
+         "there is no copy target and no score here measures copying";
+}
+
+/* attnlib.circuit_lab.pair_metric on one position's logits (logits[base .. base + V)): the copy
+ * target's logit minus the mean logit over the vocabulary (nats). */
+function copyMetric(logits, base, V, target) {
+  var sum = 0;
+  for (var v = 0; v < V; v++) sum += logits[base + v];
+  return logits[base + target] - sum / V;
+}
+
+/* attnlib.circuit_lab.range_problem: a warning when a finite normalised score (nested arrays or
+ * objects of them) leaves [low, high], or null (the kernel's words). */
+function rangeProblem(normalised, low, high) {
+  low = low === undefined ? NORMALISED_RANGE[0] : low; high = high === undefined ? NORMALISED_RANGE[1] : high;
+  var lo = Infinity, hi = -Infinity, any = false;
+  (function collect(x) {
+    if (x === null || x === undefined) return;
+    if (typeof x === "number") { if (isFinite(x)) { any = true; lo = Math.min(lo, x); hi = Math.max(hi, x); } return; }
+    if (Array.isArray(x) || ArrayBuffer.isView(x)) { Array.prototype.forEach.call(x, collect); return; }
+    if (typeof x === "object") Object.keys(x).forEach(function (k) { collect(x[k]); });
+  })(normalised);
+  if (!any || (lo >= low && hi <= high)) return null;
+  return "some normalised scores leave [" + low + ", " + high + "] (lowest " + lo.toFixed(2) + ", highest " + hi.toFixed(2) +
+         "): a patch moved the metric more than half the gap beyond the clean or the corrupted run, so these " +
+         "scores are not shares of the gap: read them as how far each patch moves the metric, in units of the gap";
+}
 
 /* Levenshtein distance, for "did you mean" (a short loop: words are short). */
 function editDistance(a, b) {
@@ -83,9 +146,11 @@ function tinyApi(known) {
       var out = {};
       Object.keys(e).forEach(function (k) { out[k] = e[k]; });
       if (e && e.source !== undefined && e.source !== null) {    /* words, text, or a run's result */
-        var src = Array.isArray(e.source) || typeof e.source === "string" ? e.source : e.source.tokens;
+        var given = Array.isArray(e.source) || typeof e.source === "string";
+        var src = given ? e.source : e.source.tokens;
         if (src === undefined) throw new Error("a patch's source is the run to patch from: its words (a list or text) or a result of run()");
         out.source = {tokens: ids(words(src))};
+        if (!given && e.source.edits && e.source.edits.length) out.source.edits = e.source.edits;   /* a result of run() with heads off: patch from that run, as the kernel does */
       }
       return out;
     });
@@ -103,51 +168,83 @@ function tinyApi(known) {
     try { modelOf(name); edits = wire(opts.edits); } catch (err) { return Promise.reject(err); }
     return batch(name, [{tokens: ids(w), edits: edits}]).then(function (r) {
       return {tokens: w, ids: ids(w), shape: [r.L, r.H, r.T, r.T], logits: r.logits, attentions: r.pattern,
-              loss: r.loss, ms: r.ms};
+              loss: r.loss, edits: edits, ms: r.ms};
     });
   }
+  /* heads switched off for patch(): whole-head zero or mean edits, each head once (normalised
+   * as attnlib.edits does; the worker checks the rest) -> {edits, keys: {"l.h": 1}, names: ["l.h"]} */
+  function offHeads(list, L, H) {
+    var keys = {};
+    if (list !== undefined && list !== null && !Array.isArray(list)) throw new Error("edits must be a list of heads switched off");
+    (list || []).forEach(function (e, i) {
+      if (!e || e.head === undefined || e.head === null || (e.mode !== "zero" && e.mode !== "mean") ||
+          (e.source !== undefined && e.source !== null)) {
+        throw new Error("edit " + i + ": patch() takes heads switched off, {layer, head, mode: \"zero\" | \"mean\"}; the patches are its own");
+      }
+      var l = e.layer, h = e.head;
+      if (Number.isInteger(l) && l < 0) l += L;
+      if (Number.isInteger(h) && h < 0) h += H;
+      keys[l + "." + h] = 1;
+    });
+    return {edits: (list || []).slice(), keys: keys, names: Object.keys(keys).sort()};
+  }
   function patch(clean, corrupted, options) {
-    var opts = options || {}, a, b, name;
+    var opts = options || {}, a, b, name, off;
     try {
       a = words(clean); b = words(corrupted);
       name = opts.checkpoint === undefined ? modelOf().name : opts.checkpoint;
-      modelOf(name);
+      off = offHeads(opts.edits, modelOf(name).n_layers, described().n_heads);
     } catch (err) { return Promise.reject(err); }
     if (a.length !== b.length) return Promise.reject(new Error("the corrupted sequence must have as many words as the clean one (" + a.length + "), it has " + b.length));
     var diff = [];
     a.forEach(function (w, i) { if (w !== b[i]) diff.push(i); });
     if (diff.length !== 1) return Promise.reject(new Error("the two sequences must differ in exactly one word; they differ in " + diff.length));
     var p = diff[0], T = a.length, ia = ids(a), ib = ids(b), m = modelOf(name), L = m.n_layers, H = described().n_heads;
-    var items = [{tokens: ia, edits: []}, {tokens: ib, edits: []}];
+    var tp = copyTarget(a), started = performance.now();
+    var out = {position: p, cleanWord: a[p], corruptWord: b[p], targetPosition: tp, target: tp === null ? null : a[tp],
+               match: tp === null ? null : tp - 1, copyProblem: copyProblem(a), off: off.names, clean: null, corrupted: null,
+               denoise: null, noise: null, normalised: null, problem: null, rangeProblem: null, runs: 0, ms: 0};
+    if (tp === null) return Promise.resolve(out);           /* nothing to copy: no metric, nothing to run */
+    var items = [{tokens: ia, edits: off.edits}, {tokens: ib, edits: off.edits}], skipped = [];
     [[ib, ia], [ia, ib]].forEach(function (pair) {          /* denoising: clean into corrupted; noising: the reverse */
-      var l, h, t;
-      for (l = 0; l < L; l++) for (h = 0; h < H; h++) items.push({tokens: pair[0], edits: [{layer: l, head: h, mode: "patch", source: {tokens: pair[1]}}]});
-      for (l = 0; l <= L; l++) for (t = 0; t < T; t++) items.push({tokens: pair[0], edits: [{layer: l, head: null, mode: "patch", source: {tokens: pair[1]}, position: t}]});
-    });
-    var started = performance.now();
-    return batch(name, items, true).then(function (r) {       /* only the last position's logits come back */
-      var V = r.V, good = ia[p], bad = ib[p];
-      function metric(k) { var base = k * V; return r.logits[base + good] - r.logits[base + bad]; }
-      var clean0 = metric(0), corrupt0 = metric(1), k = 2;
-      function table(rows, cols) {
-        var out = [];
-        for (var i = 0; i < rows; i++) { var row = []; for (var j = 0; j < cols; j++) row.push(metric(k++)); out.push(row); }
-        return out;
+      var l, h, t, source = {tokens: pair[1], edits: off.edits};   /* the source runs with the same heads off */
+      for (l = 0; l < L; l++) for (h = 0; h < H; h++) {
+        if (off.keys[l + "." + h]) { skipped.push(items.length); continue; }   /* off: nothing to patch (one place, one edit) */
+        items.push({tokens: pair[0], edits: off.edits.concat([{layer: l, head: h, mode: "patch", source: source}])});
       }
-      var den = {heads: table(L, H), resid: table(L + 1, T)}, noi = {heads: table(L, H), resid: table(L + 1, T)};
+      for (l = 0; l <= L; l++) for (t = 0; t < T; t++) items.push({tokens: pair[0], edits: off.edits.concat([{layer: l, head: null, mode: "patch", source: source, position: t}])});
+    });
+    return batch(name, items, true).then(function (r) {       /* only the last position's logits come back */
+      var V = r.V, target = ia[tp];
+      function metric(k) { return copyMetric(r.logits, k * V, V, target); }
+      var clean0 = metric(0), corrupt0 = metric(1), k = 2;
+      function table(rows, cols, heads) {
+        var res = [];
+        for (var i = 0; i < rows; i++) {
+          var row = [];
+          for (var j = 0; j < cols; j++) row.push(heads && off.keys[i + "." + j] ? NaN : metric(k++));
+          res.push(row);
+        }
+        return res;
+      }
+      var den = {heads: table(L, H, true), resid: table(L + 1, T)}, noi = {heads: table(L, H, true), resid: table(L + 1, T)};
       var problem = gapProblem(clean0, corrupt0, described().min_gap);
       function norm(t) {             /* NaN where the gap is too small to divide by (problem says why) */
         function one(x) { return problem ? NaN : (x - corrupt0) / (clean0 - corrupt0); }
         return {heads: t.heads.map(function (row) { return row.map(one); }),
                 resid: t.resid.map(function (row) { return row.map(one); })};
       }
-      return {position: p, cleanWord: a[p], corruptWord: b[p], clean: clean0, corrupted: corrupt0, denoise: den, noise: noi,
-              normalised: {denoise: norm(den), noise: norm(noi)}, problem: problem, runs: items.length,
-              ms: performance.now() - started};
+      var normalised = {denoise: norm(den), noise: norm(noi)};
+      out.clean = clean0; out.corrupted = corrupt0; out.denoise = den; out.noise = noi; out.normalised = normalised;
+      out.problem = problem; out.rangeProblem = problem ? null : rangeProblem(normalised);
+      out.runs = items.length; out.ms = performance.now() - started;
+      return out;
     });
   }
   window.attnlibTiny = {available: available, load: load, info: client.info, checkpoints: checkpoints,
-                        vocabulary: vocabulary, words: words, run: run, patch: patch, gapProblem: gapProblem};
+                        vocabulary: vocabulary, words: words, run: run, patch: patch, gapProblem: gapProblem,
+                        copyTarget: copyTarget, copyProblem: copyProblem, copyMetric: copyMetric,
+                        rangeProblem: rangeProblem, NORMALISED_RANGE: NORMALISED_RANGE.slice()};
   return window.attnlibTiny;
 }
 
@@ -182,7 +279,9 @@ function view(root, data, uid) {
   var control = models.filter(function (m) { return m.control; })[0];
   var s = {model: data.model, layer: data.layer, head: data.head, query: data.words.length - 1, words: data.words,
            loss: data.loss, attentions: data.attentions, off: {}, offMode: "zero", intactLoss: data.loss,
-           corrupt: data.pair ? data.pair.corrupt : null, pair: data.pair, table: null, seed: 1, loaded: false};
+           corrupt: data.pair ? data.pair.corrupt : null, table: null, seed: 1, loaded: false,
+           pair: data.pair ? {position: data.pair.position, targetPosition: data.pair.target_position,
+                              copyProblem: data.pair.copy_problem, clean: data.pair.clean, corrupted: data.pair.corrupted, off: []} : null};
   function modelNamed(name) { return models.filter(function (m) { return m.name === name; })[0]; }
   function L() { return modelNamed(s.model).n_layers; }
 
@@ -269,13 +368,13 @@ function view(root, data, uid) {
 
   /* heads switched off */
   var offBox = el("fieldset", {"class": "xp-modes", "data-role": "off"});
-  offBox.appendChild(el("legend", null, "Switch heads off"));
+  offBox.appendChild(el("legend", null, "Switch heads off (head l.h is layer l, head h)"));
   var offModes = el("div", {"class": "xp-controls"});
   [["zero", "zero ablation"], ["mean", "mean ablation (the head's mean output)"]].forEach(function (m) {
     var id = uid + "-off-" + m[0], label = el("label", {"for": id, "class": "xp-choice"});
     var radio = el("input", {type: "radio", name: uid + "-offmode", id: id, value: m[0], "data-role": "off-" + m[0]});
     radio.checked = m[0] === s.offMode;
-    radio.addEventListener("change", function () { if (radio.checked) { s.offMode = m[0]; if (Object.keys(s.off).length) rerun(); } });
+    radio.addEventListener("change", function () { if (radio.checked) { s.offMode = m[0]; if (Object.keys(s.off).length) { s.table = null; rerun(); } } });
     label.appendChild(radio);
     label.appendChild(document.createTextNode(" " + m[1]));
     offModes.appendChild(label);
@@ -410,6 +509,7 @@ function view(root, data, uid) {
           if (needModels("switch a head off")) return;
           if (s.off[key]) delete s.off[key]; else s.off[key] = true;
           b.setAttribute("aria-pressed", s.off[key] ? "true" : "false");
+          s.table = null;                              /* a table patched with other heads off would be mislabelled */
           rerun();
         });
         offGrid.appendChild(b);
@@ -424,11 +524,10 @@ function view(root, data, uid) {
     posSelect.value = String(p);
     wordSelect.value = s.corrupt && s.corrupt.length === s.words.length ? s.corrupt[p] : defaultWord(p);
   }
-  /* by default, corrupt the word that induction would copy: the one after the last word's earlier occurrence */
+  /* by default, corrupt the copy target's earlier copy (the token corruption): the word induction would copy */
   function defaultPosition() {
-    var T = s.words.length, last = s.words[T - 1];
-    for (var j = T - 2; j >= 0; j--) if (s.words[j] === last && j + 1 < T - 1) return j + 1;
-    return Math.max(0, T - 2);
+    var tp = api.copyTarget(s.words);
+    return tp === null ? Math.max(0, s.words.length - 2) : tp;
   }
   function defaultWord(p) {
     var used = {}; s.words.forEach(function (w) { used[w] = 1; });
@@ -440,13 +539,37 @@ function view(root, data, uid) {
     c[p] = wordSelect.value;
     return c;
   }
+  function offNames() { return Object.keys(s.off).sort(); }
+  function offEdits() {
+    return offNames().map(function (k) { var lh = k.split(".").map(Number); return {layer: lh[0], head: lh[1], mode: s.offMode}; });
+  }
+  /* what the corruption changed, relative to the copy target at tp */
+  function corruptionKind(p, tp) {
+    var T = s.words.length;
+    if (p === tp) return "You changed the copy target's earlier copy (word " + p + "): the token corruption, after which the model would copy \u201c" +
+                         s.corrupt[p] + "\u201d instead.";
+    if (p === tp - 1) return "You changed the last word's earlier occurrence (word " + p + "): the match corruption, after which the corrupted " +
+                             "sequence has nothing to copy; it asks which heads let the last word find its earlier occurrence.";
+    if (p === T - 1) return "You changed the last word itself.";
+    return "You changed word " + p + ", neither the match (word " + (tp - 1) + ") nor the copy target (word " + tp + ").";
+  }
   function drawPairReadout() {
+    pairReadout.removeAttribute("data-copy-problem");
     if (!s.pair) { pairReadout.textContent = "Change one word to build a corrupted copy."; return; }
-    var p = s.pair.position, T = s.words.length;
-    pairReadout.textContent = "Metric: at the last word, logit(\u201c" + s.words[p] + "\u201d) \u2212 logit(\u201c" + s.corrupt[p] +
-      "\u201d), the clean and corrupted words at position " + p + ". Clean run: " + fmt(s.pair.clean, 2) + " nats; corrupted run: " +
-      fmt(s.pair.corrupted, 2) + " nats." + (api.gapProblem(s.pair.clean, s.pair.corrupted, data.min_gap)
-        ? " The corruption barely moves the metric: there is nothing to patch back." : "");
+    var p = s.pair.position, T = s.words.length, last = s.words[T - 1], tp = s.pair.targetPosition;
+    if (s.pair.copyProblem) {
+      pairReadout.setAttribute("data-copy-problem", "1");
+      pairReadout.textContent = "No metric: " + s.pair.copyProblem + ". The lab scores a pair on the word the clean sequence would copy: " +
+        "give the last word an earlier occurrence followed by another word (for instance, press \u201cRepeat it\u201d).";
+      return;
+    }
+    var off = s.pair.off || [];
+    pairReadout.textContent = "Metric: at the last word, \u201c" + last + "\u201d, the logit of the copy target \u201c" + s.words[tp] +
+      "\u201d minus the mean logit over the " + data.vocabulary.length + " words (nats). The copy target is the word that followed \u201c" +
+      last + "\u201d where it occurred before (word " + (tp - 1) + ") in the clean sequence; every run of the pair is scored on it. " +
+      corruptionKind(p, tp) + " Clean run: " + fmt(s.pair.clean, 2) + " nats; corrupted run: " + fmt(s.pair.corrupted, 2) + " nats." +
+      (off.length ? " Heads switched off in both runs (" + s.offMode + "): " + off.join(", ") + "." : "") +
+      (api.gapProblem(s.pair.clean, s.pair.corrupted, data.min_gap) ? " The corruption barely moves the metric: there is nothing to patch back." : "");
   }
   function cellColour(v) {
     var t = Math.max(-1, Math.min(1, v)), a = Math.abs(t);
@@ -455,8 +578,17 @@ function view(root, data, uid) {
   function drawTables() {
     tables.textContent = "";
     if (!s.table) return;
-    var t = s.table, T = s.words.length, Lm = t.denoise.heads.length;
+    var t = s.table, T = s.words.length;
     var lead = el("p", {"class": "xp-readout", "data-role": "patch-summary"});
+    if (t.copyProblem) {                           /* nothing to copy: no metric, no table */
+      lead.textContent = "No patching table: " + t.copyProblem + ".";
+      lead.setAttribute("data-copy-problem", "1");
+      tables.appendChild(lead);
+      return;
+    }
+    var Lm = t.denoise.heads.length;
+    var offText = t.off.length ? "  Heads switched off in every run, the patch sources included (" + s.offMode + "): " + t.off.join(", ") +
+      "; their own cells read \u201coff\u201d (a head that is off has nothing to patch)." : "  No head is switched off.";
     function best(tab) {
       var b = {v: -Infinity};
       tab.forEach(function (row, l) { row.forEach(function (v, h) { if (v > b.v) b = {v: v, l: l, h: h}; }); });
@@ -465,13 +597,18 @@ function view(root, data, uid) {
     var bd = best(t.normalised.denoise.heads), bn = t.normalised.noise.heads;
     if (t.problem) {
       lead.textContent = t.runs + " runs in " + fmt(t.ms, 0) + " ms.  No normalised score: " + t.problem +
-        ".  The tables show the metric itself (nats), clean " + fmt(t.clean, 2) + ", corrupted " + fmt(t.corrupted, 2) + ".";
+        ".  The tables show the metric itself (nats), clean " + fmt(t.clean, 2) + ", corrupted " + fmt(t.corrupted, 2) + "." + offText;
       lead.setAttribute("data-problem", "1");
     } else lead.textContent = t.runs + " runs in " + fmt(t.ms, 0) + " ms.  Normalised scores: 1 = the clean behaviour, 0 = the corrupted one (the share of the gap between them). " +
-      "Denoising (clean into corrupted: is it sufficient?): head " + bd.l + "." + bd.h + " alone closes the largest share of " +
-      "the gap, " + fmt(bd.v, 2) + "; noising that head (corrupted into clean: is it necessary?) keeps " +
-      fmt(bn[bd.l][bd.h], 2) + " of it.";
+      (bd.l === undefined ? "Every head is switched off." :
+       "Denoising (clean into corrupted: is it sufficient?): head " + bd.l + "." + bd.h + " (layer " + bd.l + ", head " + bd.h +
+       ") alone closes the largest share of the gap, " + fmt(bd.v, 2) + "; noising that head (corrupted into clean: is it necessary?) keeps " +
+       fmt(bn[bd.l][bd.h], 2) + " of it.") + offText;
     tables.appendChild(lead);
+    if (t.rangeProblem) {
+      tables.appendChild(el("p", {"class": "xp-readout xp-lab-warning", role: "note", "data-role": "patch-warning"},
+                            "Careful: " + t.rangeProblem + "."));
+    }
     function table(title, rows, rowLabel, colLabels, role) {
       var wrap = el("div", {"class": "xp-scroll", tabindex: "0", role: "region", "aria-label": title, "data-role": role});
       var tab = el("table", {"class": "xp-patch"});
@@ -483,7 +620,11 @@ function view(root, data, uid) {
       rows.forEach(function (row, i) {
         var tr = el("tr");
         tr.appendChild(el("th", {scope: "row"}, rowLabel(i)));
-        row.forEach(function (v) { var td = el("td", null, fmt(v, 2)); td.style.background = cellColour(v); tr.appendChild(td); });
+        row.forEach(function (v) {
+          var td = el("td", null, isNaN(v) ? "off" : fmt(v, 2));       /* NaN: a head switched off (its cell is not run) */
+          if (!isNaN(v)) td.style.background = cellColour(v);
+          tr.appendChild(td);
+        });
         tab.appendChild(tr);
       });
       wrap.appendChild(tab);
@@ -542,13 +683,18 @@ function view(root, data, uid) {
       .then(function () { busy = false; if (again) { again = false; rerun(); } });
   }
 
+  /* the pair's two reference metrics (attnlib.circuit_lab.pair_metric), with the heads switched off */
   function pairMetric() {
-    var bad = corrupted();
-    return Promise.all([api.run(s.words, {checkpoint: s.model}), api.run(bad, {checkpoint: s.model})]).then(function (out) {
-      var p = parseInt(posSelect.value, 10), V = data.vocabulary.length, T = s.words.length;
-      var good = data.vocabulary.indexOf(s.words[p]), worse = data.vocabulary.indexOf(bad[p]);
-      function metric(r) { return r.logits[(T - 1) * V + good] - r.logits[(T - 1) * V + worse]; }
-      s.corrupt = bad; s.pair = {position: p, clean: metric(out[0]), corrupted: metric(out[1])};
+    var bad = corrupted(), p = parseInt(posSelect.value, 10), tp = api.copyTarget(s.words), edits = offEdits(), off = offNames();
+    if (tp === null) {
+      s.corrupt = bad; s.pair = {position: p, targetPosition: null, copyProblem: api.copyProblem(s.words), clean: null, corrupted: null, off: off};
+      drawPairReadout();
+      return Promise.resolve(null);
+    }
+    return Promise.all([api.run(s.words, {checkpoint: s.model, edits: edits}), api.run(bad, {checkpoint: s.model, edits: edits})]).then(function (out) {
+      var V = data.vocabulary.length, T = s.words.length, target = data.vocabulary.indexOf(s.words[tp]);
+      function metric(r) { return api.copyMetric(r.logits, (T - 1) * V, V, target); }
+      s.corrupt = bad; s.pair = {position: p, targetPosition: tp, copyProblem: null, clean: metric(out[0]), corrupted: metric(out[1]), off: off};
       drawPairReadout();
     });
   }
@@ -587,11 +733,14 @@ function view(root, data, uid) {
     if (needModels("patch")) return;
     var bad = corrupted();
     if (bad.join(" ") === s.words.join(" ")) { say("Pick a different word for the corrupted copy first."); return; }
-    say("Patching every head and every position\u2026");
-    api.patch(s.words, bad, {checkpoint: s.model}).then(function (t) {
-      s.table = t; s.corrupt = bad; s.pair = {position: t.position, clean: t.clean, corrupted: t.corrupted};
+    var off = offNames();
+    say("Patching every head and every position" + (off.length ? " with heads " + off.join(", ") + " off" : "") + "\u2026");
+    api.patch(s.words, bad, {checkpoint: s.model, edits: offEdits()}).then(function (t) {
+      s.table = t; s.corrupt = bad;
+      s.pair = {position: t.position, targetPosition: t.targetPosition, copyProblem: t.copyProblem, clean: t.clean, corrupted: t.corrupted, off: t.off};
       drawPairReadout(); drawTables();
-      say("Patched: " + t.runs + " runs in " + fmt(t.ms, 0) + " ms.");
+      say(t.copyProblem ? "Not patched: " + t.copyProblem + "." :
+          "Patched: " + t.runs + " runs in " + fmt(t.ms, 0) + " ms" + (t.off.length ? ", heads " + t.off.join(", ") + " off in every run." : "."));
     }).catch(function (err) { say(err.message + " (the view keeps the last result)."); });
   });
   loadButton.addEventListener("click", function () {
