@@ -95,11 +95,23 @@ unit: setup
 # one test file per worker.  -rs prints every skip reason (e.g. no Chromium: the browser tests
 # are then skipped, and say so).  Every pass always runs.  The learners' notebooks are
 # executed by `make binder-test`, in the environment learners get (CI runs it after this).
+# The page tests need Chromium (found as tests/test_browser.py's find_chromium finds it: $$CHROMIUM,
+# /usr/bin/chromium, then chromium, chromium-browser or google-chrome on PATH).  Without it they are
+# skipped, and `make test` says so in a banner before and after the tests (with
+# ATTNLIB_REQUIRE_BROWSER=1, as .ci/run sets, they fail instead).
+BROWSER_CHECK = HF_HUB_OFFLINE=1 $(PY) -c 'import os, sys; sys.path.insert(0, "tests"); \
+from test_browser import browser_unavailable; why = browser_unavailable(); bar = "!" * 78; \
+verb = "FAIL" if os.environ.get("ATTNLIB_REQUIRE_BROWSER") == "1" else "BE SKIPPED"; \
+why and print(f"\n{bar}\n!! THE PAGE TESTS WILL {verb}: {why}\n!! Get Chromium: sudo apt-get install chromium " \
+"(Debian/Ubuntu), or point CHROMIUM at one: CHROMIUM=/path/to/chromium make test" f"\n{bar}\n", flush=True)'
+
 test: setup
+	@$(BROWSER_CHECK)
 	rc=0; \
 	$(MAKE) --no-print-directory unit || rc=1; \
 	$(MAKE) --no-print-directory book-tests || rc=1; \
 	$(MAKE) --no-print-directory page-tests || rc=1; \
+	$(BROWSER_CHECK); \
 	exit $$rc
 
 book-tests: setup
@@ -129,11 +141,16 @@ gpu-check: setup
 # The Binder environment built from binder/ alone, as repo2docker builds it: the tracked files
 # copied to _build/binder-repo, a fresh venv (_build/binder-venv, the Python of binder/runtime.txt
 # when it is installed), pip install -r binder/requirements.txt, binder/postBuild (which writes the
-# notebooks), then `pip check` and every generated notebook run in a fresh kernel there.  Fails on
-# an unexpected `pip check` line, a package not pinned in binder/ (or at another version), a
-# notebook error, or chapter 11's kernel not run.  Needs no .venv (standard library only); CI
-# (.ci/run) runs it after `make test`.  Report: _build/binder-test/binder.md; its duration on a
-# 2-core machine: bench/results/binder.md (`bench/bench_binder.py --generate --execute` records it).
+# notebooks), then `pip check` and every generated notebook run in a fresh kernel there, limited to
+# one core as on mybinder.org.  Each page runs once there: postBuild gets the book build's outputs
+# (--executed: read from the book's jupyter-cache by .venv, when there is one, into
+# _build/binder-book-outputs) instead of executing every page as it does on mybinder.org, and the
+# record says how many pages it still executed.  Fails on an unexpected `pip check` line, a package
+# not pinned in binder/ (or at another version), a notebook error, chapter 11's kernel not run, or
+# a kernel on more than one core.  Needs no .venv (standard library only; without one, postBuild
+# executes the pages); CI (.ci/run) runs it after `make test`.  Report: _build/binder-test/binder.md;
+# the committed record: bench/results/binder.md (`bench/bench_binder.py --generate --execute
+# --executed _build/jupyter_execute` writes it).
 binder-test:
 	$(PYTHON) bench/bench_binder.py --generate --execute --pip-cache --executed _build/jupyter_execute \
 	  --results _build/binder-test

@@ -49,10 +49,10 @@ if str(HERE) not in sys.path:
 from learner_files import (  # noqa: E402,F401
     clean, fingerprint, learner_changed, new_version_path, new_versions, save_learner_notebook, write_notebook)
 from notebook_convert import (  # noqa: E402,F401
-    BINDER_CAP, BINDER_GUARANTEE, BINDER_RECORD, GLUE_PREFIX, GLUE_SHIM, HEAVY_MIB, RECORD_ENV, WIDGET_VIEW,
-    GlueError, MystToMarkdown, book_labels, convert, format_plain_text, glue_outputs, header_cell,
-    learner_outputs, learner_source, memory_note, notebook_name, only_applies, read_bib, reference_line,
-    select_included, single_png, toc_pages)
+    BINDER_CAP, BINDER_CPUS, BINDER_GUARANTEE, BINDER_RECORD, BINDER_SOURCE, GLUE_PREFIX, GLUE_SHIM, HEAVY_MIB,
+    MODEL_CACHE_RECORD, RECORD_ENV, WIDGET_VIEW, GlueError, MystToMarkdown, book_labels, convert,
+    format_plain_text, glue_outputs, header_cell, learner_outputs, learner_source, memory_note, notebook_name,
+    only_applies, read_bib, reference_line, select_included, single_png, toc_pages, training_note)
 from notebook_run import EXECUTED, code_only, executed_run  # noqa: E402,F401
 
 OUT = ROOT / "_build" / "notebooks"

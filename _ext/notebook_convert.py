@@ -694,39 +694,100 @@ DROP_OUTPUT = {"remove-cell", "remove-output"}
 
 
 
-# mybinder.org's memory per session: guaranteed, and the cap at which the kernel is killed
-# (bytes).  A kernel peaking above HEAVY_MIB (MiB) leaves too little of the guarantee for the
-# JupyterLab server and a second open notebook: the notebook's first cell and the README
-# (bench/readme_figures.py imports these) say to run that chapter alone.
-BINDER_GUARANTEE, BINDER_CAP = 10**9, 2 * 10**9
-HEAVY_MIB = 800
+# mybinder.org's resources per session, from its deployment configuration (the BinderHub chart
+# values of jupyterhub/mybinder.org-deploy: singleuser memory guarantee "450M", limit "2G", CPU
+# limit 1, as issue 45 reports them).  KubeSpawner reads "450M" and "2G" in powers of 1024
+# (jupyterhub.traitlets.ByteSpecification): 450 MiB and 2 GiB.  The guarantee is memory the session
+# always has; above it the session runs on memory its machine has spare (Kubernetes stops a pod above
+# its request first when the machine runs short); at the limit the kernel is killed.  The ONE place
+# for these figures: the notebooks' first cell (memory_note), bench/readme_figures.py (README) and
+# bench/bench_binder.py (the kernels run on BINDER_CPUS core) read them from here.
+BINDER_GUARANTEE, BINDER_CAP, BINDER_CPUS = 450 * 2**20, 2 * 2**30, 1
+BINDER_SOURCE = ("mybinder.org's deployment configuration (jupyterhub/mybinder.org-deploy: memory guarantee 450M, "
+                 "limit 2G, 1 CPU; M and G in powers of 1024)")
+#: A kernel that peaks above this (MiB) needs more than the guarantee on its own: its notebook's
+#: first cell and the README say to run that chapter alone.
+HEAVY_MIB = BINDER_GUARANTEE // 2**20
 BINDER_RECORD = ROOT / "bench" / "results" / "binder.json"
+#: bench/bench_model_cache.py's record: how long chapter 7's runs take to train, and to load.
+MODEL_CACHE_RECORD = ROOT / "bench" / "results" / "model_cache.json"
+#: Code that trains or loads chapter 7's models (attnlib.induction.train / trained, and the
+#: circuit lab, which loads them): a page whose code matches gets the trained-models note.
+USES_TRAINED_MODELS = re.compile(r"\binduction\.train(?:ed)?\(|\bcircuit_lab\b")
+
+
+def _binder_record(record: Path) -> dict:
+    try:
+        return json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
 
 
 def binder_peak_mib(page: str, record: Path = BINDER_RECORD) -> int | None:
     """The kernel peak (MiB) that ``bench/bench_binder.py`` recorded for ``page``'s notebook in
     the Binder environment, or ``None`` when there is no record of it."""
     try:
-        rows = json.loads(record.read_text(encoding="utf-8"))["execute"]["notebooks"]
-    except (OSError, ValueError, KeyError, TypeError):
+        rows = _binder_record(record)["execute"]["notebooks"]
+    except (KeyError, TypeError):
         return None
     name = notebook_name(page)
     return next((int(r["peak_mib"]) for r in rows if r.get("notebook") == name and "peak_mib" in r), None)
 
 
+def mib(n_bytes: int) -> str:
+    return f"{n_bytes / 2**20:,.0f} MiB"
+
+
 def memory_note(page: str, record: Path = BINDER_RECORD) -> str:
-    """A sentence for the notebook's first cell when its kernel peaked above ``HEAVY_MIB`` in the
-    Binder environment ('' otherwise)."""
+    """A sentence for the notebook's first cell: its kernel's measured peak in the Binder
+    environment against mybinder.org's guarantee and limit ('' when the record has no peak for it).
+    Above :data:`HEAVY_MIB` the kernel alone needs more than the guarantee: run it alone."""
     peak = binder_peak_mib(page, record)
-    if peak is None or peak <= HEAVY_MIB:
+    if peak is None:
         return ""
-    return (f"  **Memory:** this chapter's kernel needed up to {peak:,} MiB when it was measured in the Binder "
-            f"environment (`bench/results/binder.md`), and mybinder.org guarantees {BINDER_GUARANTEE / 1e9:.0f} GB "
-            "per session: run it on its own.  JupyterLab keeps the kernel of a closed tab alive, so shut down "
-            "the other notebooks' kernels first (**Kernel → Shut Down All Kernels**, or the Running panel).")
+    data = _binder_record(record)
+    server = (data.get("server") or {}).get("rss_mib")
+    when = f"{data.get('date', '')[:10]}, " if data.get("date") else ""
+    measured = (f"this chapter's kernel needed up to {peak:,} MiB when it was run in the Binder environment "
+                f"({when}`bench/results/binder.md`)"
+                + (f", and JupyterLab's server {server:,} MiB more" if server else ""))
+    if peak <= HEAVY_MIB and (peak + (server or 0)) * 2**20 <= BINDER_GUARANTEE:
+        return (f"  **Memory:** {measured}: within the {mib(BINDER_GUARANTEE)} mybinder.org guarantees a session.")
+    return (f"  **Memory:** {measured}; mybinder.org guarantees a session {mib(BINDER_GUARANTEE)} and stops the "
+            f"kernel at {mib(BINDER_CAP)}.  Above the guarantee a session runs on memory its machine has spare, "
+            "and it is the first to be stopped when that machine runs short, so keep this kernel the only one "
+            "running: run it on its own.  JupyterLab keeps the kernel of a closed tab alive, so shut down the "
+            "other notebooks' kernels first (**Kernel → Shut Down All Kernels** before you start, or the "
+            "Running panel).")
 
 
-def header_cell(page: str):
+def training_note(page: str, source_nb=None, record: Path = MODEL_CACHE_RECORD) -> str:
+    """For a page whose code trains or loads chapter 7's models: what its first training cell will
+    do (load them from the trained-model cache, or train them once), with the measured times of
+    ``bench/bench_model_cache.py`` ('' for other pages)."""
+    if source_nb is None:
+        import jupytext
+        source_nb = jupytext.read(ROOT / f"{page}.md")
+    if not any(c.cell_type == "code" and USES_TRAINED_MODELS.search(c.source) for c in source_nb.cells):
+        return ""
+    try:
+        mc = json.loads(record.read_text(encoding="utf-8"))
+        runs = sorted(mc["rows"], key=lambda r: -r["n_layers"])
+        m = mc["meta"]
+        longest = max(r["train_seconds"] for r in runs)
+        times = (" (" + " and ".join(f"the {r['n_layers']}-layer model took {r['train_seconds']:.0f} s" for r in runs)
+                 + f", about {longest / 60:.1f} minutes at most, on one CPU thread here: {m['machine']}, {m['date']}, "
+                 "`bench/results/model_cache.md`)")
+    except (OSError, ValueError, KeyError, TypeError):
+        times = ""
+    return ("  **Trained models:** this chapter uses chapter 7's small trained models.  When they are in the "
+            "trained-model cache (`$ATTNLIB_CACHE`, else `~/.cache/attnlib`; on Binder the image's, filled when it "
+            "was built), its training cells load them in a fraction of a second and say \"loaded from the "
+            "trained-model cache\", after a kernel restart too.  When they are not, the first such cell trains "
+            f"them once, with a progress bar{times}, and stores them; later runs load them.")
+
+
+def header_cell(page: str, source_nb=None):
     import nbformat
     text = (f"*A notebook of the course, generated by `make notebooks` from `{page}.md` (the book's "
             "source, which this notebook never changes: your edits and saves stay in this file; "
@@ -735,7 +796,7 @@ def header_cell(page: str):
             "Run it from the top: **Run → Run All Cells**.  Numbers quoted in the text come from "
             "the run that generated this notebook.  Cells shown as a bar with **⋯** are set-up "
             "and checking code (click the bar to open one); solutions are folded under "
-            "**Solution**: open one when you want it." + memory_note(page))
+            "**Solution**: open one when you want it." + memory_note(page) + training_note(page, source_nb))
     return nbformat.v4.new_markdown_cell(text, metadata={"tags": ["generated-note"]})
 
 
@@ -768,7 +829,7 @@ def convert(page: str, source_nb, outputs: list, glue: dict, log=print):
                    "language_info": {"name": "python"},
                    "attnlib_course": {"source": f"{page}.md", "generated_by": "_ext/make_notebooks.py"}}
     nb.metadata["kernelspec"].setdefault("language", "python")
-    nb.cells.append(header_cell(page))
+    nb.cells.append(header_cell(page, source_nb))
     code_index = 0
     for cell in source_nb.cells:
         if cell.cell_type == "markdown" or cell.cell_type == "raw":

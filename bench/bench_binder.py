@@ -19,14 +19,21 @@ This script does the same, from ``binder/`` alone, away from the project's ``.ve
    here stand in for PyPI and PyTorch's CPU index);
 3. without ``--generate``: the ``pip install`` lines of ``binder/postBuild``; with it: the whole
    ``binder/postBuild`` script, run with the environment's ``bin`` first on PATH (as in the image),
-   which ends by executing every page into the learners' notebooks (``_ext/make_notebooks.py``);
+   which ends by writing the learners' notebooks (``_ext/make_notebooks.py``).  On mybinder.org it
+   executes every page there; with ``--executed`` (``make binder-test``: the book build's
+   ``_build/jupyter_execute``) it takes the book build's outputs instead, copied with their outputs
+   out of the book's jupyter-cache by the project's ``.venv`` (:func:`export_book_outputs`: the
+   Binder environment has no jupyter-cache), so that each page runs once in this environment, in
+   step 4; the record says how many pages postBuild reused and executed (:func:`postbuild_pages`);
 4. checks, each of which makes the exit status 1: ``pip check`` reports nothing but
    :data:`KNOWN_PIP_CHECK`; the installed distributions are exactly the pins of
    ``binder/requirements.txt`` and postBuild's, plus the lock's packages that binder/ does not pin
    at the lock's versions; no book/test
    tool or CUDA package got in; with ``--execute``, every generated notebook runs top to bottom
-   in a fresh kernel in that environment (``_ext/execute_notebook.py``: the book's per-cell
-   timeout), and chapter 11's kernel cells ran (no "not run: no triton");
+   in a fresh kernel in that environment (``_ext/execute_notebook.py``, per-cell limit
+   :data:`CELL_TIMEOUT`), limited to :data:`BINDER_CPUS` core (mybinder.org's 1 CPU;
+   ``os.sched_setaffinity``, as ``taskset -c 0``; the kernel's CPUs are recorded), and chapter 11's
+   kernel cells ran (no "not run: no triton");
 5. measures: the environment's size on disk (apparent sizes of every file), its package count,
    its biggest packages, the time of each step, each notebook's run time and its kernel's peak
    memory (:class:`KernelMemory`), and with ``--execute`` the JupyterLab server's own memory
@@ -43,7 +50,8 @@ trained); unset, a fresh folder beside the venv stands in for the image's cache
 
 Usage:  .venv/bin/python bench/bench_binder.py [--generate] [--execute] [--memory] [--keep]
                                                [--source worktree|head] [--results DIR]
-``make binder-test`` (run by ``.ci/run``) is ``--generate --execute --results _build/binder-test``.
+``make binder-test`` (run by ``.ci/run``) is ``--generate --execute --pip-cache --executed
+_build/jupyter_execute --results _build/binder-test``.
 Writes: DIR/binder.json and DIR/binder.md (default DIR: bench/results, which the README's
 figures are written from).  Units: MB = 10^6 bytes on disk; MiB for memory; seconds wall clock.
 """
@@ -65,6 +73,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+sys.path.insert(0, str(ROOT / "_ext"))
+# mybinder.org's CPUs per session (1), defined once with its source beside the memory figures
+# (standard library only at import).
+from notebook_convert import BINDER_CPUS, BINDER_SOURCE  # noqa: E402
+#: The book build's outputs, copied with their outputs (from jupyter-cache) for postBuild to reuse.
+BOOK_OUTPUTS = ROOT / "_build" / "binder-book-outputs"
+PROJECT_PYTHON = ROOT / ".venv" / "bin" / "python"
 VENV = ROOT / "_build" / "binder-venv"
 REPO = ROOT / "_build" / "binder-repo"
 # Book builders, test runners, browser drivers and CUDA libraries: none belongs in a learner's
@@ -204,6 +219,77 @@ def run(cmd: list[str], cwd: Path = ROOT, **kw) -> float:
     return time.perf_counter() - t0
 
 
+def run_logged(cmd: list[str], cwd: Path = ROOT, **kw) -> tuple[float, list[str]]:
+    """:func:`run`, with the command's output printed as it comes and returned as lines."""
+    t0 = time.perf_counter()
+    print("$", " ".join(cmd), flush=True)
+    lines = []
+    with subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw) as proc:
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+            lines.append(line.rstrip("\n"))
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return time.perf_counter() - t0, lines
+
+
+# Run by the project's .venv (it has jupyter-cache, which the Binder environment lacks): every
+# executed notebook of the book build (_build/jupyter_execute, written without outputs in
+# jupyter-cache mode) written with its outputs merged from _build/.jupyter_cache, and its glue
+# sidecar, into DEST; one the cache does not hold is left out (postBuild then executes that page).
+EXPORT_SCRIPT = """
+import json, shutil, sys
+from pathlib import Path
+root, src, dest = map(Path, sys.argv[1:4])
+sys.path.insert(0, str(root / "_ext"))
+import nbformat
+from notebook_run import cached_outputs
+done, missing = [], []
+for f in sorted(src.rglob("*.ipynb")):
+    page = f.relative_to(src).with_suffix("").as_posix()
+    nb = nbformat.read(str(f), as_version=4)
+    codes = [c for c in nb.cells if c.cell_type == "code"]
+    if codes and not any(c.get("outputs") for c in codes):
+        nb = cached_outputs(nb, src.parent / ".jupyter_cache")
+    if nb is None:
+        missing.append(page)
+        continue
+    out = dest / (page + ".ipynb")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(out))
+    if f.with_suffix(".glue.json").is_file():
+        shutil.copy2(f.with_suffix(".glue.json"), out.with_suffix(".glue.json"))
+    done.append(page)
+print(json.dumps({"exported": done, "missing": missing}))
+"""
+
+
+def export_book_outputs(executed: Path, dest: Path = BOOK_OUTPUTS, python: Path = PROJECT_PYTHON) -> dict:
+    """The book build's executed pages, with their outputs, copied into ``dest`` for postBuild
+    (``ATTNLIB_EXECUTED``): myst-nb's cache mode keeps the outputs in ``_build/.jupyter_cache``,
+    which the Binder environment cannot read (no jupyter-cache there), so the project's ``.venv``
+    reads them (:data:`EXPORT_SCRIPT`).  Returns ``{"exported": [pages], "missing": [pages]}``, or
+    ``{"error": why}`` (no ``.venv``, no build): postBuild then executes every page."""
+    shutil.rmtree(dest, ignore_errors=True)
+    if not python.exists():
+        return {"error": f"no {python} to read the book build's cache (the project's .venv)"}
+    if not executed.is_dir():
+        return {"error": f"no book build in {executed}"}
+    proc = subprocess.run([str(python), "-c", EXPORT_SCRIPT, str(ROOT), str(executed), str(dest)],
+                          capture_output=True, text=True)
+    if proc.returncode:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def postbuild_pages(lines: list[str]) -> dict:
+    """What postBuild's ``make_notebooks.py`` did with each page, from its log (``notebook_run``'s
+    lines): ``{"reused": [pages whose outputs came from the book build], "executed": {page: s}}``."""
+    reused = [m[1] for ln in lines if (m := re.match(r"^(\S+): outputs of the book build ", ln))]
+    executed = {m[1]: float(m[2]) for ln in lines if (m := re.match(r"^(\S+): executed in ([\d.]+) s", ln))}
+    return {"reused": reused, "executed": executed}
+
+
 def postbuild_pip_lines() -> list[list[str]]:
     """The ``pip install ...`` commands of binder/postBuild, as argument lists."""
     import shlex
@@ -329,7 +415,7 @@ class KernelMemory:
 
     def __init__(self, runner_pid: int, interval: float = 0.1):
         self.runner, self.interval = runner_pid, interval
-        self.peak_sum, self.hwm = 0, {}
+        self.peak_sum, self.hwm, self.cpus = 0, {}, set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -341,6 +427,10 @@ class KernelMemory:
             self.peak_sum = max(self.peak_sum, sum(_pss(pid) for k in kernels for pid in _tree_pids(k, table[0])))
             for k in kernels:
                 self.hwm[k] = max(self.hwm.get(k, 0), _vm_hwm(k))
+                try:
+                    self.cpus |= os.sched_getaffinity(k)
+                except OSError:
+                    pass
             self._stop.wait(self.interval)
 
     def stop(self) -> dict:
@@ -348,7 +438,7 @@ class KernelMemory:
         self._thread.join()
         hwm = max(self.hwm.values(), default=0)
         return {"peak_mib": round(max(self.peak_sum, hwm) / 2**20), "sampled_tree_pss_peak_mib": round(self.peak_sum / 2**20),
-                "kernel_vmhwm_mib": round(hwm / 2**20)}
+                "kernel_vmhwm_mib": round(hwm / 2**20), "kernel_cpus": sorted(self.cpus)}
 
 
 def three_chapters_memory(py: Path, pages: list[str], env: dict | None = None) -> dict:
@@ -465,12 +555,23 @@ def kernel_skipped(path: Path) -> bool:
     return False
 
 
-def execute_notebooks(py: Path, folder: Path, out: Path, env: dict | None = None) -> tuple[list[dict], list[str]]:
+def kernel_cpus(n: int = BINDER_CPUS) -> set[int]:
+    """The CPUs the kernels run on: the first ``n`` of this process's (mybinder.org gives a session
+    :data:`BINDER_CPUS`); every CPU when ``n`` is 0 or more than there are."""
+    mine = sorted(os.sched_getaffinity(0))
+    return set(mine[:n]) if 0 < n < len(mine) else set(mine)
+
+
+def execute_notebooks(py: Path, folder: Path, out: Path, env: dict | None = None,
+                      cpus: set[int] | None = None) -> tuple[list[dict], list[str]]:
     """Every notebook of ``folder`` run top to bottom in a fresh kernel of the environment, one after
     the other, in the notebook's folder (as JupyterLab starts its kernel), with ``env`` (default:
-    this process's).  Returns one row per notebook (wall-clock seconds of the run, kernel start
-    included; the kernel's peak memory, :class:`KernelMemory`; its slowest cells) and the problems
-    (a failed cell, named; chapter 11's kernel not run)."""
+    this process's), the runner and its kernel limited to ``cpus`` (``os.sched_setaffinity``, as
+    ``taskset -c``; default :func:`kernel_cpus`, one core as on mybinder.org).  Returns one row per
+    notebook (wall-clock seconds of the run, kernel start included; the kernel's peak memory and the
+    CPUs it was seen on, :class:`KernelMemory`; its slowest cells) and the problems (a failed cell,
+    named; chapter 11's kernel not run; a kernel seen on more CPUs than ``cpus``)."""
+    cpus = kernel_cpus() if cpus is None else cpus
     rows, problems = [], []
     shutil.rmtree(out, ignore_errors=True)
     for nb in sorted(folder.glob("*.ipynb")):
@@ -479,7 +580,8 @@ def execute_notebooks(py: Path, folder: Path, out: Path, env: dict | None = None
                                  "--timeout", str(CELL_TIMEOUT)],
                                 cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**(env if env is not None else os.environ), "HF_HUB_OFFLINE": "1",
-                                     "PYTHONHASHSEED": "0"})
+                                     "PYTHONHASHSEED": "0"},
+                                preexec_fn=lambda: os.sched_setaffinity(0, cpus))
         memory = KernelMemory(proc.pid)
         stdout, stderr = proc.communicate()
         memory = memory.stop()
@@ -496,6 +598,8 @@ def execute_notebooks(py: Path, folder: Path, out: Path, env: dict | None = None
                                               else (stderr.strip().splitlines() or ["failed"])[-1]))
         elif kernel_skipped(out / nb.name):
             problems.append(f"{nb.name}: chapter 11's Triton kernel was not run ({NO_TRITON!r} in its outputs)")
+        if memory["kernel_cpus"] and not set(memory["kernel_cpus"]) <= cpus:
+            problems.append(f"{nb.name}: its kernel ran on CPUs {memory['kernel_cpus']}, not only {sorted(cpus)}")
     return rows, problems
 
 
@@ -510,8 +614,8 @@ def render_md(result: dict) -> str:
            f"(`pip install --no-deps`: {len(result['repo2docker']['seeded'])} packages, see below), "
            if "repo2docker" in result else "")
         + "`pip install --no-cache-dir -r binder/requirements.txt` into it, then "
-        + ("`binder/postBuild` run whole (its last line executes every page into the notebooks)"
-           if "generate" in result else "the `pip install` lines of `binder/postBuild`")
+        + ("`binder/postBuild` run whole (its last line writes the notebooks: on mybinder.org it executes every "
+           "page; what it did here is below)" if "generate" in result else "the `pip install` lines of `binder/postBuild`")
         + ", as repo2docker runs them (this machine's pip registries stand in for PyPI "
         f"and PyTorch's CPU index): {result['requirements']}.", "",
         f"* size on disk: **{result['venv_mb']:,} MB** ({result['venv_bytes']:,} bytes, "
@@ -527,10 +631,15 @@ def render_md(result: dict) -> str:
         lines.append(f"* trained-model cache of postBuild and the kernels: {result['attnlib_cache']}")
     if "generate" in result:
         lines.append(f"* notebooks written by postBuild: {len(result['generate']['notebooks'])}")
+        lines.append(f"* {postbuild_sentence(result)}")
     if "execute" in result:
         e = result["execute"]
-        lines += [f"* every notebook run in a fresh kernel of that environment, one after the other "
-                  f"({e['seconds']} s in all; load average before {e['load_average_before']}, after "
+        lines += [f"* every notebook run in a fresh kernel of that environment, one after the other, "
+                  + (f"the kernel limited to {len(e['cpus'])} core (CPU {', '.join(map(str, e['cpus']))}, "
+                     f"`os.sched_setaffinity` as `taskset -c`; mybinder.org gives a session {e['binder_cpus']} CPU: "
+                     f"{e['binder_source']}, enforced there as a CPU quota, not a core) "
+                     if "cpus" in e else "on every core of the machine ")
+                  + f"({e['seconds']} s in all; load average before {e['load_average_before']}, after "
                   f"{e['load_average_after']}); peak MiB: the kernel's process tree (the larger of its summed PSS, "
                   "sampled every 0.1 s, and the kernel process's own peak RSS, VmHWM), not the runner:", "",
                   "| notebook | s | peak MiB | ok | slowest cells |", "|---|---:|---:|---|---|"]
@@ -562,6 +671,27 @@ def render_md(result: dict) -> str:
     lines += ["", "Biggest entries of site-packages (MB):", "", "| entry | MB |", "|---|---:|"]
     lines += [f"| {name} | {mb} |" for name, mb in result["biggest"]]
     return "\n".join(lines) + "\n"
+
+
+def postbuild_sentence(result: dict) -> str:
+    """What postBuild's make_notebooks.py did with the pages, and so how often each page ran here."""
+    g = result["generate"]
+    if "reused" not in g:
+        return "postBuild's pages: not recorded"
+    export, reused, executed = g.get("book_outputs"), g["reused"], g["executed"]
+    where = ("the book build's run (`--executed`: its pages with their outputs, read from jupyter-cache by the "
+             f"project's .venv in {export['seconds']} s, since the Binder environment has no jupyter-cache)"
+             if export and "exported" in export else "")
+    text = (f"postBuild took the outputs of {len(reused)} page{'s' if len(reused) != 1 else ''} from {where or 'a book build'} "
+            f"and executed {len(executed)} page{'s' if len(executed) != 1 else ''} itself"
+            + (f" ({', '.join(f'{p} {t:.1f} s' for p, t in executed.items())})" if executed else ""))
+    if export and "error" in export:
+        text += f" (the book build's outputs could not be read: {export['error']})"
+    if "execute" in result:
+        text += (": every page ran once in this environment, in the run below" if not executed else
+                 f": {len(executed)} page{'s' if len(executed) != 1 else ''} ran twice in this environment "
+                 "(postBuild, then the run below)")
+    return text + ".  On mybinder.org postBuild executes every page (no book build there)"
 
 
 def image_environment(reuse: bool = False, environ=None) -> tuple[dict, str]:
@@ -648,12 +778,17 @@ def main(argv=None) -> int:
         timings["requirements"] = run([str(py), "-m", "pip", "install", "--quiet", *cache, "-r",
                                        str(requirements)], cwd=REPO)
     image_env, cache_note = image_environment(reuse)
-    executed = Path(args.executed).resolve() if args.executed else None
-    if executed is not None and executed.is_dir():
-        image_env["ATTNLIB_EXECUTED"] = str(executed)   # postBuild reuses pages whose code matches
-        index_note += f"; postBuild reused the executed pages in {args.executed} (ATTNLIB_EXECUTED)"
+    export = None
+    if args.executed and args.generate:
+        t0 = time.perf_counter()
+        export = export_book_outputs(Path(args.executed).resolve())
+        export["seconds"] = round(time.perf_counter() - t0, 1)
+        if export.get("exported"):     # postBuild reuses the pages whose code matches the sources
+            image_env["ATTNLIB_EXECUTED"] = str(BOOK_OUTPUTS)
+    postbuild_log = []
     if args.generate:    # the whole script, as repo2docker runs it; it ends with make_notebooks.py
-        timings["postBuild"] = run(["bash", str(REPO / "binder" / "postBuild")], cwd=REPO, env=image_env)
+        timings["postBuild"], postbuild_log = run_logged(["bash", str(REPO / "binder" / "postBuild")], cwd=REPO,
+                                                         env=image_env)
     else:
         for i, extra in enumerate(postbuild_pip_lines()):
             timings[f"postBuild pip {i + 1}"] = run([str(py), "-m", "pip", "install", "--quiet", *extra], cwd=REPO)
@@ -688,15 +823,18 @@ def main(argv=None) -> int:
     notebooks = REPO / "_build" / "notebooks"
     if args.generate:
         result["generate"] = {"notebooks": sorted(p.name for p in notebooks.glob("*.ipynb")),
-                              "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+                              "load_average_after": [round(x, 2) for x in os.getloadavg()],
+                              "book_outputs": export, **postbuild_pages(postbuild_log)}
     if args.execute:
         load1 = os.getloadavg()
+        cpus = kernel_cpus()
         rows, failed = execute_notebooks(py, notebooks, results / "binder-executed" if results != RESULTS
-                                         else ROOT / "_build" / "binder-executed", env=image_env)
+                                         else ROOT / "_build" / "binder-executed", env=image_env, cpus=cpus)
         problems += failed
         if not rows:
             problems.append(f"no notebooks in {notebooks}")
         result["execute"] = {"notebooks": rows, "seconds": round(sum(r["seconds"] for r in rows), 1),
+                             "cpus": sorted(cpus), "binder_cpus": BINDER_CPUS, "binder_source": BINDER_SOURCE,
                              "load_average_before": [round(x, 2) for x in load1],
                              "load_average_after": [round(x, 2) for x in os.getloadavg()]}
         result["server"] = server_memory({**image_env, "HF_HUB_OFFLINE": "1"})

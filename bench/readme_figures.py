@@ -50,10 +50,10 @@ def _chapter_label(path: str) -> str:
     return f"`{path}`"
 
 
-# mybinder.org's memory per session and the heavy-kernel threshold: defined once, in
-# _ext/make_notebooks.py, which writes the same advice into the heavy chapters' notebooks.
+# mybinder.org's memory and CPUs per session, with their source, and the heavy-kernel threshold:
+# defined once, in _ext/notebook_convert.py, which writes the same advice into the notebooks.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_ext"))
-from make_notebooks import BINDER_CAP, BINDER_GUARANTEE, HEAVY_MIB  # noqa: E402
+from make_notebooks import BINDER_CAP, BINDER_CPUS, BINDER_GUARANTEE, BINDER_SOURCE, HEAVY_MIB  # noqa: E402
 
 
 def binder_peaks() -> dict[str, int]:
@@ -66,6 +66,10 @@ def binder_peaks() -> dict[str, int]:
 
 def book_section(book: dict) -> list[str]:
     peaks = binder_peaks()
+    stems = {Path(r["chapter"]).stem for r in book["chapters"]}
+    apart = sorted(stems ^ set(peaks)) if peaks else []
+    if apart:      # the two records name different pages (one predates a renumbering): not joined
+        peaks = {}
     lines = [f"Each chapter executed in a fresh kernel (`make bench`, `bench/bench_book.py`, "
              f"{book['date']}, {book['machine']}; `bench/results/book.md`)"
              + (", each with an empty trained-model cache of its own, as from a fresh clone: "
@@ -83,6 +87,9 @@ def book_section(book: dict) -> list[str]:
                      + (f" {peaks.get(Path(row['chapter']).stem, '')} |" if peaks else ""))
     slowest = max(book["chapters"], key=lambda r: r["seconds"])
     lines += ["", f"Slowest chapter: `{slowest['chapter']}`, {slowest['seconds']:.1f} s."]
+    if apart:
+        lines += [f"(`bench/results/book.json` and the Binder record name different pages ({', '.join(apart)}): "
+                  "the Binder peaks are listed with the Binder environment below, not joined to this table.)"]
     if book.get("make_html_seconds") is not None:
         lines += [f"The whole `make html` (every chapter executed, then Sphinx, from an empty `_build`) took "
                   f"{book['make_html_seconds']:.1f} s."]
@@ -216,7 +223,7 @@ def binder_section(b: dict) -> list[str]:
             f"{b['date']}, {b['machine']}, load average {b['load_average_before'][1]:.1f} at the start and {load:.1f} "
             f"at the end; `bench/results/binder.md`): "
             f"the build (a fresh venv, `binder/requirements.txt`, then `binder/postBuild`"
-            + (", which executes every page into the notebooks" if "generate" in b else "")
+            + (_postbuild_clause(b["generate"]) if "generate" in b else "")
             + f") took **{b['build_seconds'] / 60:.1f} min**"
             + (" (the venv and requirements steps timed from the file times of an earlier run of the same "
                "build, which stopped when chapter 7's training cell passed the book's 120 s per-cell limit; "
@@ -237,8 +244,10 @@ def binder_section(b: dict) -> list[str]:
         cores = re.search(r"(\d+) CPU cores", b["machine"])
         shared = (", more than one runnable process per core: the machine was shared"
                   if cores and max(e["load_average_before"][1], e["load_average_after"][1]) > int(cores[1]) else "")
+        cpu = (f", the kernel limited to {len(e['cpus'])} core as mybinder.org gives a session {e['binder_cpus']} CPU "
+               "(`os.sched_setaffinity`, as `taskset -c`)" if "cpus" in e else ", on every core of the machine")
         lines += ["", f"Then every notebook ran top to bottom in a fresh kernel of that environment, one after the "
-                      f"other ({e['seconds'] / 60:.1f} min in all, load average {e['load_average_before'][1]:.1f} "
+                      f"other{cpu} ({e['seconds'] / 60:.1f} min in all, load average {e['load_average_before'][1]:.1f} "
                       f"before and {e['load_average_after'][1]:.1f} after{shared}); "
                       f"{'failures: ' + ', '.join(failed) if failed else 'none failed'}.  The slowest was "
                       f"`{slowest['notebook']}`, {slowest['seconds']:.0f} s:", "",
@@ -253,32 +262,52 @@ def binder_section(b: dict) -> list[str]:
     return lines
 
 
+def _postbuild_clause(g: dict) -> str:
+    """How postBuild's notebook step got each page's outputs in the recorded run."""
+    if "reused" not in g:
+        return ", which executes every page into the notebooks"
+    reused, executed = len(g["reused"]), len(g["executed"])
+    return (", whose notebook step executes every page on mybinder.org; here it took "
+            f"{reused} page{'s' if reused != 1 else ''}' outputs from the book build's run and executed "
+            f"{executed} page{'s' if executed != 1 else ''}, so that "
+            + ("every page ran once in this environment, in the run below" if not executed else
+               f"{executed} page{'s' if executed != 1 else ''} ran twice"))
+
+
 def memory_advice(b: dict) -> list[str]:
-    """What the kernels' and the server's peaks mean against mybinder.org's 1 GB guarantee and
-    2 GB cap, and which chapters to run one at a time."""
+    """What the kernels' and the server's peaks mean against mybinder.org's guarantee and limit
+    (BINDER_GUARANTEE, BINDER_CAP, with their source, in _ext/notebook_convert.py), and which
+    chapters to run alone."""
     rows = [r for r in b["execute"]["notebooks"] if "peak_mib" in r]
     if not rows:
         return []
     top = max(rows, key=lambda r: r["peak_mib"])
+    low = min(rows, key=lambda r: r["peak_mib"])
     server = b.get("server", {}).get("rss_mib")
     heavy = [r for r in rows if r["peak_mib"] > HEAVY_MIB]
     mib = lambda n: f"{n / 2**20:,.0f} MiB"
-    text = (f"mybinder.org guarantees {BINDER_GUARANTEE / 1e9:.0f} GB ({mib(BINDER_GUARANTEE)}) per session and stops "
-            f"it at {BINDER_CAP / 1e9:.0f} GB ({mib(BINDER_CAP)}).  The heaviest kernel, `{top['notebook']}`, peaks "
-            f"at {top['peak_mib']:,} MiB"
-            + (f"; the JupyterLab server itself holds {server} MiB (no kernel open), so that chapter with the "
-               f"server needs {top['peak_mib'] + server:,} MiB" if server else "") + ".  ")
-    if heavy:
+    text = (f"mybinder.org guarantees a session {mib(BINDER_GUARANTEE)} of memory and {BINDER_CPUS} CPU, and stops "
+            f"its kernel at {mib(BINDER_CAP)} ({BINDER_SOURCE}); above the guarantee a session runs on memory its "
+            "machine has spare, and is the first to be stopped when that machine runs short.  The kernels peak at "
+            f"{low['peak_mib']:,} MiB (`{low['notebook']}`) to {top['peak_mib']:,} MiB (`{top['notebook']}`)"
+            + (f"; the JupyterLab server itself holds {server} MiB (no kernel open), so the heaviest chapter with "
+               f"the server needs {top['peak_mib'] + server:,} MiB" if server else "") + ".  ")
+    if len(heavy) == len(rows):
+        text += (f"Every kernel needs more than the guarantee on its own, so every notebook's first cell says to "
+                 "run it alone: JupyterLab keeps the kernel of a closed tab alive, so shut down the previous "
+                 "chapter's kernel first (Kernel > Shut Down All Kernels, or the Running panel).  ")
+    elif heavy:
         names = ", ".join(f"`{r['notebook']}` ({r['peak_mib']:,} MiB)" for r in heavy)
-        text += (f"Chapters whose kernel passes {HEAVY_MIB} MiB: {names}.  Run them one at a time: JupyterLab keeps "
-                 "the kernel of a closed tab alive, so shut down the previous chapter's kernel first (Kernel > Shut "
-                 "Down Kernel, or the Running panel).  ")
+        text += (f"Kernels that need more than the guarantee on their own ({HEAVY_MIB} MiB): {names}; their "
+                 "notebooks' first cell says to run them alone: JupyterLab keeps the kernel of a closed tab alive, "
+                 "so shut down the previous chapter's kernel first (Kernel > Shut Down All Kernels, or the Running "
+                 "panel).  ")
     else:
-        text += f"Every kernel stays under {HEAVY_MIB} MiB.  "
+        text += f"Every kernel stays within the guarantee ({HEAVY_MIB} MiB).  "
     two = sum(sorted(r["peak_mib"] for r in rows)[-2:]) + (server or 0)
-    if two * 2**20 > BINDER_GUARANTEE:
-        text += (f"Two of the heaviest open at once ({two:,} MiB with the server) would pass the guarantee: "
-                 "keep one chapter's kernel running at a time.")
+    text += (f"Two of the heaviest open at once would need {two:,} MiB with the server"
+             + (f", past the {mib(BINDER_CAP)} limit." if two * 2**20 > BINDER_CAP else
+                f": under the limit, but {two - BINDER_GUARANTEE // 2**20:,} MiB above the guarantee."))
     return ["", text.rstrip()]
 
 

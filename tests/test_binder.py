@@ -333,3 +333,107 @@ def test_kernel_skipped_reads_what_the_reader_sees(tmp_path):
     for cells, skipped in (([code], False), ([code, shown], True), ([code, prose], True)):
         nbformat.write(nbformat.v4.new_notebook(cells=cells), str(tmp_path / "nb.ipynb"))
         assert bench_binder.kernel_skipped(tmp_path / "nb.ipynb") is skipped
+
+
+# ------------------------------------------------------------------ issue 45 item 7: Binder as it is
+def test_the_kernels_run_on_as_many_cores_as_mybinder_gives(tmp_path, monkeypatch):
+    """bench_binder runs each notebook's kernel limited to BINDER_CPUS core(s) (mybinder.org's 1
+    CPU), records the CPUs the kernel was seen on, and reports a kernel seen on others."""
+    monkeypatch.setattr(bench_binder, "REPO", ROOT)
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    _notebook(folder / "01_cpus.ipynb", f"import os\nassert len(os.sched_getaffinity(0)) == {bench_binder.BINDER_CPUS}, "
+                                        "os.sched_getaffinity(0)\nimport time; time.sleep(0.5)")
+    cpus = bench_binder.kernel_cpus()
+    assert bench_binder.BINDER_CPUS == 1 and len(cpus) == min(1, len(os.sched_getaffinity(0))) == 1
+    rows, problems = bench_binder.execute_notebooks(Path(sys.executable), folder, tmp_path / "out")
+    assert problems == [] and rows[0]["ok"] and rows[0]["kernel_cpus"] == sorted(cpus)
+    if len(os.sched_getaffinity(0)) > 1:          # on every core the kernel sees more than one, and it is said
+        rows, problems = bench_binder.execute_notebooks(Path(sys.executable), folder, tmp_path / "out",
+                                                        cpus=set(os.sched_getaffinity(0)))
+        assert not rows[0]["ok"] and "AssertionError" in problems[0]
+        monkeypatch.setattr(bench_binder, "kernel_cpus", lambda: {min(os.sched_getaffinity(0))})
+        rows, problems = bench_binder.execute_notebooks(Path(sys.executable), folder, tmp_path / "out",
+                                                        cpus={max(os.sched_getaffinity(0))})
+        assert rows[0]["kernel_cpus"] == [max(os.sched_getaffinity(0))]
+
+
+def test_postbuild_reuses_the_book_builds_outputs_from_jupyter_cache(tmp_path):
+    """make binder-test gives postBuild the book build's pages with their outputs: in cache mode
+    myst-nb leaves them in _build/.jupyter_cache, which the Binder environment cannot read, so the
+    project's Python (this one) copies them out (export_book_outputs); a page the cache lacks is
+    left out, for postBuild to execute."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+    executed = tmp_path / "jupyter_execute"
+    (executed / "chapters").mkdir(parents=True)
+    page = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    ran = nbformat.from_dict(json.loads(json.dumps(page)))
+    ran.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="42\n")]
+    nbformat.write(page, str(executed / "chapters" / "p.ipynb"))          # myst-nb's file: no outputs
+    (executed / "chapters" / "p.glue.json").write_text("{}")
+    get_cache(str(tmp_path / ".jupyter_cache")).cache_notebook_bundle(CacheBundleIn(ran, tmp_path / "p.ipynb"),
+                                                                      check_validity=False)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")]),
+                   str(executed / "chapters" / "q.ipynb"))                # not in the cache
+    dest = tmp_path / "out"
+    got = bench_binder.export_book_outputs(executed, dest, python=Path(sys.executable))
+    assert got == {"exported": ["chapters/p"], "missing": ["chapters/q"]}
+    assert nbformat.read(str(dest / "chapters" / "p.ipynb"), as_version=4).cells[0].outputs == ran.cells[0].outputs
+    assert (dest / "chapters" / "p.glue.json").is_file() and not (dest / "chapters" / "q.ipynb").exists()
+    assert "error" in bench_binder.export_book_outputs(executed, dest, python=tmp_path / "no-python")
+
+
+def test_the_record_says_how_often_each_page_ran():
+    log = ["chapters/01_a: outputs of the book build (_build/binder-book-outputs/chapters/01_a.ipynb)",
+           "chapters/02_b: /x does not match the source, or its outputs are not in the cache; executing it here",
+           "chapters/02_b: executed in 12.5 s", "wrote _build/notebooks/01_a.ipynb"]
+    pages = bench_binder.postbuild_pages(log)
+    assert pages == {"reused": ["chapters/01_a"], "executed": {"chapters/02_b": 12.5}}
+    result = {"generate": {"book_outputs": {"exported": ["chapters/01_a"], "missing": [], "seconds": 3.0}, **pages},
+              "execute": {}}
+    said = bench_binder.postbuild_sentence(result)
+    assert "outputs of 1 page from the book build" in said and "executed 1 page itself (chapters/02_b 12.5 s)" in said
+    assert "1 page ran twice" in said
+    result["generate"].update(reused=["chapters/01_a", "chapters/02_b"], executed={})
+    assert "every page ran once in this environment" in bench_binder.postbuild_sentence(result)
+
+
+def _caret(spec) -> tuple[int, tuple[int, ...]]:
+    """A shared module's required range in a federated JupyterLab extension, as (number of leading
+    parts that must be equal, lowest version): webpack's encoded form ``[1, 4, 4, 9]`` (^4.4.9) or
+    the string ``"^4.6.0-beta.0"``."""
+    if isinstance(spec, list):
+        return spec[0], tuple(spec[1:])
+    parts = tuple(int(p) for p in re.match(r"\^(\d+)\.(\d+)\.(\d+)", spec).groups())
+    fixed = next((i + 1 for i, p in enumerate(parts) if p), len(parts))
+    return fixed, parts if "-" not in spec else parts[:-1] + (parts[-1] - 0.5,)
+
+
+def test_jupytexts_jupyterlab_extension_loads_in_the_pinned_jupyterlab():
+    """Issue 45 item 10: jupytext 1.19.6's extension asks for @jupyterlab/* ^4.6 (a console error
+    and a dead menu entry in JupyterLab 4.4, which repo2docker's notebook 7.4.7 holds us to).  Every
+    JupyterLab package the installed extension shares must be satisfied by the installed JupyterLab
+    (binder/ pins the same versions: test_binder_pins_equal_constraints)."""
+    share = Path(sys.prefix) / "share" / "jupyter"
+    entry = sorted((share / "labextensions" / "jupyterlab-jupytext" / "static").glob("remoteEntry.*.js"))
+    lab = share / "lab" / "static" / "package.json"
+    if not entry or not lab.is_file():
+        pytest.skip("jupytext's JupyterLab extension or JupyterLab is not installed here")
+    text = entry[0].read_text()
+    wanted = {name: json.loads(f"[{rng}]") for name, rng in
+              re.findall(r'"default","(@[\w-]+/[\w-]+)",!\d,\[([\d,]+)\]', text)}
+    wanted |= dict(re.findall(r'shareKey:"(@[\w-]+/[\w-]+)",import:null,requiredVersion:"([^"]+)"', text))
+    provided = {k: tuple(int(p) for p in re.findall(r"\d+", v)[:3])
+                for k, v in json.loads(lab.read_text())["resolutions"].items() if k.startswith(("@jupyterlab/", "@lumino/"))}
+    assert any(n.startswith("@jupyterlab/") for n in wanted), "no shared @jupyterlab package found: the format changed"
+    bad = []
+    for name, spec in sorted(wanted.items()):
+        if name not in provided:
+            continue
+        fixed, low = _caret(spec)
+        have = provided[name]
+        if have[:fixed] != tuple(int(p) for p in low[:fixed]) or have < low:
+            bad.append(f"{name} {spec} (JupyterLab has {'.'.join(map(str, have))})")
+    assert not bad, (f"jupytext {md.version('jupytext')}'s extension needs what JupyterLab "
+                     f"{md.version('jupyterlab')} lacks: " + "; ".join(bad))

@@ -1230,28 +1230,67 @@ def test_the_entry_point_still_offers_every_name_imported_from_it():
     assert mk.toc_pages is nc.toc_pages and mk.save_learner_notebook is learner_files.save_learner_notebook
 
 
-# ------------------------------------------------------------------ memory advice (issue 34)
+# ------------------------------------------------------------------ memory advice (issues 34, 45)
 def test_a_heavy_chapters_notebook_says_to_run_it_alone(tmp_path):
-    """The first cell of a notebook whose kernel peaked above HEAVY_MIB in the Binder record says
-    so, with the measured figure; a lighter one, or one without a record, says nothing."""
+    """The first cell states the kernel's measured peak against mybinder.org's guarantee and limit
+    (one constant each, with its source): above HEAVY_MIB (the guarantee) it says to run the
+    chapter alone; a kernel that fits with the server says it fits; no record, nothing."""
+    assert nc.HEAVY_MIB * 2**20 == nc.BINDER_GUARANTEE == 450 * 2**20 and nc.BINDER_CAP == 2 * 2**30
+    assert nc.BINDER_CPUS == 1 and "mybinder.org-deploy" in nc.BINDER_SOURCE
     record = tmp_path / "binder.json"
-    record.write_text(json.dumps({"execute": {"notebooks": [
+    record.write_text(json.dumps({"date": "2026-12-07 12:00 UTC", "server": {"rss_mib": 96}, "execute": {"notebooks": [
         {"notebook": "03_three_views.ipynb", "peak_mib": nc.HEAVY_MIB + 246},
-        {"notebook": "08_graphs.ipynb", "peak_mib": nc.HEAVY_MIB - 111}]}}))
+        {"notebook": "08_graphs.ipynb", "peak_mib": nc.HEAVY_MIB - 111},
+        {"notebook": "09_real_model.ipynb", "peak_mib": nc.HEAVY_MIB - 20}]}}))
     heavy = nc.memory_note("chapters/03_three_views", record)
     assert f"{nc.HEAVY_MIB + 246:,} MiB" in heavy and "run it on its own" in heavy and "Shut Down" in heavy
-    assert nc.memory_note("chapters/08_graphs", record) == ""
+    assert "guarantees a session 450 MiB" in heavy and "2,048 MiB" in heavy and "2026-12-07" in heavy
+    light = nc.memory_note("chapters/08_graphs", record)
+    assert f"{nc.HEAVY_MIB - 111:,} MiB" in light and "within the 450 MiB" in light and "on its own" not in light
+    # under the guarantee alone, over it with the server's 96 MiB: run it alone
+    assert "run it on its own" in nc.memory_note("chapters/09_real_model", record)
     assert nc.memory_note("chapters/05_masking", record) == ""
     assert nc.memory_note("chapters/03_three_views", tmp_path / "missing.json") == ""
 
 
 def test_the_committed_record_names_the_same_heavy_chapters_as_the_notebooks():
-    """Every chapter above HEAVY_MIB in bench/results/binder.json gets the note in its
-    notebook's first cell, and no other chapter does."""
-    rows = json.loads(nc.BINDER_RECORD.read_text())["execute"]["notebooks"]
+    """bench/results/binder.json has a run of every notebook of the book (the renumbered names),
+    taken with the kernel on mybinder.org's one core; every chapter above HEAVY_MIB there gets the
+    run-it-alone note in its notebook's first cell, and no other chapter does."""
+    data = json.loads(nc.BINDER_RECORD.read_text())
+    rows = data["execute"]["notebooks"]
+    assert {r["notebook"] for r in rows} == {nc.notebook_name(p) for p in nc.toc_pages()}
+    assert len(data["execute"]["cpus"]) == nc.BINDER_CPUS and all(
+        r["kernel_cpus"] == data["execute"]["cpus"] for r in rows)
     heavy = {r["notebook"] for r in rows if r["peak_mib"] > nc.HEAVY_MIB}
-    noted = {nc.notebook_name(p) for p in nc.toc_pages() if "**Memory:**" in nc.header_cell(p).source}
+    noted = {nc.notebook_name(p) for p in nc.toc_pages() if "run it on its own" in nc.header_cell(p).source}
     assert heavy and noted == heavy
+    assert all("**Memory:**" in nc.header_cell(p).source for p in nc.toc_pages())
+
+
+def test_no_file_states_the_old_guarantee():
+    """Issue 45 item 7: "guarantees 1 GB" was wrong; the figures come from notebook_convert's constants."""
+    for rel in ["README.md", "intro.md", "_ext/notebook_convert.py", "bench/readme_figures.py", "binder/postBuild"]:
+        text = (ROOT / rel).read_text(encoding="utf-8")
+        assert not re.search(r"guarantee[sd]?\W+(?:a session\W+)?1 GB", text), rel
+
+
+# ------------------------------------------------------------------ trained models after a restart (issue 45 item 8)
+def test_the_chapters_that_train_say_what_their_training_cells_will_do():
+    """The pages whose code trains or loads chapter 7's models (attnlib.induction.train/trained,
+    the circuit lab) say in their first cell that the models load from the cache, or train once,
+    with bench/results/model_cache.json's times; the sentence they quote is the one
+    attnlib.induction.train prints when it loads."""
+    noted = {p for p in nc.toc_pages() if "**Trained models:**" in nc.header_cell(p).source}
+    assert noted == {"chapters/04_softmax_scaling", "chapters/07_circuits"}
+    note = nc.training_note("chapters/07_circuits")
+    mc = json.loads(nc.MODEL_CACHE_RECORD.read_text())
+    for row in mc["rows"]:
+        assert f"the {row['n_layers']}-layer model took {row['train_seconds']:.0f} s" in note
+    assert mc["meta"]["date"] in note and "trains\nthem once" not in note and "trains them once" in note
+    quoted = re.search(r'say "([^"]+)"', note)[1]
+    assert quoted in (ROOT / "attnlib" / "induction.py").read_text()
+    assert nc.training_note("chapters/05_masking") == ""
 
 
 # ------------------------------------------------------------------ a training run's log (issue 38 item 12)
