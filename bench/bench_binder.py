@@ -562,45 +562,92 @@ def kernel_cpus(n: int = BINDER_CPUS) -> set[int]:
     return set(mine[:n]) if 0 < n < len(mine) else set(mine)
 
 
+def kernel_lanes(n_lanes: int = 2) -> list[set[int]]:
+    """One core per lane: notebooks run ``n_lanes`` at a time, each kernel limited to a core of its
+    own (so each is measured on :data:`BINDER_CPUS` core, as on mybinder.org, while the whole run
+    takes about half as long on a machine with two cores).  Fewer lanes where this process has
+    fewer cores."""
+    mine = sorted(os.sched_getaffinity(0))
+    return [{c} for c in mine[:max(1, min(n_lanes, len(mine)))]]
+
+
+def _execute_one(py: Path, nb: Path, out: Path, env: dict | None, cpus: set[int]) -> tuple[dict, list[str]]:
+    """One notebook top to bottom in a fresh kernel limited to ``cpus``: its row and problems."""
+    problems = []
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([str(py), str(REPO / "_ext" / "execute_notebook.py"), str(nb), "-o", str(out / nb.name),
+                             "--timeout", str(CELL_TIMEOUT)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**(env if env is not None else os.environ), "HF_HUB_OFFLINE": "1",
+                                 "PYTHONHASHSEED": "0"},
+                            preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+    memory = KernelMemory(proc.pid)
+    stdout, stderr = proc.communicate()
+    memory = memory.stop()
+    seconds = time.perf_counter() - t0
+    line = (stdout.strip().splitlines() or [""])[-1]
+    slowest = line.split("slowest cells: ", 1)[1] if "slowest cells: " in line else ""
+    row = {"notebook": nb.name, "seconds": round(seconds, 1), "ok": proc.returncode == 0, **memory,
+           "slowest_cells": slowest, "lane_cpus": sorted(cpus)}
+    print(f"{nb.name}: {seconds:.1f} s, peak {memory['peak_mib']} MiB, CPU {sorted(cpus)}, "
+          f"{'ok' if proc.returncode == 0 else 'FAILED'}", flush=True)
+    if proc.returncode != 0:
+        said = [ln for ln in stderr.splitlines() if ln.startswith("FAILED: ")]
+        problems.append(f"{nb.name}: " + (said[0][len("FAILED: "):] if said
+                                          else (stderr.strip().splitlines() or ["failed"])[-1]))
+    elif kernel_skipped(out / nb.name):
+        problems.append(f"{nb.name}: chapter 11's Triton kernel was not run ({NO_TRITON!r} in its outputs)")
+    if memory["kernel_cpus"] and not set(memory["kernel_cpus"]) <= cpus:
+        problems.append(f"{nb.name}: its kernel ran on CPUs {memory['kernel_cpus']}, not only {sorted(cpus)}")
+    return row, problems
+
+
 def execute_notebooks(py: Path, folder: Path, out: Path, env: dict | None = None,
-                      cpus: set[int] | None = None) -> tuple[list[dict], list[str]]:
-    """Every notebook of ``folder`` run top to bottom in a fresh kernel of the environment, one after
-    the other, in the notebook's folder (as JupyterLab starts its kernel), with ``env`` (default:
-    this process's), the runner and its kernel limited to ``cpus`` (``os.sched_setaffinity``, as
-    ``taskset -c``; default :func:`kernel_cpus`, one core as on mybinder.org).  Returns one row per
-    notebook (wall-clock seconds of the run, kernel start included; the kernel's peak memory and the
-    CPUs it was seen on, :class:`KernelMemory`; its slowest cells) and the problems (a failed cell,
-    named; chapter 11's kernel not run; a kernel seen on more CPUs than ``cpus``)."""
-    cpus = kernel_cpus() if cpus is None else cpus
-    rows, problems = [], []
+                      cpus: set[int] | None = None, lanes: list[set[int]] | None = None) -> tuple[list[dict], list[str]]:
+    """Every notebook of ``folder`` run top to bottom in a fresh kernel of the environment, in the
+    notebook's folder (as JupyterLab starts its kernel), with ``env`` (default: this process's).
+    Each runner and its kernel are limited to one lane's CPUs (``os.sched_setaffinity``, as
+    ``taskset -c``): ``cpus`` gives one lane (one notebook at a time); else ``lanes`` (default
+    :func:`kernel_lanes`: one core each, as mybinder.org gives a session one CPU) run side by side,
+    each taking the next notebook, the longest first (by the last record, when there is one).
+    Returns one row per notebook, in name order (wall-clock seconds of the run, kernel start
+    included; the kernel's peak memory and the CPUs it was seen on, :class:`KernelMemory`; its
+    slowest cells; the lane's CPUs) and the problems (a failed cell, named; chapter 11's kernel not
+    run; a kernel seen on CPUs outside its lane)."""
+    import queue
+    import threading
+
+    lanes = [cpus] if cpus is not None else (kernel_lanes() if lanes is None else lanes)
     shutil.rmtree(out, ignore_errors=True)
-    for nb in sorted(folder.glob("*.ipynb")):
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([str(py), str(REPO / "_ext" / "execute_notebook.py"), str(nb), "-o", str(out / nb.name),
-                                 "--timeout", str(CELL_TIMEOUT)],
-                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**(env if env is not None else os.environ), "HF_HUB_OFFLINE": "1",
-                                     "PYTHONHASHSEED": "0"},
-                                preexec_fn=lambda: os.sched_setaffinity(0, cpus))
-        memory = KernelMemory(proc.pid)
-        stdout, stderr = proc.communicate()
-        memory = memory.stop()
-        seconds = time.perf_counter() - t0
-        line = (stdout.strip().splitlines() or [""])[-1]
-        slowest = line.split("slowest cells: ", 1)[1] if "slowest cells: " in line else ""
-        rows.append({"notebook": nb.name, "seconds": round(seconds, 1), "ok": proc.returncode == 0,
-                     **memory, "slowest_cells": slowest})
-        print(f"{nb.name}: {seconds:.1f} s, peak {memory['peak_mib']} MiB, {'ok' if proc.returncode == 0 else 'FAILED'}",
-              flush=True)
-        if proc.returncode != 0:
-            said = [ln for ln in stderr.splitlines() if ln.startswith("FAILED: ")]
-            problems.append(f"{nb.name}: " + (said[0][len("FAILED: "):] if said
-                                              else (stderr.strip().splitlines() or ["failed"])[-1]))
-        elif kernel_skipped(out / nb.name):
-            problems.append(f"{nb.name}: chapter 11's Triton kernel was not run ({NO_TRITON!r} in its outputs)")
-        if memory["kernel_cpus"] and not set(memory["kernel_cpus"]) <= cpus:
-            problems.append(f"{nb.name}: its kernel ran on CPUs {memory['kernel_cpus']}, not only {sorted(cpus)}")
-    return rows, problems
+    notebooks = sorted(folder.glob("*.ipynb"))
+    last = {}
+    try:
+        last = {r["notebook"]: r["seconds"] for r in json.loads((RESULTS / "binder.json").read_text())["execute"]["notebooks"]}
+    except (OSError, KeyError, TypeError, ValueError):
+        pass
+    todo: queue.Queue = queue.Queue()
+    for nb in sorted(notebooks, key=lambda p: -last.get(p.name, 0.0)):
+        todo.put(nb)
+    rows, problems, lock = [], [], threading.Lock()
+
+    def lane(lane_cpus: set[int]) -> None:
+        while True:
+            try:
+                nb = todo.get_nowait()
+            except queue.Empty:
+                return
+            row, said = _execute_one(py, nb, out, env, lane_cpus)
+            with lock:
+                rows.append(row)
+                problems.extend(said)
+
+    threads = [threading.Thread(target=lane, args=(c,)) for c in lanes]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    rows.sort(key=lambda r: r["notebook"])
+    return rows, sorted(problems)
 
 
 def render_md(result: dict) -> str:
@@ -634,12 +681,18 @@ def render_md(result: dict) -> str:
         lines.append(f"* {postbuild_sentence(result)}")
     if "execute" in result:
         e = result["execute"]
-        lines += [f"* every notebook run in a fresh kernel of that environment, one after the other, "
-                  + (f"the kernel limited to {len(e['cpus'])} core (CPU {', '.join(map(str, e['cpus']))}, "
-                     f"`os.sched_setaffinity` as `taskset -c`; mybinder.org gives a session {e['binder_cpus']} CPU: "
+        lanes = e.get("lanes")
+        lines += [f"* every notebook run in a fresh kernel of that environment, "
+                  + (f"{len(lanes)} at a time, each kernel limited to a core of its own (CPU "
+                     f"{' and '.join(str(l[0]) for l in lanes)}) "
+                     if lanes and len(lanes) > 1 else "one after the other, ")
+                  + (f"the kernel limited to {len(lanes[0]) if lanes else len(e['cpus'])} core "
+                     f"(`os.sched_setaffinity` as `taskset -c`; mybinder.org gives a session {e['binder_cpus']} CPU: "
                      f"{e['binder_source']}, enforced there as a CPU quota, not a core) "
                      if "cpus" in e else "on every core of the machine ")
-                  + f"({e['seconds']} s in all; load average before {e['load_average_before']}, after "
+                  + f"({e['seconds']} s of kernel time in all"
+                  + (f", {e['wall_seconds']} s of wall time" if "wall_seconds" in e else "")
+                  + f"; load average before {e['load_average_before']}, after "
                   f"{e['load_average_after']}); peak MiB: the kernel's process tree (the larger of its summed PSS, "
                   "sampled every 0.1 s, and the kernel process's own peak RSS, VmHWM), not the runner:", "",
                   "| notebook | s | peak MiB | ok | slowest cells |", "|---|---:|---:|---|---|"]
@@ -827,14 +880,17 @@ def main(argv=None) -> int:
                               "book_outputs": export, **postbuild_pages(postbuild_log)}
     if args.execute:
         load1 = os.getloadavg()
-        cpus = kernel_cpus()
+        lanes = kernel_lanes()
+        t_exec = time.perf_counter()
         rows, failed = execute_notebooks(py, notebooks, results / "binder-executed" if results != RESULTS
-                                         else ROOT / "_build" / "binder-executed", env=image_env, cpus=cpus)
+                                         else ROOT / "_build" / "binder-executed", env=image_env, lanes=lanes)
+        wall = time.perf_counter() - t_exec
         problems += failed
         if not rows:
             problems.append(f"no notebooks in {notebooks}")
         result["execute"] = {"notebooks": rows, "seconds": round(sum(r["seconds"] for r in rows), 1),
-                             "cpus": sorted(cpus), "binder_cpus": BINDER_CPUS, "binder_source": BINDER_SOURCE,
+                             "wall_seconds": round(wall, 1), "lanes": [sorted(l) for l in lanes],
+                             "cpus": sorted(set().union(*lanes)), "binder_cpus": BINDER_CPUS, "binder_source": BINDER_SOURCE,
                              "load_average_before": [round(x, 2) for x in load1],
                              "load_average_after": [round(x, 2) for x in os.getloadavg()]}
         result["server"] = server_memory({**image_env, "HF_HUB_OFFLINE": "1"})

@@ -244,10 +244,16 @@ def binder_section(b: dict) -> list[str]:
         cores = re.search(r"(\d+) CPU cores", b["machine"])
         shared = (", more than one runnable process per core: the machine was shared"
                   if cores and max(e["load_average_before"][1], e["load_average_after"][1]) > int(cores[1]) else "")
-        cpu = (f", the kernel limited to {len(e['cpus'])} core as mybinder.org gives a session {e['binder_cpus']} CPU "
-               "(`os.sched_setaffinity`, as `taskset -c`)" if "cpus" in e else ", on every core of the machine")
-        lines += ["", f"Then every notebook ran top to bottom in a fresh kernel of that environment, one after the "
-                      f"other{cpu} ({e['seconds'] / 60:.1f} min in all, load average {e['load_average_before'][1]:.1f} "
+        lanes = e.get("lanes") or []
+        order = (f"{len(lanes)} at a time, each kernel on a core of its own" if len(lanes) > 1
+                 else "one after the other")
+        cpu = (f", each kernel limited to {len(lanes[0]) if lanes else len(e['cpus'])} core as mybinder.org gives a "
+               f"session {e['binder_cpus']} CPU (`os.sched_setaffinity`, as `taskset -c`)" if "cpus" in e
+               else ", on every core of the machine")
+        took = (f"{e['seconds'] / 60:.1f} min of kernel time, {e['wall_seconds'] / 60:.1f} min of wall time"
+                if "wall_seconds" in e else f"{e['seconds'] / 60:.1f} min in all")
+        lines += ["", f"Then every notebook ran top to bottom in a fresh kernel of that environment, "
+                      f"{order}{cpu} ({took}, load average {e['load_average_before'][1]:.1f} "
                       f"before and {e['load_average_after'][1]:.1f} after{shared}); "
                       f"{'failures: ' + ', '.join(failed) if failed else 'none failed'}.  The slowest was "
                       f"`{slowest['notebook']}`, {slowest['seconds']:.0f} s:", "",

@@ -358,6 +358,29 @@ def test_the_kernels_run_on_as_many_cores_as_mybinder_gives(tmp_path, monkeypatc
         assert rows[0]["kernel_cpus"] == [max(os.sched_getaffinity(0))]
 
 
+def test_notebooks_run_two_at_a_time_each_kernel_on_a_core_of_its_own(tmp_path, monkeypatch):
+    """With two cores, bench_binder runs two kernels side by side (half the wall time in CI), each
+    limited to one core of its own, so every notebook is still measured on mybinder.org's one CPU;
+    every notebook runs once, rows come back in name order, and the lanes' cores differ."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: a single lane, covered by the test above")
+    monkeypatch.setattr(bench_binder, "REPO", ROOT)
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    for i in range(2):                        # one per lane: the two lane threads take one each
+        _notebook(folder / f"0{i}_lane.ipynb", "import os\nassert len(os.sched_getaffinity(0)) == 1\n"
+                                               "import time; time.sleep(0.3)")
+    lanes = bench_binder.kernel_lanes()
+    assert len(lanes) == 2 and all(len(l) == 1 for l in lanes) and lanes[0] != lanes[1]
+    rows, problems = bench_binder.execute_notebooks(Path(sys.executable), folder, tmp_path / "out")
+    assert problems == [] and [r["notebook"] for r in rows] == [f"0{i}_lane.ipynb" for i in range(2)]
+    assert all(r["ok"] and len(r["kernel_cpus"]) == 1 and r["kernel_cpus"] == r["lane_cpus"] for r in rows)
+    assert {tuple(r["lane_cpus"]) for r in rows} == {tuple(sorted(l)) for l in lanes}   # both lanes used
+    monkeypatch.setattr(bench_binder, "kernel_lanes", lambda n_lanes=2: [set(os.sched_getaffinity(0))])
+    rows, problems = bench_binder.execute_notebooks(Path(sys.executable), folder, tmp_path / "out")
+    assert not any(r["ok"] for r in rows) and len(problems) == 2     # a lane of two cores is caught
+
+
 def test_postbuild_reuses_the_book_builds_outputs_from_jupyter_cache(tmp_path):
     """make binder-test gives postBuild the book build's pages with their outputs: in cache mode
     myst-nb leaves them in _build/.jupyter_cache, which the Binder environment cannot read, so the
