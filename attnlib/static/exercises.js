@@ -7,10 +7,10 @@
  * _static/vendor/pyodide/), on the very files the notebook uses (graders.json, written by
  * _ext/exercise_pages.py), and shows Feedback.text: "Correct. ..." or "Not yet. ... Hint: ...".
  *
- * Pyodide runs in a Web Worker (grader_worker.js), started when a reader first focuses,
- * types in or taps any exercise and shared by all the exercises of the page, so the page
- * never freezes while it loads; a Check pressed meanwhile is graded as soon as it is ready.
- * Nothing is fetched from another host.
+ * Pyodide runs in a Web Worker (grader_worker.js), shared by all the exercises of the page, so
+ * the page never freezes while it loads; a Check pressed meanwhile is graded as soon as it is
+ * ready.  It starts before the reader's first Check (see preload() for when), or at the latest
+ * on the first focus, keystroke or tap in an exercise.  Nothing is fetched from another host.
  *
  * Progress is kept in the browser (localStorage, one entry per exercise, see STORE): the last
  * answer checked, its verdict and the number of tries, restored on the next visit; a "Clear"
@@ -44,6 +44,11 @@
   function startChecker() {
     if (checker) return checker;
     var t0 = performance.now();
+    var api = window.attnExercises;
+    if (api.startedAt === null) {   // the page's first start (a restart after a failure keeps these)
+      api.startedAt = t0;
+      api.startedBy = api.startedBy || "interaction";
+    }
     checker = new Promise(function (resolve, reject) {
       try {
         worker = new Worker(WORKER_URL, {type: "module"});
@@ -55,6 +60,7 @@
         var msg = event.data || {};
         if (msg.type === "ready") {
           window.attnExercises.loadMs = performance.now() - t0;
+          if (window.attnExercises.readyAt === null) window.attnExercises.readyAt = performance.now();
           resolve(worker);
         } else if (msg.type === "failed") {
           reject(new Error(msg.error));
@@ -285,7 +291,9 @@
         clear(root, true);
         refreshActions(root);
         var first = root.querySelector("input, textarea, .attn-ex-token, .attn-ex-cell");
+        root._attnQuiet = true;   // the feedback stays empty after Clear (no status line on this focus)
         if (first) first.focus();
+        root._attnQuiet = false;
       });
       actions.appendChild(reset);
     } else if (reset && state.answer === undefined) {
@@ -457,7 +465,9 @@
     root.setAttribute("data-ready", "1");
     var kind = root.getAttribute("data-kind");
     var warm = function () {
-      if (!checker) {
+      /* The reader is here: say the checker is loading unless it is ready (it may have been
+       * started by preload() without a word, or not at all yet). */
+      if (root.getAttribute("data-checker") !== "ready" && !root._attnQuiet) {
         var box = root.querySelector(".attn-ex-feedback");
         if (!box.textContent) show(root, WARMING);
       }
@@ -506,8 +516,98 @@
 
   function wireAll() { document.querySelectorAll("[data-exercise]").forEach(wire); }
 
+  /* Start the checker before the reader's first Check (issue 45: started on the first
+   * interaction, the first Check waited 9-21 s for Pyodide).  The main thread only creates the
+   * worker and posts one message (a few ms); fetching and compiling Pyodide happen in the worker.
+   * bench/bench_first_check.py measures the choices below (bench/results/first_check.md).
+   *  - Only on a page with an exercise (the script is only added to those pages; checked again).
+   *  - Once the page is quiet after its load event: QUIET_MS without a main-thread task of 50 ms
+   *    or more (the Long Tasks API), at most MAX_WAIT_MS after it, then in an idle period
+   *    (requestIdleCallback); without the Long Tasks API, the first idle period (at most
+   *    IDLE_WAIT_MS).  The page's own start (MathJax, the layout pass in idle time) goes first:
+   *    measured on 2 busy cores, a worker started at the first idle period compiled Pyodide while
+   *    that work ran and stretched it into frames of 100-650 ms for 4 s.  And at once if an
+   *    exercise comes within a viewport of the screen after load (IntersectionObserver).
+   *  - On a narrow screen (a phone, PHONE_QUERY) only when an exercise comes within a viewport of
+   *    the screen: there 13 MB of Pyodide are a real cost on a metered connection.
+   *  - Not with Save-Data or prefers-reduced-data (one property and one media query: cheap to
+   *    honour): then it starts on the first interaction, as before.
+   *  - Not from a page opened from disk (file:), where a module worker cannot start.
+   * window.attnlibCheckerStart, set before this script runs, overrides the choice for benches and
+   * tests: "idle", "near" (only when an exercise comes near) or "interaction" (the former way). */
+  var IDLE_WAIT_MS = 2000, QUIET_MS = 1000, MAX_WAIT_MS = 5000;
+  var PHONE_QUERY = "(max-width: 600px)";
+  var NEAR_MARGIN = "100% 0px";   // an exercise within one viewport's height above or below the screen
+
+  function media(query) { return !!(window.matchMedia && window.matchMedia(query).matches); }
+
+  function startMode() {
+    if (typeof window.attnlibCheckerStart === "string") return window.attnlibCheckerStart;
+    if (window.location.protocol === "file:") return "interaction";
+    if ((navigator.connection && navigator.connection.saveData) || media("(prefers-reduced-data: reduce)")) return "interaction";
+    return media(PHONE_QUERY) ? "near" : "idle";
+  }
+
+  function whenIdle(fn, wait) {
+    if (window.requestIdleCallback) window.requestIdleCallback(fn, {timeout: wait});
+    else setTimeout(fn, 200);
+  }
+
+  // fn() once the main thread has had no long task for QUIET_MS (at most MAX_WAIT_MS from now).
+  function whenQuiet(fn) {
+    var t0 = performance.now(), last = t0, observer = null;
+    try {
+      observer = new PerformanceObserver(function (list) {
+        list.getEntries().forEach(function (e) { last = Math.max(last, e.startTime + e.duration); });
+      });
+      observer.observe({type: "longtask", buffered: true});
+    } catch (err) {
+      observer = null;
+    }
+    if (!observer) { whenIdle(fn, IDLE_WAIT_MS); return; }
+    (function poll() {
+      var now = performance.now();
+      if (now - last >= QUIET_MS || now - t0 >= MAX_WAIT_MS) {
+        observer.disconnect();
+        whenIdle(fn, 500);
+      } else {
+        setTimeout(poll, Math.max(50, Math.min(QUIET_MS - (now - last), MAX_WAIT_MS - (now - t0))));
+      }
+    })();
+  }
+
+  function preload() {
+    var roots = document.querySelectorAll("[data-exercise]");
+    var mode = startMode();
+    window.attnExercises.startMode = roots.length ? mode : "none";
+    if (!roots.length || mode === "interaction") return;
+    var started = false, observer = null;
+    function go(why) {
+      if (started) return;
+      started = true;
+      if (observer) observer.disconnect();
+      if (!checker) window.attnExercises.startedBy = why;
+      startChecker().catch(function () {});   // quietly: a Check says what went wrong
+    }
+    function afterLoad() {   // the page's own resources first, even with an exercise on screen
+      if ("IntersectionObserver" in window) {
+        observer = new IntersectionObserver(function (entries) {
+          if (entries.some(function (e) { return e.isIntersecting; })) go("near");
+        }, {rootMargin: NEAR_MARGIN});
+        roots.forEach(function (root) { observer.observe(root); });
+      } else {
+        mode = "idle";   // no way to tell where the reader is: start when idle
+      }
+      if (mode === "idle") whenQuiet(function () { go("idle"); });
+    }
+    if (document.readyState === "complete") afterLoad();
+    else window.addEventListener("load", afterLoad, {once: true});
+  }
+
   window.attnExercises = {check: check, start: startChecker, readAnswer: readAnswer, wireAll: wireAll, loadMs: null,
+                          startMode: null, startedBy: null, startedAt: null, readyAt: null,
                           solutionOf: solutionOf, storeKey: STORE, triesForSolution: TRIES_FOR_SOLUTION, checkLimitMs: CHECK_LIMIT_MS};
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wireAll);
-  else wireAll();
+  function begin() { wireAll(); preload(); }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", begin);
+  else begin();
 })();

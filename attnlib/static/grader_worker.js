@@ -1,7 +1,8 @@
 /* The page's exercise checker, off the main thread: a Web Worker that runs the course's
  * Python graders (attnlib/exercises, the very files the notebook imports) in the vendored
- * Pyodide.  exercises.js starts one worker per page on the reader's first interaction with
- * any exercise and keeps it for the visit; every exercise of the page shares it.
+ * Pyodide.  exercises.js starts one worker per page before the reader's first Check (when the
+ * page is idle after its load, or when an exercise comes near the screen; see its preload())
+ * and keeps it for the visit; every exercise of the page shares it.
  *
  * Messages in:  {type: "init", pyodide: <indexURL>, graders: <graders.json URL>}
  *               {type: "check", id, chapter, name, answer (JSON text), data (JSON text)}
