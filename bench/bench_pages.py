@@ -115,9 +115,15 @@ _MATHJAX = ("() => window.MathJax && MathJax.startup && MathJax.startup.promise 
             "MathJax.startup.promise.then(() => true) : true")
 
 
-def measure(browser, base: str, page: str, width: int = 1280) -> PageWeight:
+def measure(browser, base: str, page: str, width: int = 1280, checker: bool = False) -> PageWeight:
     """Load ``base + page`` in a fresh context (no cache, non-local requests blocked), read it
     to the bottom, and return every request it made with its body size.
+
+    ``checker=False`` (the default) measures the page a reader reads: the exercises' checker
+    (Pyodide and the graders, which a page with exercises starts in a background worker once it
+    is idle, attnlib/static/exercises.js) is held to its former start, the first interaction
+    (``window.attnlibCheckerStart = "interaction"``); its own download and start are measured by
+    ``bench/bench_first_check.py``.  ``checker=True`` counts it too.
 
     ``browser`` is a Playwright ``Browser``; ``base`` ends with ``/``.  Raises Playwright's
     ``TimeoutError`` if the page never loads (30 s); after the scroll, a network that stays
@@ -136,6 +142,8 @@ def measure(browser, base: str, page: str, width: int = 1280) -> PageWeight:
             r.abort()
 
     context.route("**/*", route)
+    if not checker:
+        context.add_init_script("window.attnlibCheckerStart = 'interaction';")
     p = context.new_page()
     p.on("request", lambda req: seen.append(req))
     p.goto(base + page, wait_until="load")

@@ -118,7 +118,8 @@ def test_pages_load_only_the_assets_they_use(book):
 
 @pytest.mark.book
 def test_every_page_is_within_the_weight_budget(book, browser):
-    """Every page of the book (chapters, preface, references) within 4 MB and 40 requests."""
+    """Every page of the book (chapters, preface, references) within 4 MB and 40 requests: what the
+    reader reads, the exercises' background checker apart (measured by bench/bench_first_check.py)."""
     base = serve(str(book))
     measured = [bench.measure(browser, base, page) for page in bench.pages_of(book)]
     assert measured and all(w.requests > 5 for w in measured), [(w.page, w.requests) for w in measured]
