@@ -92,10 +92,12 @@ def next_token_loss(logits, tokens) -> torch.Tensor:
     return F.cross_entropy(logits[:, :-1].reshape(-1, V), tokens[:, 1:].reshape(-1), reduction="none").view(B, T - 1)
 
 
-def train(scheme: str, seed: int, steps: int | None = None):
+def train(scheme: str, seed: int, steps: int | None = None, logits_of=None):
     """The training loop of ``attnlib.induction.train`` (same batches for the same seed, Adam,
     cosine decay to 0 over ``induction.STEPS``, one thread) for a model with ``positions=scheme``;
-    ``steps`` stops early (the test runs a few).  Returns ``(model, losses, seconds)``."""
+    ``steps`` stops early (the test runs a few); ``logits_of(model, tokens)`` replaces the model's
+    own forward for the loss (bench_rope_scaling trains at another RoPE base through it).
+    Returns ``(model, losses, seconds)``."""
     total = induction.STEPS
     steps = total if steps is None else steps
     model = build(scheme, seed)
@@ -110,7 +112,8 @@ def train(scheme: str, seed: int, steps: int | None = None):
         model.train()
         for _ in range(steps):
             tokens = induction.training_batch(induction.BATCH_SIZE, generator)     # (B, SEQ_LEN)
-            loss = next_token_loss(model(tokens)[0], tokens).mean()
+            logits = model(tokens)[0] if logits_of is None else logits_of(model, tokens)
+            loss = next_token_loss(logits, tokens).mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

@@ -114,34 +114,11 @@ def settings() -> dict:
 
 
 def train(seed: int, base: float, steps: int | None = None):
-    """``bench_positions.train("rope", seed)``'s loop (the same model built, the same batches,
-    Adam, cosine decay over ``induction.STEPS``, one thread) with the loss computed through
+    """``bench_positions.train("rope", seed)`` (the same model built, the same batches, Adam,
+    cosine decay over ``induction.STEPS``, one thread) with the loss computed through
     :func:`forward` at ``base``; at base 10000 it is that function (tested).  ``steps`` stops
     early (the test runs a few).  Returns ``(model, losses, seconds)``."""
-    total = induction.STEPS
-    steps = total if steps is None else steps
-    model = positions_bench.build("rope", seed)
-    generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=induction.LR)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step, total) / total)))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    losses, start = [], time.perf_counter()
-    try:
-        model.train()
-        for _ in range(steps):
-            tokens = induction.training_batch(induction.BATCH_SIZE, generator)     # (B, SEQ_LEN)
-            loss = positions_bench.next_token_loss(forward(model, tokens, None, base)[0], tokens).mean()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            losses.append(loss.item())
-    finally:
-        torch.set_num_threads(threads)
-        model.eval()
-    return model, losses, time.perf_counter() - start
+    return positions_bench.train("rope", seed, steps, logits_of=lambda model, tokens: forward(model, tokens, None, base)[0])
 
 
 def trained(seed: int, base: float, models: Path | None):
