@@ -683,11 +683,10 @@ def render_md(result: dict) -> str:
         e = result["execute"]
         lanes = e.get("lanes")
         lines += [f"* every notebook run in a fresh kernel of that environment, "
-                  + (f"{len(lanes)} at a time, each kernel limited to a core of its own (CPU "
-                     f"{' and '.join(str(l[0]) for l in lanes)}) "
-                     if lanes and len(lanes) > 1 else "one after the other, ")
-                  + (f"the kernel limited to {len(lanes[0]) if lanes else len(e['cpus'])} core "
-                     f"(`os.sched_setaffinity` as `taskset -c`; mybinder.org gives a session {e['binder_cpus']} CPU: "
+                  + (f"{len(lanes)} at a time, " if lanes and len(lanes) > 1 else "one after the other, ")
+                  + (f"each kernel limited to {len(lanes[0]) if lanes else len(e['cpus'])} core of its own "
+                     f"(CPU {' and '.join(str(l[0]) for l in lanes) if lanes else ', '.join(map(str, e['cpus']))}; "
+                     f"`os.sched_setaffinity` as `taskset -c`; mybinder.org gives a session {e['binder_cpus']} CPU: "
                      f"{e['binder_source']}, enforced there as a CPU quota, not a core) "
                      if "cpus" in e else "on every core of the machine ")
                   + f"({e['seconds']} s of kernel time in all"
