@@ -245,10 +245,9 @@ def binder_section(b: dict) -> list[str]:
         shared = (", more than one runnable process per core: the machine was shared"
                   if cores and max(e["load_average_before"][1], e["load_average_after"][1]) > int(cores[1]) else "")
         lanes = e.get("lanes") or []
-        order = (f"{len(lanes)} at a time, each kernel on a core of its own" if len(lanes) > 1
-                 else "one after the other")
-        cpu = (f", each kernel limited to {len(lanes[0]) if lanes else len(e['cpus'])} core as mybinder.org gives a "
-               f"session {e['binder_cpus']} CPU (`os.sched_setaffinity`, as `taskset -c`)" if "cpus" in e
+        order = f"{len(lanes)} at a time" if len(lanes) > 1 else "one after the other"
+        cpu = (f", each kernel limited to {len(lanes[0]) if lanes else len(e['cpus'])} core of its own as mybinder.org "
+               f"gives a session {e['binder_cpus']} CPU (`os.sched_setaffinity`, as `taskset -c`)" if "cpus" in e
                else ", on every core of the machine")
         took = (f"{e['seconds'] / 60:.1f} min of kernel time, {e['wall_seconds'] / 60:.1f} min of wall time"
                 if "wall_seconds" in e else f"{e['seconds'] / 60:.1f} min in all")
