@@ -59,7 +59,7 @@ def run_chapter(path: Path) -> dict:
         env = dict(os.environ, HF_HUB_OFFLINE="1", ATTNLIB_CACHE=cache)
         proc = subprocess.run([sys.executable, "-c", RUN_ONE, str(path), str(ROOT / "_ext")],
                               capture_output=True, text=True, env=env, cwd=ROOT)
-        trains = len(list(Path(cache).glob("models/*.pt")))
+        trains = len(list(Path(cache).glob("models/*/model.pt")))   # model_cache.entry_path: <cache>/models/<key>/model.pt
     if proc.returncode != 0:
         raise SystemExit(f"{path.name} failed:\n{proc.stderr[-3000:]}")
     seconds, rss_mib, cell, cell_seconds = map(float, proc.stdout.split()[-4:])
