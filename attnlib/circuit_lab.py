@@ -41,13 +41,34 @@ from .transformer import TinyTransformer, reference_means, run
 __all__ = ["N_CHECKPOINTS", "checkpoint_steps", "lab_checkpoints", "lab_models",
            "head_scores", "copy_target", "copy_problem", "pair_metric", "range_problem", "pair_tables",
            "NORMALISED_RANGE", "corrupted_position", "default_pair", "lab_data",
-           "read_words", "read", "CONTROL"]
+           "read_words", "read", "check_variants", "VARIANT_KEYS", "QUOTE_CHARS", "CONTROL"]
 
 #: Checkpoints of the two-layer run the page offers (the first and last steps included).
 N_CHECKPOINTS = 16
 
 #: The name of the one-layer control in the lab.
 CONTROL = "one-layer"
+
+#: The keys of a variant of :func:`read`: its name and the heads it switches off.
+VARIANT_KEYS = ("name", "edits")
+_VARIANT_EXAMPLE = '{"name": "induction_off", "edits": [{"layer": 1, "head": 0, "mode": "zero"}]}'
+
+#: A message quotes at most this many characters of a word (then "…" and the word's length);
+#: the page's ``attnlibTiny.words`` quotes the same way.
+QUOTE_CHARS = 40
+
+
+def _shortened(word: str) -> str:
+    """``word`` as a message quotes it: whole up to :data:`QUOTE_CHARS` characters, else its start,
+    "…" and its length.
+
+    >>> _shortened("battle-field"), _shortened("x" * 10_000)[-24:]
+    ("'battle-field'", "xx…' (10,000 characters)")
+    """
+    if len(word) <= QUOTE_CHARS:
+        return f"'{word}'"
+    return f"'{word[:QUOTE_CHARS]}\u2026' ({len(word):,} characters)"
+
 
 #: The range of normalised patching scores read as shares of the gap between the corrupted (0)
 #: and the clean (1) run; outside it :func:`range_problem` warns (the page mirrors it).
@@ -402,7 +423,8 @@ def read_words(text) -> list:
     Raises:
         TypeError: ``text`` not a str.
         ValueError: empty, longer than the model's context (``SEQ_LEN`` words), or a word not in
-            the vocabulary (the message names it and suggests the closest words).
+            the vocabulary (the message names it, its first :data:`QUOTE_CHARS` characters and its
+            length when longer, and suggests the closest words).
     """
     from . import corpus
     import difflib
@@ -418,24 +440,132 @@ def read_words(text) -> list:
     for w in found:
         if w not in known:
             near = difflib.get_close_matches(w, vocab, n=3, cutoff=0.6)
-            raise ValueError(f"'{w}' is not in the model's vocabulary (the words of the Gettysburg Address)"
+            raise ValueError(f"{_shortened(w)} is not in the model's vocabulary (the words of the Gettysburg Address)"
                              + (f"; did you mean {', '.join(repr(x) for x in near)}?" if near else ""))
     return found
+
+
+def _variant(i: int, name) -> str:
+    """A variant as the messages name it: ``variant 1 ('induction_off')``."""
+    return f"variant {i}" + (f" ({_shortened(name)})" if isinstance(name, str) else "")
+
+
+def check_variants(variants, n_layers: int, n_heads: int) -> list:
+    """Check the variants of :func:`read` against a model of ``n_layers`` blocks and ``n_heads``
+    heads: a non-empty list of ``{"name": str, "edits": [...]}`` (:data:`VARIANT_KEYS`, no other
+    key), each name non-empty and used once (the losses are keyed by it), each variant's edits
+    heads switched off (``{"layer", "head", "mode": "zero" | "mean", "position"?}``, checked by
+    :func:`attnlib.edits.as_edits`, whose message follows the variant's name; positions are
+    checked against each text's length when it is run).  :func:`attnlib.exercises.ch07.lab_data`
+    passes its variants through this when it makes them, so the page (which runs the data's
+    variants, ``tinyAnswer`` in ``attnlib/static/exercises.js``) only ever receives checked ones.
+
+    Returns:
+        ``[(name, edits)]``, the edits as given (lists of dicts).
+
+    Raises:
+        TypeError: ``variants`` not a list or tuple; a variant not a dict; a name not a str; as
+            :func:`attnlib.edits.as_edits`.
+        ValueError: no variant; an unknown or a missing key; an empty name; two variants of one
+            name; an edit that patches or has a source; as :func:`attnlib.edits.as_edits`.
+        IndexError: as :func:`attnlib.edits.as_edits` (a layer or head outside the model).
+
+    >>> check_variants([{"name": "off", "edits": [{"layer": 1, "head": 0, "mode": "zero"}]}], 2, 4)
+    [('off', [{'layer': 1, 'head': 0, 'mode': 'zero'}])]
+    >>> check_variants([{"name": "a", "edits": []}, {"name": "a", "edits": []}], 2, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: variants 0 and 1 are both named 'a': give each variant its own name (its losses are keyed by it)
+    """
+    from .edits import as_edits, show
+    if not isinstance(variants, (list, tuple)):
+        raise TypeError(f"variants must be a list of variants such as [{_VARIANT_EXAMPLE}], got {show(variants)}")
+    if not variants:
+        raise ValueError(f"variants must hold at least one variant such as {_VARIANT_EXAMPLE}, got an empty list")
+    seen, out = {}, []
+    for i, v in enumerate(variants):
+        if not isinstance(v, dict):
+            raise TypeError(f"variant {i} must be an object such as {_VARIANT_EXAMPLE}, got {show(v)}")
+        unknown = sorted(str(k) for k in v if k not in VARIANT_KEYS)
+        if unknown:
+            raise ValueError(f"{_variant(i, v.get('name'))}: unknown key {', '.join(_shortened(k) for k in unknown)}; "
+                             f"a variant has {' and '.join(VARIANT_KEYS)}")
+        missing = [k for k in VARIANT_KEYS if k not in v]
+        if missing:
+            raise ValueError(f"{_variant(i, v.get('name'))} needs {' and '.join(repr(k) for k in VARIANT_KEYS)}, "
+                             f"got no {' and no '.join(repr(k) for k in missing)}")
+        name, edits = v["name"], v["edits"]
+        if not isinstance(name, str):
+            raise TypeError(f"variant {i}: name must be a str, got {show(name)}")
+        if not name.strip():
+            raise ValueError(f"variant {i}: name must not be empty")
+        if name in seen:
+            raise ValueError(f"variants {seen[name]} and {i} are both named {_shortened(name)}: give each variant "
+                             f"its own name (its losses are keyed by it)")
+        seen[name] = i
+        if not isinstance(edits, (list, tuple)):
+            raise TypeError(f"{_variant(i, name)}: edits must be a list of heads switched off such as "
+                            f'[{{"layer": 1, "head": 0, "mode": "zero"}}] (or [] for the intact model), got {show(edits)}')
+        for j, e in enumerate(edits):
+            if isinstance(e, dict) and (e.get("mode") == "patch" or e.get("source") is not None):
+                raise ValueError(f"{_variant(i, name)}: edit {j} switches no head off: a variant's edits are heads "
+                                 f'switched off, {{"layer", "head", "mode": "zero" | "mean", "position"?}}, '
+                                 f"without a source")
+        try:                        # a mean edit's means are the model's own when it runs: a stand-in here
+            as_edits(list(edits), n_layers, n_heads, reference=lambda: torch.zeros(n_layers, n_heads, 1))
+        except (TypeError, ValueError, IndexError) as err:
+            raise type(err)(f"{_variant(i, name)}: {err}") from None
+        out.append((name, list(edits)))
+    return out
+
+
+def _texts(texts) -> list:
+    """``texts`` as a list of str, or a TypeError / ValueError naming what arrived."""
+    if isinstance(texts, str):
+        raise TypeError(f"texts must be a list of texts, e.g. [{_shortened(texts)}], got a str: one text alone "
+                        f"would be read letter by letter")
+    if not isinstance(texts, (list, tuple)):
+        raise TypeError(f"texts must be a list of texts (str), got {type(texts).__name__}")
+    if not texts:
+        raise ValueError("texts must hold at least one text, got an empty list")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] must be a str of words, got {type(text).__name__}")
+    return list(texts)
 
 
 @torch.no_grad()
 def read(texts, model_name: str, variants) -> dict:
     """What a circuit-lab exercise's grader receives, computed in the kernel with PyTorch (the
-    page computes the same dict with ``window.attnlibTiny``): for each text, its words and, per
-    variant ``{"name", "edits"}`` (edits as :mod:`attnlib.edits`, ``mode`` "zero" or "mean"),
-    the next-token loss at every position (nats; entry ``i`` is the loss of word ``i + 1``).
+    page computes the same dict with ``window.attnlibTiny``, ``tinyAnswer`` in
+    ``attnlib/static/exercises.js``): for each text, its words and, per variant ``{"name",
+    "edits"}`` (:func:`check_variants`: edits as :mod:`attnlib.edits`, heads switched off with
+    ``mode`` "zero" or "mean"), the next-token loss at every position (nats; entry ``i`` is the
+    loss of word ``i + 1``).
+
+    Args:
+        texts: a list of str (one text alone is refused: it would be read letter by letter).
+        model_name: one of :func:`lab_checkpoints`.
+        variants: as :func:`check_variants`.
 
     Returns:
         ``{"texts", "runs": [{"words", "loss": {variant: [T - 1 floats]}}]}``, or
-        ``{"texts", "error"}`` when a text is refused (:func:`read_words`'s message).
+        ``{"texts", "error"}`` when a text is refused (:func:`read_words`'s message): what a
+        reader typed is never an exception.
+
+    Raises (the caller's arguments, checked before any text is read):
+        TypeError: ``texts`` not a list or tuple of str; ``model_name`` not a str; as
+            :func:`check_variants`.
+        ValueError: no text; an unknown model; as :func:`check_variants`.
+        IndexError: as :func:`check_variants`; an edit's position outside a text (the message
+            names the variant and :func:`attnlib.edits.as_edits`'s reason).
     """
     import torch.nn.functional as F
+    texts = _texts(texts)
+    if not isinstance(model_name, str):
+        raise TypeError(f"model_name must be a str, one of {list(lab_checkpoints())}, got {type(model_name).__name__}")
     model = _lab_model(model_name)                  # this one model, built once per process
+    checked = check_variants(variants, model.n_layers, model.n_heads)
     out = {"texts": list(texts), "runs": []}
     for text in texts:
         try:
@@ -444,8 +574,11 @@ def read(texts, model_name: str, variants) -> dict:
             return {"texts": list(texts), "error": str(err)}
         tokens = induction.encode(found)[None]
         losses = {}
-        for variant in variants:
-            logits = run(model, tokens, edits=variant["edits"]).logits[0]
-            losses[variant["name"]] = [round(float(x), 6) for x in F.cross_entropy(logits[:-1], tokens[0, 1:], reduction="none")]
+        for i, (name, edits) in enumerate(checked):
+            try:
+                logits = run(model, tokens, edits=edits).logits[0]
+            except (TypeError, ValueError, IndexError) as err:          # a position beyond this text
+                raise type(err)(f"{_variant(i, name)}: {err}") from None
+            losses[name] = [round(float(x), 6) for x in F.cross_entropy(logits[:-1], tokens[0, 1:], reduction="none")]
         out["runs"].append({"words": found, "loss": losses})
     return out

@@ -361,3 +361,105 @@ def test_the_build_check_fails_on_any_output_beyond_its_tolerance(tmp_path, monk
     _perturbing_session(monkeypatch, output, 3 * circuit_export.BUILD_TOLERANCE)
     with pytest.raises(ValueError, match=f"differs from PyTorch in {name} by 3.00e-04"):
         circuit_export.check(path, model, n=1)
+
+
+# ------------------------------------------- issue 46 item 7: read() refuses malformed arguments clearly
+_OFF = {"layer": 1, "head": 0, "mode": "zero"}
+
+
+def _last_name():
+    return [n for n in circuit_lab.lab_checkpoints() if n != circuit_lab.CONTROL][-1]
+
+
+@pytest.mark.parametrize("texts, variants, error, message", [
+    ("we are met", [{"name": "a", "edits": []}], TypeError, r"texts must be a list of texts, e\.g\. \['we are met'\], got a str: one text alone would be read letter by letter"),
+    (("we" for _ in range(1)), [{"name": "a", "edits": []}], TypeError, "texts must be a list of texts .str., got generator"),
+    ([], [{"name": "a", "edits": []}], ValueError, "texts must hold at least one text, got an empty list"),
+    (["we are met", 7], [{"name": "a", "edits": []}], TypeError, r"texts\[1\] must be a str of words, got int"),
+    (["we are met"], {"name": "a", "edits": []}, TypeError, "variants must be a list of variants such as .*, got an object"),
+    (["we are met"], [], ValueError, "variants must hold at least one variant"),
+    (["we are met"], ["intact"], TypeError, 'variant 0 must be an object such as .*, got "intact"'),
+    (["we are met"], [{"edits": []}], ValueError, "variant 0 needs 'name' and 'edits', got no 'name'"),
+    (["we are met"], [{"name": "a"}], ValueError, r"variant 0 \('a'\) needs 'name' and 'edits', got no 'edits'"),
+    (["we are met"], [{"name": "a", "edits": [], "mode": "zero"}], ValueError, r"variant 0 \('a'\): unknown key 'mode'; a variant has name and edits"),
+    (["we are met"], [{"name": 3, "edits": []}], TypeError, "variant 0: name must be a str, got 3"),
+    (["we are met"], [{"name": " ", "edits": []}], ValueError, "variant 0: name must not be empty"),
+    (["we are met"], [{"name": "a", "edits": []}, {"name": "b", "edits": []}, {"name": "a", "edits": [_OFF]}],
+     ValueError, r"variants 0 and 2 are both named 'a': give each variant its own name \(its losses are keyed by it\)"),
+    (["we are met"], [{"name": "a", "edits": _OFF}], TypeError, r"variant 0 \('a'\): edits must be a list of heads switched off .*, got an object"),
+    (["we are met"], [{"name": "a", "edits": "zero"}], TypeError, r"variant 0 \('a'\): edits must be a list .*, got \"zero\""),
+    # the edits' own errors are attnlib.edits.as_edits's, after the variant's name
+    (["we are met"], [{"name": "a", "edits": [5]}], TypeError, r"variant 0 \('a'\): edit 0 must be an object such as"),
+    (["we are met"], [{"name": "a", "edits": [{"layer": 1, "head": "0", "mode": "zero"}]}], TypeError, r"variant 0 \('a'\): edit 0: head must be an int, got \"0\""),
+    (["we are met"], [{"name": "a", "edits": [{"layer": 1, "head": 0, "mode": "off"}]}], ValueError, r"variant 0 \('a'\): edit 0: mode must be"),
+    (["we are met"], [{"name": "a", "edits": [{"layer": 1, "mode": "zero"}]}], ValueError, r"variant 0 \('a'\): edit 0: the residual stream .* can only be patched"),
+    (["we are met"], [{"name": "a", "edits": [_OFF, _OFF]}], ValueError, r"variant 0 \('a'\): edits 0 and 1 both edit head \(1, 0\)"),
+    (["we are met"], [{"name": "a", "edits": [{"layer": 1, "head": 0, "mode": "patch"}]}], ValueError, r"variant 0 \('a'\): edit 0 switches no head off"),
+    (["we are met"], [{"name": "a", "edits": [{"layer": 1, "head": 0, "mode": "mean", "source": [1]}]}], ValueError, r"variant 0 \('a'\): edit 0 switches no head off"),
+    (["we are met"], [{"name": "a", "edits": [{"layer": 9, "head": 0, "mode": "zero"}]}], IndexError, r"variant 0 \('a'\): edit 0: layer 9 is outside 0..1"),
+    (["we are met"], [{"name": "a", "edits": [{**_OFF, "position": 3}]}], IndexError, r"variant 0 \('a'\): edit 0: position 3 is outside the 3 tokens"),
+])
+def test_read_refuses_malformed_arguments_with_a_clear_error(texts, variants, error, message):
+    """Each malformed argument raises one clear TypeError / ValueError (IndexError for an index
+    outside the model or the text: attnlib.edits's error) naming what was expected and what came,
+    not a KeyError or an AttributeError from deep inside."""
+    with pytest.raises(error, match=message) as caught:
+        circuit_lab.read(texts, _last_name(), variants)
+    assert type(caught.value) is error
+
+
+def test_read_refuses_an_unknown_model_by_name():
+    with pytest.raises(TypeError, match="model_name must be a str, one of .*, got list"):
+        circuit_lab.read(["we are met"], ["step-1"], [{"name": "a", "edits": []}])
+    with pytest.raises(ValueError, match="model_name must be one of"):
+        circuit_lab.read(["we are met"], "step-0.5", [{"name": "a", "edits": []}])
+
+
+def test_read_keeps_every_variant_and_quotes_a_long_word_short():
+    """Two variants of distinct names give two losses (a reader's refused text is the error dict,
+    not an exception), and a 10,000-letter word is quoted by its first 40 letters and length."""
+    variants = [{"name": "intact", "edits": []}, {"name": "off", "edits": [{**_OFF, "position": -1}]}]
+    out = circuit_lab.read(("we are met on a great battle-field we are",), _last_name(), variants)
+    assert list(out["runs"][0]["loss"]) == ["intact", "off"]
+    refused = circuit_lab.read(["we " + "x" * 10_000], _last_name(), variants)
+    assert refused["error"] == ("'" + "x" * 40 + "\u2026' (10,000 characters) is not in the model's vocabulary "
+                                "(the words of the Gettysburg Address)")
+    with pytest.raises(ValueError, match="'" + "x" * 40 + "' is not in"):   # 40 letters: whole
+        circuit_lab.read_words("x" * 40)
+
+
+def test_the_pages_reader_quotes_a_long_word_as_the_kernel_does():
+    """attnlibTiny.words (attnlib/static/xp_tiny.js) shortens a word in its message as
+    circuit_lab._shortened does: the same 40 characters, the ellipsis and the length, in the
+    page's quotation marks."""
+    import json
+    import os
+    import re
+    import shutil
+    import subprocess
+    from pathlib import Path
+    node = shutil.which("node")
+    if node is None:                                    # as tests/test_edits_mirror.py
+        if os.environ.get("ATTNLIB_REQUIRE_BROWSER"):
+            pytest.fail("node is needed to run the page's xp_tiny.js (CI has it)")
+        pytest.skip("node is not installed: the page's xp_tiny.js cannot be run here")
+    source = (Path(__file__).resolve().parents[1] / "attnlib" / "static" / "xp_tiny.js").read_text(encoding="utf-8")
+    block = re.search(r"var QUOTE_CHARS = \d+;\nfunction shortened\(word\) \{.*?\n\}\n", source, re.S).group(0)
+    words = ["battle-field", "x" * 40, "x" * 41, "ab" * 5000]
+    script = block + f"process.stdout.write(JSON.stringify({json.dumps(words)}.map(shortened)));"
+    page = json.loads(subprocess.run([node, "-e", script], capture_output=True, text=True, check=True).stdout)
+    kernel = [circuit_lab._shortened(w) for w in words]
+    assert [p.replace("\u201c", "'").replace("\u201d", "'") for p in page] == kernel
+    assert "QUOTE_CHARS = %d;" % circuit_lab.QUOTE_CHARS in source
+
+
+def test_variants_are_checked_before_any_text_is_read():
+    """check_variants checks the edits itself (lab_data uses it with no text), so a malformed
+    variant is refused even when the reader's text would be refused first."""
+    bad = [{"name": "a", "edits": [{"layer": 1, "head": 7, "mode": "zero"}]}]
+    with pytest.raises(IndexError, match=r"variant 0 \('a'\): edit 0: head 7 is outside 0..3"):
+        circuit_lab.check_variants(bad, 2, 4)
+    with pytest.raises(IndexError, match=r"variant 0 \('a'\): edit 0: head 7"):
+        circuit_lab.read(["xylophone"], _last_name(), bad)
+    assert circuit_lab.check_variants([{"name": "m", "edits": [{"layer": -1, "head": 0, "mode": "mean"}]}], 2, 4) == \
+        [("m", [{"layer": -1, "head": 0, "mode": "mean"}])]

@@ -545,11 +545,13 @@ def lab_data() -> dict:
     scores = checkpoints[name][1]
     ind = max(range(len(scores["induction"][-1])), key=lambda h: scores["induction"][-1][h])
     prev = max(range(len(scores["previous"][0])), key=lambda h: scores["previous"][0][h])
+    variants = [{"name": "intact", "edits": []},
+                {"name": "induction_off", "edits": [{"layer": 1, "head": ind, "mode": "zero"}]},
+                {"name": "previous_off", "edits": [{"layer": 0, "head": prev, "mode": "zero"}]}]
+    circuit_lab.check_variants(variants, len(scores["induction"]), len(scores["induction"][0]))   # once, here: the page runs them as given
     return {"checkpoint": name, "induction_head": [1, ind], "previous_head": [0, prev],
             "induction_score": _r(scores["induction"][-1][ind]), "previous_score": _r(scores["previous"][0][prev]),
-            "variants": [{"name": "intact", "edits": []},
-                         {"name": "induction_off", "edits": [{"layer": 1, "head": ind, "mode": "zero"}]},
-                         {"name": "previous_off", "edits": [{"layer": 0, "head": prev, "mode": "zero"}]}]}
+            "variants": variants}
 
 
 def copy_kinds(words: list) -> list:

@@ -347,7 +347,17 @@
     var why = api.available();
     if (why) return Promise.reject(new Error(why));
     var dataEl = root.querySelector("script.attn-ex-data"), data = JSON.parse(dataEl.textContent);
-    var runs = [];
+    var runs = [], named = {};
+    /* the kernel checked the data's variants (attnlib.circuit_lab.check_variants, in lab_data); the
+     * losses are keyed by name, so a repeated name is refused here too rather than overwritten */
+    for (var v = 0; v < data.variants.length; v++) {
+      var name = data.variants[v].name;
+      if (Object.prototype.hasOwnProperty.call(named, name)) {
+        return Promise.reject(new Error("variants " + named[name] + " and " + v + " are both named \u201c" + name +
+                                        "\u201d: give each variant its own name (its losses are keyed by it)"));
+      }
+      named[name] = v;
+    }
     return api.load().then(function () {
       for (var k = 0; k < texts.length; k++) {
         try { api.words(texts[k]); } catch (err) { return {texts: texts, error: err.message}; }

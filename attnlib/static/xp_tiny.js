@@ -48,6 +48,14 @@
  */
 var TINY_WORD = /[a-z]+(?:-[a-z]+)*|--|[^\sa-z]/g;  /* attnlib.corpus.words_of */
 
+/* attnlib.circuit_lab.QUOTE_CHARS: a message quotes a word whole up to 40 characters, else its
+ * start, "\u2026" and its length (attnlib.circuit_lab._shortened) */
+var QUOTE_CHARS = 40;
+function shortened(word) {
+  if (word.length <= QUOTE_CHARS) return "\u201c" + word + "\u201d";
+  return "\u201c" + word.slice(0, QUOTE_CHARS) + "\u2026\u201d (" + word.length.toLocaleString("en-US") + " characters)";
+}
+
 /* attnlib.circuit_lab.NORMALISED_RANGE: normalised scores read as shares of the gap */
 var NORMALISED_RANGE = [-0.5, 1.5];
 
@@ -132,10 +140,10 @@ function tinyApi(known) {
     if (found.length > d.max_len) throw new Error(found.length + " words: the model reads at most " + d.max_len);
     for (var i = 0; i < found.length; i++) {
       if (vocab.indexOf(found[i]) >= 0) continue;
-      var w = found[i].slice(0, 40), near = vocab.map(function (v) { return [editDistance(w, v), v]; })
+      var w = found[i].slice(0, QUOTE_CHARS), near = vocab.map(function (v) { return [editDistance(w, v), v]; })
         .filter(function (p) { return p[0] <= Math.max(1, Math.floor(w.length / 3)); })
         .sort(function (a, b) { return a[0] - b[0]; }).slice(0, 3).map(function (p) { return "\u201c" + p[1] + "\u201d"; });
-      throw new Error("\u201c" + w + "\u201d is not in the model's vocabulary (the " + vocab.length +
+      throw new Error(shortened(found[i]) + " is not in the model's vocabulary (the " + vocab.length +
                       " words of the Gettysburg Address)" + (near.length ? "; did you mean " + near.join(", ") + "?" : ""));
     }
     return found;
