@@ -59,6 +59,12 @@ PASTES = {
     "digits, letters, a digit": lambda n: "1" * (n // 2) + "a" * (n // 2) + "1",
     "digits, a point, digits, a mark": lambda n: "1" * (n // 2) + "." + "1" * (n // 2) + "!",
     "digits only": lambda n: "1" * n,
+    # issue 46 item 7's forms: dot groups, superscripts, LaTeX, a dollar-wrapped paste
+    "dot groups then a mark": lambda n: "1" + ".111" * (n // 4) + "!",
+    "superscripts then a letter": lambda n: "\u00b2" * n + "x",
+    "LaTeX fractions left open": lambda n: "\\frac{1}{" * (n // 9) + "x",
+    "LaTeX powers, spaces": lambda n: "10^ " * (n // 4) + "{",
+    "dollars around braces": lambda n: "$" + "{" * n + "$",
 }
 
 
@@ -257,3 +263,75 @@ def test_parse_number_still_refuses_non_finite_and_bools():
         value, fb = parse_number(bad)
         assert value is None and not fb.correct, bad
     assert math.isclose(parse_number("\ufeff0,5")[0], 0.5)
+
+
+# ------------------------------------------------------------------ issue 46 item 7: more forms people write
+# (typed, keyword arguments of read_number, the exact value, a fragment of the note or "")
+NEW_FORMS = [
+    ("one half", {}, 0.5, ""), ("a half", {}, 0.5, ""), ("One Half", {}, 0.5, ""), ("a quarter", {}, 0.25, ""),
+    ("one quarter", {}, 0.25, ""), ("three quarters", {}, 0.75, ""), ("three-quarters", {}, 0.75, ""),
+    ("a fourth", {}, 0.25, ""), ("three fourths", {}, 0.75, ""), ("one eighth", {}, 0.125, ""),
+    ("five eighths", {}, 0.625, ""), ("\u2248 one half", {}, 0.5, ""),
+    ("10\u207b\u00b3", {}, 1e-3, "expression"), ("2\u00b3\u2070", {}, 2.0 ** 30, "expression"),
+    ("1.5\u00d710\u207b\u00b3", {}, 1.5e-3, "expression"), ("1.5 \u00d7 10\u207b\u00b3", {}, 1.5e-3, ""),
+    ("3\u00b710^5", {}, 3e5, "expression"), ("10\u2079", {}, 1e9, ""), ("2\u207a\u00b9", {}, 2.0, ""),
+    ("\\frac{1}{2}", {}, 0.5, "expression"), ("\\frac{3}{4}", {}, 0.75, ""), ("\\dfrac{1}{8}", {}, 0.125, ""),
+    ("10^{-3}", {}, 1e-3, ""), ("2^{30}", {}, 2.0 ** 30, ""), ("1.5 \\times 10^{-3}", {}, 1.5e-3, ""),
+    ("3 \\cdot 10^{5}", {}, 3e5, ""), ("$\\frac{1}{2}$", {}, 0.5, ""), ("$$2^{30}$$", {}, 2.0 ** 30, ""),
+    ("$1.5 \\times 10^{-3}$", {}, 1.5e-3, ""), ("$0.25$", {}, 0.25, ""),
+    ("4 gibibytes", {"unit": "GiB"}, 4.0, "gibibytes read as GiB"), ("4 GiBiByTeS", {"unit": "GiB"}, 4.0, ""),
+    ("1 gibibyte", {"unit": "MiB"}, 1024.0, "converted from gibibyte to MiB"),
+    ("256 Mebibytes", {"unit": "GiB"}, 0.25, "converted"), ("512 MEBIBYTE", {"unit": "MiB"}, 512.0, ""),
+    ("1024 kibibytes", {"unit": "MiB"}, 1.0, "converted"), ("1 tebibyte", {"unit": "GiB"}, 1024.0, ""),
+    ("4.294.967.296", {}, 4294967296.0, "the dots separate thousands"), ("1.024.000", {}, 1024000.0, "dots"),
+    ("-1.000.000", {}, -1e6, "dots"), ("4.294.967.296 bytes", {"unit": "GiB"}, 4.0, "the dots separate thousands"),
+    ("1.024", {}, 1.024, ""),                                    # one group: still a decimal point
+]
+
+
+@pytest.mark.parametrize("typed,kwargs,value,note", NEW_FORMS)
+def test_more_forms_people_write_read_to_the_exact_value(typed, kwargs, value, note):
+    reading, problem = read_number(typed, **kwargs)
+    assert problem is None and reading is not None, (typed, problem)
+    assert reading.value == value, (typed, reading.value, value)      # exact, not approximately
+    assert note in reading.note, (typed, reading.note)
+
+
+# Ambiguous, inexact or malformed: refused (a reason where there is one to give), never misread.
+NEW_REFUSED = [
+    ("half", {}), ("two halves", {}), ("one quarters", {}), ("five quarters", {}), ("zero quarters", {}),
+    ("three quarter", {}), ("a quarters", {}), ("one and a half", {}),
+    ("1.024.5", {}), ("12.345.6789", {}), ("1.02.400", {}), ("01.024.000", {}), ("1.024.000,5", {}),
+    ("4..294.967", {}), ("1 024.000.000", {}),
+    ("\u207b", {}), ("2\u207b", {}), ("x\u00b2", {}), ("10\u00b2\u00b2\u00b2\u00b2", {}),
+    ("\\frac{1}{0}", {}), ("\\frac{{1}}{2}", {}), ("\\frac{1}", {}), ("\\sqrt{4}", {}), ("$", {}), ("$$", {}),
+    ("$5", {}), ("5$", {}), ("\\frac{1}{2", {}), ("10^{", {}),
+    ("4 gibibytes", {}), ("4 gibibits", {"unit": "GiB"}), ("4 gigabibytes", {"unit": "GiB"}),
+]
+
+
+@pytest.mark.parametrize("typed,kwargs", NEW_REFUSED)
+def test_ambiguous_or_malformed_new_forms_are_refused(typed, kwargs):
+    reading, problem = read_number(typed, **kwargs)
+    assert reading is None, (typed, reading)
+
+
+@pytest.mark.parametrize("typed", ["one third", "two thirds", "a fifth", "three tenths", "one sixth"])
+def test_a_fraction_word_without_an_exact_value_is_refused_with_the_reason(typed):
+    reading, problem = read_number(typed)
+    assert reading is None and problem == (f"\u201c{typed}\u201d has no exact decimal value: write it as a fraction "
+                                           f"or a decimal, e.g. 1/3 or 0.333")
+    assert check(12, "receptive_field", typed).text.startswith("Not yet. Expected a number of positions: \u201c")
+
+
+def test_a_byte_unit_word_where_the_question_has_none_says_so():
+    assert read_number("4 gibibytes")[1] == "this answer is a plain number, without a unit like gibibytes"
+
+
+@pytest.mark.parametrize("chapter,name,typed", [
+    (12, "cache_bytes", "4 gibibytes"), (12, "cache_bytes", "4.294.967.296 bytes"), (12, "cache_bytes", "2\u00b3\u00b2 bytes"),
+])
+def test_the_new_forms_are_graded_right_where_the_answer_is_that_value(chapter, name, typed):
+    """A new form of the right value is graded right by the exercise itself (chapter 12's KV cache
+    is 4 GiB with the exercise's data: the existing ACCEPTED forms say so)."""
+    assert check(chapter, name, typed).correct, check(chapter, name, typed).text

@@ -153,6 +153,24 @@ _THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:([, _'\u2019])\d{3})(?:\1\d{3})*(?
 _DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")
 _PLAIN = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _MAX_EXPRESSION = 80
+#: Digits grouped by dots: two or more groups of exactly three digits (``4.294.967.296``); one
+#: group (``1.024``) stays a decimal point.
+_DOT_THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:\.\d{3}){2,}")
+#: Byte units written out, as :data:`BYTE_UNITS` keys (singular or plural, any case).
+_BYTE_WORDS = {f"{name}{s}": key for name, key in (("kibibyte", "kib"), ("mebibyte", "mib"), ("gibibyte", "gib"),
+                                                   ("tebibyte", "tib")) for s in ("", "s")}
+#: Superscript digits and signs (``10⁻³``, ``2³⁰``), read as an exponent ``^(...)``.
+_SUPERSCRIPTS = {"\u2070": "0", "\u00b9": "1", "\u00b2": "2", "\u00b3": "3", "\u2074": "4", "\u2075": "5", "\u2076": "6",
+                 "\u2077": "7", "\u2078": "8", "\u2079": "9", "\u207b": "-", "\u207a": "+"}
+# Simple LaTeX: \frac{a}{b} (also \dfrac, \tfrac) with plain braces inside, x^{n}, \times, \cdot.
+_LATEX_FRACTION = re.compile(r"\\[dt]?frac\s*\{([^{}\\]{1,40})\}\s*\{([^{}\\]{1,40})\}")
+_LATEX_POWER = re.compile(r"\^\s*\{([^{}\\]{1,40})\}")
+#: Fractions written in words, read only where the value is exact in binary floating point
+#: (halves, quarters, eighths): "one third" has no exact value and is refused with a reason.
+_FRACTION_WORDS = {"half": 2, "halves": 2, "quarter": 4, "quarters": 4, "fourth": 4, "fourths": 4,
+                   "eighth": 8, "eighths": 8}
+_INEXACT_FRACTION_WORDS = frozenset(
+    "third thirds fifth fifths sixth sixths seventh sevenths ninth ninths tenth tenths".split())
 
 
 @dataclass(frozen=True)
@@ -228,6 +246,55 @@ def _arithmetic(text: str):
     return result if isinstance(result, float) and math.isfinite(result) else None
 
 
+def _fraction_word(text: str):
+    """``"one half"`` -> (0.5, None), ``"three quarters"`` -> (0.75, None), ``"one third"`` ->
+    (None, why it is refused); else (None, None).  A numerator is ``a``, ``one`` or a number word
+    below the denominator."""
+    parts = text.lower().replace("-", " ").split()
+    if len(parts) != 2:
+        return None, None
+    count = 1 if parts[0] == "a" else _WORDS.get(parts[0])
+    if count is None or count < 1:
+        return None, None
+    if parts[1] in _INEXACT_FRACTION_WORDS:
+        return None, (f"\u201c{text}\u201d has no exact decimal value: write it as a fraction or a decimal, "
+                      f"e.g. 1/3 or 0.333")
+    denominator = _FRACTION_WORDS.get(parts[1])
+    if denominator is None or count >= denominator or (count == 1) != (parts[1] in ("half", "quarter", "fourth", "eighth")):
+        return None, None
+    return count / denominator, None
+
+
+def _rewritten(t: str) -> str:
+    """Simple LaTeX and superscript exponents as the plain arithmetic :func:`_arithmetic` reads
+    (linear time): ``$...$`` dropped, ``\\frac{1}{2}`` -> ``(1)/(2)``, ``10^{-3}`` -> ``10^(-3)``,
+    ``\\times``/``\\cdot`` -> ``×``, ``2³⁰`` -> ``2^(30)``.  Anything else is left as it is."""
+    if len(t) > 1 and t.startswith("$") and t.endswith("$"):
+        t = t.strip("$").strip()
+    if "\\" in t or "{" in t:
+        t = _LATEX_FRACTION.sub(r"(\1)/(\2)", t)
+        t = _LATEX_POWER.sub(r"^(\1)", t)
+        t = t.replace("\\times", "\u00d7").replace("\\cdot", "\u00d7").replace("\\,", "").replace("\\!", "")
+        t = t.replace("\\left(", "(").replace("\\right)", ")").strip()
+    if any(c in _SUPERSCRIPTS for c in t):
+        out, inside = [], False
+        for c in t:
+            if c in _SUPERSCRIPTS:
+                if not inside:
+                    out.append("^(")
+                    inside = True
+                out.append(_SUPERSCRIPTS[c])
+            else:
+                if inside:
+                    out.append(")")
+                    inside = False
+                out.append(c)
+        if inside:
+            out.append(")")
+        t = "".join(out)
+    return t
+
+
 def _decimals(literal: str):
     """Digits written after the decimal point of a plain literal; None with an exponent."""
     if "e" in literal.lower():
@@ -250,19 +317,29 @@ def read_number(text: str, *, unit: str | None = None, share: bool = False):
     Accepted: a plain or signed number (``0.5``, ``-3``, ``.25``, ``1e-3``); a decimal comma
     (``0,5``); thousands separated by commas, spaces, underscores or apostrophes (``1,024``,
     ``4 294 967 296``, ``4'294'967'296``, also with ``’``; a comma followed by exactly three
-    digits after a leading group of 1-3 digits is a thousands separator); a leading ``≈``,
+    digits after a leading group of 1-3 digits is a thousands separator); thousands separated by
+    dots where that is unambiguous, two or more groups of exactly three digits (``4.294.967.296``;
+    ``1.024`` stays one point zero two four); a leading ``≈``,
     ``~``, ``=``, "about" or ``#`` (``#8``); one trailing full stop; a percentage (``27.5%``)
     where the answer is a ``share`` (read as 0.275); a byte unit (``256 MiB``, ``0.25 GiB``,
-    ``268435456 bytes``) where the question's ``unit`` is one, converted to it; one trailing
+    ``268435456 bytes``, also written out: ``4 gibibytes``, ``256 Mebibytes``, ``1 kibibyte``,
+    any case) where the question's ``unit`` is one, converted to it; one trailing
     word of :data:`COUNT_WORDS` (``25 positions``, ``3 heads``: set aside, and said so in the
-    note); a small arithmetic expression (``64+2``, ``exp(-3)``, ``2^30``); a number word up to
-    one hundred (``seven``, ``sixty-six``).  Invisible characters a paste may carry (a
+    note); a small arithmetic expression (``64+2``, ``exp(-3)``, ``2^30``, ``3·10^5``,
+    ``1.5×10^-3``), also with superscript exponents (``10⁻³``, ``2³⁰``, ``1.5×10⁻³``) or in simple
+    LaTeX (``\\frac{1}{2}``, ``10^{-3}``, ``2^{30}``, ``1.5 \\times 10^{-3}``, ``\\cdot``, inside
+    ``$...$`` or ``$$...$$``); a number word up to one hundred (``seven``, ``sixty-six``); a
+    fraction in words whose value is exact (halves, quarters or fourths, eighths: ``one half``,
+    ``a quarter``, ``three quarters``, ``three eighths``; the numerator ``a`` or a number word
+    below the denominator).  Invisible characters a paste may carry (a
     byte-order mark, zero-width spaces and joiners) are dropped wherever they are.
 
     Refused, with ``problem`` saying why: text longer than :data:`MAX_NUMBER_CHARS` characters
     after stripping (checked before anything else, so that reading takes time linear in the
     length of any paste); infinity and NaN; a percentage where the answer is not a share; a byte
-    unit where the question has none.  Text that is none of the accepted forms gives
+    unit where the question has none; a fraction in words with no exact value (``one third``,
+    ``two fifths``: write ``1/3`` or ``0.333``).  Never evaluated as code: an expression is read
+    by a small parser of numbers and the operators above.  Text that is none of the accepted forms gives
     ``(None, None)``: the caller says what was expected.
 
     >>> read_number("1,024")[0].value, read_number("0,125")[0].value, read_number("27.5%", share=True)[0].value
@@ -273,6 +350,12 @@ def read_number(text: str, *, unit: str | None = None, share: bool = False):
     Reading(value=25.0, decimals=0, note='the word “positions” was set aside')
     >>> read_number("4\u2019294\u2019967\u2019296")[0].value, read_number("#8")[0].value
     (4294967296.0, 8.0)
+    >>> read_number("three quarters")[0].value, read_number("1.5×10⁻³")[0].value, read_number("$\\\\frac{1}{2}$")[0].value
+    (0.75, 0.0015, 0.5)
+    >>> read_number("4.294.967.296")[0], read_number("1.024")[0].value
+    (Reading(value=4294967296.0, decimals=0, note='the dots separate thousands'), 1.024)
+    >>> read_number("4 gibibytes", unit="MiB")[0].value, read_number("one third")[1]
+    (4096.0, '“one third” has no exact decimal value: write it as a fraction or a decimal, e.g. 1/3 or 0.333')
     >>> read_number("7" * 300)[1]
     'that answer is 300 characters long; a number is expected (at most 200 characters)'
     """
@@ -281,7 +364,7 @@ def read_number(text: str, *, unit: str | None = None, share: bool = False):
         return None, (f"that answer is {len(text):,} characters long; a number is expected "
                       f"(at most {MAX_NUMBER_CHARS} characters)")
     t = " ".join(text.replace("\u00a0", " ").replace("\u202f", " ").replace("\u2009", " ").split())
-    t = t.replace("\u2212", "-")
+    t = _rewritten(t.replace("\u2212", "-"))
     lowered = t.lower()
     for prefix in _PREFIXES:
         if lowered.startswith(prefix):
@@ -305,23 +388,33 @@ def read_number(text: str, *, unit: str | None = None, share: bool = False):
     while start and t[start - 1] in _LETTERS:
         start -= 1
     word, rest = t[start:], t[:start].rstrip()
-    if word and rest and word.lower() in BYTE_UNITS:
-        given = word.lower()
+    if word and rest and (word.lower() in BYTE_UNITS or word.lower() in _BYTE_WORDS):
+        given = _BYTE_WORDS.get(word.lower(), word.lower())
         if unit is None or unit.lower() not in BYTE_UNITS:
             return None, f"this answer is a plain number, without a unit like {word}"
         t = rest
         factor *= BYTE_UNITS[given] / BYTE_UNITS[unit.lower()]
         if given != unit.lower():
             notes.append(f"converted from {word} to {unit}")
+        elif word.lower() in _BYTE_WORDS:
+            notes.append(f"{word} read as {unit}")
     elif word and rest and word.lower() in COUNT_WORDS:
         t = rest
         notes.append(f"the word \u201c{word}\u201d was set aside")
     word = _word_number(t)
     if word is not None:
         return Reading(float(word) * factor, None, "; ".join(notes)), None
+    fraction, problem = _fraction_word(t)
+    if problem:
+        return None, problem
+    if fraction is not None:
+        return Reading(fraction * factor, None, "; ".join(notes)), None
     literal = None
     if _PLAIN.fullmatch(t):
         literal = t
+    elif _DOT_THOUSANDS.fullmatch(t):
+        literal = t.replace(".", "")
+        notes.append("the dots separate thousands")
     elif _THOUSANDS.fullmatch(t):
         sep = next(c for c in t if c in _SEPARATORS)
         literal = t.replace(sep, "")
