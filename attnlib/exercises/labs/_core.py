@@ -258,8 +258,8 @@ class _Learner:
         what = self.what if what == "function" else what
         left = _sandbox.CHECK_TIME_LIMIT_S - self.sandbox.spent
         if left <= 0:
-            _fail(f"Your {what} used up the {_sandbox.CHECK_TIME_LIMIT_S:g} s this check allows before it got "
-                  f"to {case.label}. A correct one needs well under a second for all the inputs; look for a "
+            _fail(f"Your {what} used up the {_sandbox.CHECK_TIME_LIMIT_S:g} s of computing this check allows before "
+                  f"it got to {case.label}. A correct one needs well under a second for all the inputs; look for a "
                   "slow loop (e.g. over every number of a tensor in Python).", "timed_out")
         limit = min(_sandbox.TIME_LIMIT_S, left)
         args, kwargs = case.copy_args()
@@ -269,11 +269,24 @@ class _Learner:
                 self.output = reply.get("output", "")
             self.output_chars += reply["output_chars"]
         if reply.status == "timed_out":
-            _fail(f"Your {what} did not return within {limit:g} s on {case.label}, so the check stopped it "
-                  "(a correct one takes a few milliseconds here). Look for a loop that never ends, such as a "
-                  "`while` whose condition never becomes false, or a loop over a list that keeps growing. "
-                  "Your notebook is unaffected: the check ran your function in a separate process.",
-                  "timed_out")
+            cause = reply.get("cause", "cpu")
+            if cause == "import":
+                module = reply.get("module") or "a module"
+                _fail(f"Your {what} was still importing `{module}` after {reply['limit_s']:g} s on {case.label}, so "
+                      "the check stopped it. That is not a loop in your code: the first use of a large library "
+                      "loads it. Import it once in a cell of its own, then run the check again; or compute the "
+                      "result with torch alone. Your notebook is unaffected: the check ran your function in a "
+                      "separate process.", "timed_out")
+            if cause == "wait":
+                _fail(f"Your {what} waited for {reply['limit_s']:g} s on {case.label} without computing anything "
+                      "(`time.sleep`, `input()`, a lock or a file that never answers), so the check stopped it. "
+                      "A lab's function should compute its result from its inputs and return it. Your notebook is "
+                      "unaffected: the check ran your function in a separate process.", "timed_out")
+            _fail(f"Your {what} computed for {limit:g} s of processor time on {case.label} without returning, so the "
+                  "check stopped it (a correct one takes a few milliseconds here; time spent importing a library "
+                  "is not counted). Look for a loop that never ends, such as a `while` whose condition never "
+                  "becomes false, or a loop over a list that keeps growing. Your notebook is unaffected: the check "
+                  "ran your function in a separate process.", "timed_out")
         if reply.status == "exited":
             how = (f"was killed by the signal {reply['signal']}"
                    + (" (often: it ran out of memory)" if reply["signal"] == "SIGKILL" else "") if "signal" in reply
@@ -345,9 +358,12 @@ class _Learner:
             more = "" if self.output_chars <= len(head) else "…"
             notes.append(f"(Your {self.what} printed {self.output_chars:,} characters while it was checked, kept out "
                          f"of this cell's output; they begin: {head!r}{more})")
-        if self.sandbox.mode != "process":
-            notes.append("(On this platform the check runs your function inside this kernel, not in a separate "
-                         "process: there is no time or memory limit, and `os._exit` would end the kernel.)")
+        if self.sandbox.mode == "inprocess":
+            why = (f"because {self.sandbox.fallback}" if self.sandbox.fallback
+                   else "as ATTNLIB_LAB_ISOLATION=inprocess asks")
+            notes.append(f"(The check ran your function inside this kernel, {why}: there is no time or memory limit, "
+                         "and a crash in native code would end the kernel. The library functions it replaces, the "
+                         "settings it changes and the files it closes or redirects are refused or put back.)")
         if not notes:
             return fb
         return LabFeedback(fb.correct, fb.message + "\n" + "\n".join(notes), fb.hint, fb.diagnosis)
