@@ -106,46 +106,121 @@ def _fail(message: str, diagnosis: str, hint: str | None = None):
     raise _Done(LabFeedback(False, message, hint, diagnosis))
 
 
+#: Module prefixes whose Python functions are library code: one whose qualname contains a word of
+#: a lab's ``families`` is refused there (a learner's own functions, in ``__main__`` or a module
+#: of their own, never are, whatever their names).
+LIBRARIES = ("torch", "transformers", "scipy", "xformers", "flash_attn", "torchtune")
+
+#: What the feedback shows when a lab that refuses autograd sees its graph being built.
+AUTOGRAD_GRAPH = "autograd's graph (an operation on a tensor that requires grad)"
+
+
+def _or(items: list) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def _in_library(module: str) -> bool:
+    return any(module == lib or module.startswith(lib + ".") for lib in LIBRARIES)
+
+
+def _shown(module: str, qualname: str) -> str:
+    """The public name of the library function ``module.qualname`` (where torch defines it is
+    not where a learner reaches it): ``torch.nn.Softmax``, ``Tensor.backward``, ``torch.func.vjp``."""
+    if module.startswith("torch.nn.modules.") and "." in qualname:   # nn.Softmax(dim)(x): its __init__, forward
+        cls, method = qualname.rsplit(".", 1)
+        return f"torch.nn.{cls if method == 'forward' or method.startswith('__') else qualname}"
+    if module == "torch._tensor":
+        return qualname
+    if module.startswith("torch._functorch."):
+        return f"torch.func.{qualname}"
+    return f"{module}.{qualname}"
+
+
 @dataclass(frozen=True)
 class Refusal:
-    """The library calls a lab refuses, because they would do its job, and what to say.
+    """The library calls a lab refuses, because they would do its job, and what to say: the one
+    source of what a lab refuses (the watches of :mod:`._sandbox` ask it; :meth:`describe`
+    writes it for the package docstring's table and the book's lab sections).
 
-    ``torch``: names of torch functions and ATen operations (``softmax``, ``_softmax``), as a
-    torch function mode or a dispatch mode sees them; ``torch_parts``: substrings of such names
-    (``scaled_dot_product``).  ``attnlib``: qualnames of attnlib functions, exact (``=softmax``)
-    or as substrings (``attention``).  ``python``: ``(module prefix, qualnames, shown)`` for other
-    Python functions, a qualname exact (lower case) or ``~part``; ``shown`` a format with
-    ``{module}`` and ``{qualname}``.  ``about`` and ``instead`` make the feedback: "This lab is
-    about ``about``. ``instead``"."""
+    ``families``: words of the lab's job (``softmax``, ``attention``).  Refused is anything
+    whose name contains one: a torch function, a ``Tensor`` method or attribute, an ATen
+    operation (so ``_softmax``, ``_safe_softmax``, ``_masked_softmax``, ``_sparse_softmax`` and
+    the fused attention kernels alike), the qualname of a Python function of attnlib or of a
+    library in :data:`LIBRARIES` (``torch.nn.Softmax.forward``, Hugging Face's
+    ``eager_attention_forward``).  Each word is chosen so that no operation a right solution
+    uses contains it (``tests/test_lab_refusals.py`` checks every ATen operation and torch
+    name).  ``torch``: names refused only whole (``grad``, a word that would also refuse
+    ``requires_grad``), in the same places (a Python function's own name, not its class's).
+    ``attnlib``: more qualnames of attnlib functions, exact (``=causal_mask``) or as substrings
+    (``split_heads``).  ``autograd_graph``: any ATen operation on a tensor that requires grad,
+    with grad mode on, is refused: building autograd's graph, which walking it by hand
+    (``grad_fn``, ``next_functions``, calling its nodes) needs, is seen by the dispatch watch
+    even where the torch function watch is switched off.  ``about`` and ``instead`` make the
+    feedback: "This lab is about ``about``. ``instead``"."""
 
     about: str
     instead: str
+    families: tuple = ()
     torch: tuple = ()
-    torch_parts: tuple = ()
     attnlib: tuple = ()
-    python: tuple = ()
+    autograd_graph: bool = False
 
     def torch_refused(self, name: str) -> bool:
-        """Whether a torch function or ATen op of this ``name`` does the lab's job (an overload,
-        ``_softmax.default``, is its packet's name)."""
-        name = name.split(".", 1)[0]
-        return name in self.torch or any(part in name for part in self.torch_parts)
+        """Whether a torch function, ``Tensor`` attribute or ATen op of this ``name`` does the
+        lab's job (an overload, ``_softmax.default``, is its packet's name)."""
+        name = name.split(".", 1)[0].lower()
+        return name in self.torch or any(word in name for word in self.families)
+
+    def graph_refused(self, args, kwargs) -> str | None:
+        """The name to show when an ATen operation on ``args``/``kwargs`` builds autograd's
+        graph (a tensor argument requires grad and grad mode is on) in a lab that refuses it."""
+        if not self.autograd_graph or not torch.is_grad_enabled():
+            return None
+        stack = [args, kwargs or {}]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, torch.Tensor):
+                if item.requires_grad:
+                    return AUTOGRAD_GRAPH
+            elif isinstance(item, (list, tuple)):
+                stack.extend(item)
+            elif isinstance(item, dict):
+                stack.extend(item.values())
+        return None
 
     def python_refused(self, module: str, qualname: str) -> str | None:
         """The name to show when the Python function ``module.qualname`` does the lab's job."""
         q = qualname.lower()
         if module.startswith("attnlib") and not module.startswith("attnlib.exercises"):
-            if any(q == rule[1:] if rule.startswith("=") else rule in q for rule in self.attnlib):
+            if any(q == rule[1:] if rule.startswith("=") else rule in q for rule in self.attnlib + self.families):
                 import attnlib
                 return f"attnlib.{qualname}" if getattr(attnlib, qualname, None) is not None else f"{module}.{qualname}"
             return None
-        if module.startswith(("torch._decomp", "torch._refs", "torch._prims")):   # Python decompositions of ops
-            if self.torch_refused(q.rsplit(".", 1)[-1].lstrip("_")):
-                return f"{module}.{qualname}"
-        for prefix, names, shown in self.python:
-            if module.startswith(prefix) and any(q == n if not n.startswith("~") else n[1:] in q for n in names):
-                return shown.format(module=module, qualname=qualname)
+        if _in_library(module) and (q.rsplit(".", 1)[-1] in self.torch or any(w in q for w in self.families)):
+            return _shown(module, qualname)    # Python decompositions of ops (torch._decomp, _refs) included
         return None
+
+    def describe(self, tick: str = "`") -> str:
+        """What this lab refuses, in one sentence made from the fields above; ``tick`` quotes a
+        name (``"``"`` for reStructuredText)."""
+        c = lambda s: f"{tick}{s}{tick}"  # noqa: E731
+        parts = []
+        if self.families:
+            parts.append(f"any torch function, {c('Tensor')} method or attribute, or ATen operation (sparse, masked "
+                         "and fused variants included), and any Python function of attnlib or of "
+                         + ", ".join(LIBRARIES) + ", whose name contains " + _or([c(w) for w in self.families]))
+        if self.torch:
+            parts.append("any of them named exactly " + _or([c(n) for n in self.torch]))
+        extra = [c("attnlib." + r[1:]) for r in self.attnlib if r.startswith("=")]
+        extra += [f"attnlib's functions whose name contains {c(r)}" for r in self.attnlib
+                  if not r.startswith("=") and r not in self.families]
+        parts += extra
+        if self.autograd_graph:
+            parts.append("building autograd's graph at all (an operation on a tensor that requires grad), so "
+                         f"reading {c('grad_fn')} or {c('next_functions')} and calling the graph's nodes by hand are "
+                         "refused too")
+        text = "; ".join(parts)
+        return text[:1].upper() + text[1:] + "." if text else ""
 
 
 @dataclass(frozen=True)
@@ -206,12 +281,11 @@ class Lab:
         return check
 
 
-#: What every lab that is about attention refuses besides attnlib's own: PyTorch's fused
-#: attention (any ``scaled_dot_product`` or ``multi_head_attention`` op) and
-#: ``nn.MultiheadAttention``.
-READY_MADE_ATTENTION = dict(
-    torch_parts=("scaled_dot_product", "multi_head_attention"),
-    python=(("torch.nn.modules", ("multiheadattention.forward",), "torch.nn.MultiheadAttention"),))
+#: What every lab that is about attention refuses: anything whose name contains ``attention``
+#: (PyTorch's fused kernels, ``_scaled_dot_product_*``, ``_efficient_attention_forward``,
+#: ``_native_multi_head_attention``, ``nn.MultiheadAttention``; Hugging Face's
+#: ``eager_attention_forward``; attnlib's).
+READY_MADE_ATTENTION = dict(families=("attention",))
 
 #: Every lab, by checker name (filled as the lab modules are imported).
 LABS: dict = {}
@@ -307,9 +381,11 @@ class _Learner:
             raise _Done(self.verdict)
         if reply.get("forbidden"):
             about, instead = self.lab.refusal.about, self.lab.refusal.instead
+            first = sorted(reply["forbidden"], key=lambda n: n == AUTOGRAD_GRAPH)[0]   # a named call first
+            uses = f"builds {first}" if first == AUTOGRAD_GRAPH else f"uses {_names([first])}"
             self.verdict = LabFeedback(
-                False, f"Your {what} calls {_names(reply['forbidden'][:1])} (seen on {case.label}). This lab is about "
-                f"{about}. {instead}", None, "library_call")
+                False, f"Your {what} {uses} (seen on {case.label}). This lab is about {about}. {instead}", None,
+                "library_call")
             raise _Done(self.verdict)
         if reply.get("matrix"):
             title, text = MISTAKES["online_softmax"]["full_matrix"]
