@@ -111,6 +111,11 @@ def _fail(message: str, diagnosis: str, hint: str | None = None):
 #: of their own, never are, whatever their names).
 LIBRARIES = ("torch", "transformers", "scipy", "xformers", "flash_attn", "torchtune")
 
+#: Where a lab's ``families`` are looked for (:meth:`Refusal.describe` and the package docstring say it).
+NAME_SCOPE = ("any torch function, `Tensor` method or attribute, or ATen operation (sparse, masked and fused variants "
+              "included), and any Python function of attnlib or of " + ", ".join(LIBRARIES[:-1]) + " or "
+              + LIBRARIES[-1] + " (its qualname),")
+
 #: What the feedback shows when a lab that refuses autograd sees its graph being built.
 AUTOGRAD_GRAPH = "autograd's graph (an operation on a tensor that requires grad)"
 
@@ -200,27 +205,32 @@ class Refusal:
             return _shown(module, qualname)    # Python decompositions of ops (torch._decomp, _refs) included
         return None
 
-    def describe(self, tick: str = "`") -> str:
-        """What this lab refuses, in one sentence made from the fields above; ``tick`` quotes a
-        name (``"``"`` for reStructuredText)."""
+    def describe(self, tick: str = "`", short: bool = False) -> str:
+        """What this lab refuses, made from the fields above: a sentence for the book's lab
+        section, or with ``short`` a phrase for the package docstring's table, where "a name"
+        means what :data:`NAME_SCOPE` says.  ``tick`` quotes a name (```` `` ```` for
+        reStructuredText)."""
         c = lambda s: f"{tick}{s}{tick}"  # noqa: E731
         parts = []
         if self.families:
-            parts.append(f"any torch function, {c('Tensor')} method or attribute, or ATen operation (sparse, masked "
-                         "and fused variants included), and any Python function of attnlib or of "
-                         + ", ".join(LIBRARIES) + ", whose name contains " + _or([c(w) for w in self.families]))
+            parts.append(("names containing " if short else NAME_SCOPE.replace("`", tick) + " whose name contains ")
+                         + _or([c(w) for w in self.families]))
         if self.torch:
-            parts.append("any of them named exactly " + _or([c(n) for n in self.torch]))
-        extra = [c("attnlib." + r[1:]) for r in self.attnlib if r.startswith("=")]
-        extra += [f"attnlib's functions whose name contains {c(r)}" for r in self.attnlib
-                  if not r.startswith("=") and r not in self.families]
-        parts += extra
+            parts.append(("names exactly " if short else "or whose name is exactly ") + _or([c(n) for n in self.torch]))
+        exact = [c(r[1:]) for r in self.attnlib if r.startswith("=")]
+        sub = [c(r) for r in self.attnlib if not r.startswith("=") and r not in self.families]
+        if exact:
+            parts.append("attnlib's " + _or(exact))
+        if sub:
+            parts.append(("attnlib names containing " if short else "attnlib's functions whose name contains ")
+                         + _or(sub))
         if self.autograd_graph:
-            parts.append("building autograd's graph at all (an operation on a tensor that requires grad), so "
-                         f"reading {c('grad_fn')} or {c('next_functions')} and calling the graph's nodes by hand are "
-                         "refused too")
+            parts.append(f"building autograd's graph (an operation on a tensor that requires grad), so walking it by hand "
+                         f"({c('grad_fn')}, {c('next_functions')}, calling its nodes)" if short else
+                         "building autograd's graph at all (any operation on a tensor that requires grad), so reading "
+                         f"{c('grad_fn')} or {c('next_functions')} and calling the graph's nodes by hand are refused too")
         text = "; ".join(parts)
-        return text[:1].upper() + text[1:] + "." if text else ""
+        return text if short else (text[:1].upper() + text[1:] + "." if text else "")
 
 
 @dataclass(frozen=True)
@@ -293,9 +303,11 @@ LABS: dict = {}
 
 def lab_table(checkers) -> str:
     """The Markdown table of the labs named in ``checkers``: checker, what the learner writes,
-    contract (from each :class:`Lab`)."""
-    rows = ["| checker | the learner writes | contract |", "|---|---|---|"]
-    rows += [f"| :func:`{name}` | ``{LABS[name].writes}`` | {LABS[name].contract} |" for name in checkers]
+    contract, and what is refused as doing the lab's job (from each :class:`Lab` and its
+    :class:`Refusal`)."""
+    rows = ["| checker | the learner writes | contract | refused (``library_call``) |", "|---|---|---|---|"]
+    rows += [f"| :func:`{name}` | ``{LABS[name].writes}`` | {LABS[name].contract} | "
+             f"{LABS[name].refusal.describe(tick='``', short=True)} |" for name in checkers]
     return "\n".join(rows)
 
 

@@ -143,7 +143,7 @@ def _torch_name(func) -> str:
     for modname, mod in (("torch.nn.functional", F), ("torch.special", torch.special), ("torch", torch)):
         if getattr(mod, name, None) is func:
             return f"{modname}.{name}"
-    for modname, mod in (("torch.sparse", torch.sparse),):  # aliases: torch.sparse.softmax is _sparse_softmax
+    for modname, mod in (("torch.sparse", torch.sparse), ("torch.special", torch.special)):  # aliases: _sparse_softmax
         alias = next((n for n, v in vars(mod).items() if v is func and not n.startswith("_")), None)
         if alias is not None:
             return f"{modname}.{alias}"

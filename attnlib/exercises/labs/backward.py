@@ -194,7 +194,8 @@ LAB = Lab(
         instead="Work on q, k, v and d_out as they come, with no requires_grad: recompute A = softmax(q k^T / sqrt(d_k)), "
                 "then dA = d_out v^T, dv = A^T d_out, dS = A * (dA - rowsum(dA * A)), dq = dS k / sqrt(d_k), "
                 "dk = dS^T q / sqrt(d_k).",
-        families=("backward", "grad_fn", "vjp", "jvp", "jacobian", "jacrev", "jacfwd", "hessian", "dual"),
+        families=("backward", "grad_fn", "gradient_edge", "vjp", "jvp", "jacobian", "jacrev", "jacfwd", "hessian",
+                  "make_dual", "unpack_dual", "dual_level"),
         torch=("grad", "_grad", "grad_and_value", "linearize", "hvp", "vhp"),
         autograd_graph=True),
     cases=_backward_cases,
