@@ -37,8 +37,8 @@ class LabFeedback(Feedback):
     """:class:`~attnlib.exercises.core.Feedback` with the key of the ``diagnosis``: a key of
     ``MISTAKES[lab]``, or one of ``"not_implemented"``, ``"raised"``, ``"not_callable"``,
     ``"wrong_type"``, ``"wrong_shape"``, ``"not_finite"``, ``"wrong_values"``, and, from
-    running the function apart (:mod:`._sandbox`), ``"library_call"`` (it called a library
-    function that does the lab's job), ``"tampered"`` (it replaced a function of torch, numpy,
+    running the function apart (:mod:`._sandbox`), ``"library_call"`` (it used a library
+    function that does the lab's job, or in the backward lab built autograd's graph), ``"tampered"`` (it replaced a function of torch, numpy,
     math or attnlib, or wrote to the check's pipe), ``"not_allowed"`` (it started a thread or
     process, sent a signal, or used torch.jit / torch.compile), ``"memory"`` (it ran out of the
     child's memory), ``"timed_out"`` and ``"exited"``; ``None`` when correct.  Shown in a notebook as its text (``Correct. ...`` / ``Not yet. ...``)."""
