@@ -234,7 +234,7 @@ def _torch_names() -> set:
 
 def _torch_python_functions() -> set:
     """``(module, qualname)`` of the Python functions and methods of every torch module loaded."""
-    import torch.nn.attention.bias  # noqa: F401 - the causal lab's neighbours
+    importlib.import_module("torch.nn.attention.bias")     # the causal lab's neighbours
 
     found = set()
     for mname, mod in list(sys.modules.items()):
@@ -242,7 +242,8 @@ def _torch_python_functions() -> set:
             continue
         for value in list(vars(mod).values()):
             try:
-                members = list(vars(value).values()) if isinstance(value, type) and value.__module__ == mname else [value]
+                own = isinstance(value, type) and value.__module__ == mname
+                members = list(vars(value).values()) if own else [value]
             except Exception:  # noqa: BLE001 - lazy objects
                 continue
             for f in members:

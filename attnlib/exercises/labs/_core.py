@@ -38,8 +38,9 @@ class LabFeedback(Feedback):
     ``MISTAKES[lab]``, or one of ``"not_implemented"``, ``"raised"``, ``"not_callable"``,
     ``"wrong_type"``, ``"wrong_shape"``, ``"not_finite"``, ``"wrong_values"``, and, from
     running the function apart (:mod:`._sandbox`), ``"library_call"`` (it used a library
-    function that does the lab's job, or in the backward lab built autograd's graph), ``"tampered"`` (it replaced a function of torch, numpy,
-    math or attnlib, or wrote to the check's pipe), ``"not_allowed"`` (it started a thread or
+    function that does the lab's job, or in the backward lab built autograd's graph),
+    ``"tampered"`` (it replaced a function of torch, numpy, math or attnlib, or wrote to the
+    check's pipe), ``"not_allowed"`` (it started a thread or
     process, sent a signal, or used torch.jit / torch.compile), ``"memory"`` (it ran out of the
     child's memory), ``"timed_out"`` and ``"exited"``; ``None`` when correct.  Shown in a notebook as its text (``Correct. ...`` / ``Not yet. ...``)."""
 
@@ -225,10 +226,11 @@ class Refusal:
             parts.append(("attnlib names containing " if short else "attnlib's functions whose name contains ")
                          + _or(sub))
         if self.autograd_graph:
-            parts.append(f"building autograd's graph (an operation on a tensor that requires grad), so walking it by hand "
-                         f"({c('grad_fn')}, {c('next_functions')}, calling its nodes)" if short else
-                         "building autograd's graph at all (any operation on a tensor that requires grad), so reading "
-                         f"{c('grad_fn')} or {c('next_functions')} and calling the graph's nodes by hand are refused too")
+            walk = f"{c('grad_fn')}, {c('next_functions')}, calling its nodes"
+            parts.append(f"building autograd's graph (an operation on a tensor that requires grad), so walking it by "
+                         f"hand ({walk})" if short else
+                         ("and " if parts else "") + "building autograd's graph at all (any operation on a tensor "
+                         f"that requires grad), so walking it by hand ({walk}) is refused too")
         text = "; ".join(parts)
         return text if short else (text[:1].upper() + text[1:] + "." if text else "")
 

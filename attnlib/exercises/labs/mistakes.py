@@ -284,5 +284,6 @@ def mistakes_markdown(lab: str) -> str:
     text = "\n".join(f"- **{title}**: {text}" for title, text in MISTAKES[lab].values())
     refused = list(dict.fromkeys(spec.refusal.describe() for spec in LABS.values() if spec.key == lab))
     for line in refused:   # the two RoPE labs share one refusal: said once
-        text += f"\n\n**Refused**, because it would do the lab's job for you (`library_call`): {line[:1].lower()}{line[1:]}"
+        text += ("\n\n**Refused**, because it would do the lab's job for you (`library_call`): "
+                 f"{line[:1].lower()}{line[1:]}")
     return text
