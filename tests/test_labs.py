@@ -841,7 +841,7 @@ REFUSED = [  # checker, a function that lets a library do the lab's job, the nam
     (check_softmax, lambda x, dim=-1: torch.softmax(x, dim), "torch.softmax"),
     (check_softmax, lambda x, dim=-1: F.softmax(x, dim=dim), "torch.nn.functional.softmax"),
     (check_softmax, lambda x, dim=-1: x.softmax(dim), "Tensor.softmax"),
-    (check_softmax, lambda x, dim=-1: torch.nn.Softmax(dim)(x), "torch.nn.functional.softmax"),
+    (check_softmax, lambda x, dim=-1: torch.nn.Softmax(dim)(x), "torch.nn.Softmax"),
     (check_softmax, lambda x, dim=-1: torch.log_softmax(x, dim).exp(), "torch.log_softmax"),
     (check_softmax, lambda x, dim=-1: F.softmin(-x, dim=dim), "softmin"),
     (check_attention, lambda q, k, v, mask=None: (F.scaled_dot_product_attention(q, k, v, attn_mask=mask),

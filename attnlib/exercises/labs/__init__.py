@@ -28,14 +28,24 @@ function runs, and while its result is serialised:
   ``pickle``, ``builtins`` or ``attnlib`` that it replaces or deletes is reported (diagnosis
   ``"tampered"``, the verdict of the whole check) and put back (a wrapper that a module
   imported during the call installs, as ``torch._dynamo`` does, is put back silently);
-* the library calls that would do the lab's job are seen however they are reached (a torch
-  function mode, a dispatch mode that sees every ATen operation, also under
-  ``DisableTorchFunction`` or through ``torch.ops``, and a profiler for Python functions,
-  decompositions included) and refused with a message that says what to write instead
-  (``"library_call"``): a library softmax in the softmax lab; ready-made attention
-  (``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``, attnlib's) in the attention
-  and online labs, with attnlib's online softmax in the latter; attnlib's ``causal_mask`` (and
-  ``generate_square_subsequent_mask``) and ``split_heads`` in theirs;
+* what would do the lab's job is refused by family, not by exact name, with a message that says
+  what to write instead (``"library_call"``): {NAME_SCOPE} whose name contains one of the
+  lab's words, or is one of its whole names (the table's last column, made from each lab's
+  :class:`Refusal`, as is the paragraph under each lab's mistakes in the book).  So
+  ``torch.ops.aten._safe_softmax``, ``_masked_softmax``, ``torch.sparse.softmax``,
+  ``nn.Softmax`` and SciPy's softmax are refused in the softmax lab as ``torch.softmax`` is,
+  and every fused attention kernel, ``nn.MultiheadAttention`` and Hugging Face's attention
+  functions in the attention labs.  Each is seen however it is reached: a torch function
+  mode (which also sees a ``Tensor`` attribute read, such as ``grad_fn``), a dispatch mode
+  that sees every ATen operation, also under ``DisableTorchFunction`` or through
+  ``torch.ops``, and a profiler for Python functions, decompositions included.  The words are
+  chosen so that no operation a right solution uses contains one (``exp``, ``amax``, ``sum``,
+  ``masked_fill``, ``where``, ``matmul``, ``baddbmm``, ``einsum``, ``tril``, ``reshape``
+  pass); ``grad``, which ``requires_grad`` contains, is refused only whole.  The backward lab
+  also refuses building autograd's graph at all (any operation on a tensor that requires
+  grad, seen by the dispatch mode even where the function mode is switched off), so
+  autograd walked by hand (``grad_fn``, ``next_functions``, calling the graph's nodes) is
+  refused however the graph is reached;
 * a new thread or process, a signal to another process, ``torch.jit`` and ``torch.compile``
   are refused (``"not_allowed"``): they would run code where the watches cannot see;
 * every record is also written at once to a pipe the parent reads, so erasing the child's
@@ -77,13 +87,15 @@ width, ``d_v`` value width, ``d_model`` model width, ``d_head = d_model / H``.
 True
 >>> check_causal_mask(attnlib.causal_mask).diagnosis  # the lab's job, done by the library
 'library_call'
+>>> check_softmax(lambda x, dim=-1: torch.ops.aten._safe_softmax(x, dim)).diagnosis  # refused by family
+'library_call'
 >>> fb = check_causal_mask(lambda T: torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1))
 >>> fb.diagnosis, fb.message.splitlines()[0][:14]
 ('inverted', 'Mask inverted:')
 """
 from __future__ import annotations
 
-from ._core import ATOL, LABS, LARGE_SCORE, REAL_LAYER, RTOL, Lab, LabFeedback, Refusal, lab_table
+from ._core import ATOL, LABS, LARGE_SCORE, NAME_SCOPE, REAL_LAYER, RTOL, Lab, LabFeedback, Refusal, lab_table
 from ._sandbox import CHECK_TIME_LIMIT_S, TIME_LIMIT_S
 from .attention import check_attention
 from .backward import check_attention_backward
@@ -103,4 +115,5 @@ __all__ = [
     "RTOL", "ATOL", "LARGE_SCORE", "REAL_LAYER", "TIME_LIMIT_S", "CHECK_TIME_LIMIT_S",
 ]
 
-__doc__ = __doc__.replace("{LAB_TABLE}", lab_table([name for name in __all__ if name.startswith("check_")]))
+__doc__ = __doc__.replace("{LAB_TABLE}", lab_table([name for name in __all__ if name.startswith("check_")])).replace(
+    "{NAME_SCOPE}", NAME_SCOPE.replace("`", "``"))

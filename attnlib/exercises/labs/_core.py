@@ -37,9 +37,10 @@ class LabFeedback(Feedback):
     """:class:`~attnlib.exercises.core.Feedback` with the key of the ``diagnosis``: a key of
     ``MISTAKES[lab]``, or one of ``"not_implemented"``, ``"raised"``, ``"not_callable"``,
     ``"wrong_type"``, ``"wrong_shape"``, ``"not_finite"``, ``"wrong_values"``, and, from
-    running the function apart (:mod:`._sandbox`), ``"library_call"`` (it called a library
-    function that does the lab's job), ``"tampered"`` (it replaced a function of torch, numpy,
-    math or attnlib, or wrote to the check's pipe), ``"not_allowed"`` (it started a thread or
+    running the function apart (:mod:`._sandbox`), ``"library_call"`` (it used a library
+    function that does the lab's job, or in the backward lab built autograd's graph),
+    ``"tampered"`` (it replaced a function of torch, numpy, math or attnlib, or wrote to the
+    check's pipe), ``"not_allowed"`` (it started a thread or
     process, sent a signal, or used torch.jit / torch.compile), ``"memory"`` (it ran out of the
     child's memory), ``"timed_out"`` and ``"exited"``; ``None`` when correct.  Shown in a notebook as its text (``Correct. ...`` / ``Not yet. ...``)."""
 
@@ -106,46 +107,132 @@ def _fail(message: str, diagnosis: str, hint: str | None = None):
     raise _Done(LabFeedback(False, message, hint, diagnosis))
 
 
+#: Module prefixes whose Python functions are library code: one whose qualname contains a word of
+#: a lab's ``families`` is refused there (a learner's own functions, in ``__main__`` or a module
+#: of their own, never are, whatever their names).
+LIBRARIES = ("torch", "transformers", "scipy", "xformers", "flash_attn", "torchtune")
+
+#: Where a lab's ``families`` are looked for (:meth:`Refusal.describe` and the package docstring say it).
+NAME_SCOPE = ("any torch function, `Tensor` method or attribute, or ATen operation (sparse, masked and fused variants "
+              "included), and any Python function of attnlib or of " + ", ".join(LIBRARIES[:-1]) + " or "
+              + LIBRARIES[-1] + " (its qualname),")
+
+#: What the feedback shows when a lab that refuses autograd sees its graph being built.
+AUTOGRAD_GRAPH = "autograd's graph (an operation on a tensor that requires grad)"
+
+
+def _or(items: list) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def _in_library(module: str) -> bool:
+    return any(module == lib or module.startswith(lib + ".") for lib in LIBRARIES)
+
+
+def _shown(module: str, qualname: str) -> str:
+    """The public name of the library function ``module.qualname`` (where torch defines it is
+    not where a learner reaches it): ``torch.nn.Softmax``, ``Tensor.backward``, ``torch.func.vjp``."""
+    if module.startswith("torch.nn.modules.") and "." in qualname:   # nn.Softmax(dim)(x): its __init__, forward
+        cls, method = qualname.rsplit(".", 1)
+        return f"torch.nn.{cls if method == 'forward' or method.startswith('__') else qualname}"
+    if module == "torch._tensor":
+        return qualname
+    if module.startswith("torch._functorch."):
+        return f"torch.func.{qualname}"
+    return f"{module}.{qualname}"
+
+
 @dataclass(frozen=True)
 class Refusal:
-    """The library calls a lab refuses, because they would do its job, and what to say.
+    """The library calls a lab refuses, because they would do its job, and what to say: the one
+    source of what a lab refuses (the watches of :mod:`._sandbox` ask it; :meth:`describe`
+    writes it for the package docstring's table and the book's lab sections).
 
-    ``torch``: names of torch functions and ATen operations (``softmax``, ``_softmax``), as a
-    torch function mode or a dispatch mode sees them; ``torch_parts``: substrings of such names
-    (``scaled_dot_product``).  ``attnlib``: qualnames of attnlib functions, exact (``=softmax``)
-    or as substrings (``attention``).  ``python``: ``(module prefix, qualnames, shown)`` for other
-    Python functions, a qualname exact (lower case) or ``~part``; ``shown`` a format with
-    ``{module}`` and ``{qualname}``.  ``about`` and ``instead`` make the feedback: "This lab is
-    about ``about``. ``instead``"."""
+    ``families``: words of the lab's job (``softmax``, ``attention``).  Refused is anything
+    whose name contains one: a torch function, a ``Tensor`` method or attribute, an ATen
+    operation (so ``_softmax``, ``_safe_softmax``, ``_masked_softmax``, ``_sparse_softmax`` and
+    the fused attention kernels alike), the qualname of a Python function of attnlib or of a
+    library in :data:`LIBRARIES` (``torch.nn.Softmax.forward``, Hugging Face's
+    ``eager_attention_forward``).  Each word is chosen so that no operation a right solution
+    uses contains it (``tests/test_lab_refusals.py`` checks every ATen operation and torch
+    name).  ``torch``: names refused only whole (``grad``, a word that would also refuse
+    ``requires_grad``), in the same places (a Python function's own name, not its class's).
+    ``attnlib``: more qualnames of attnlib functions, exact (``=causal_mask``) or as substrings
+    (``split_heads``).  ``autograd_graph``: any ATen operation on a tensor that requires grad,
+    with grad mode on, is refused: building autograd's graph, which walking it by hand
+    (``grad_fn``, ``next_functions``, calling its nodes) needs, is seen by the dispatch watch
+    even where the torch function watch is switched off.  ``about`` and ``instead`` make the
+    feedback: "This lab is about ``about``. ``instead``"."""
 
     about: str
     instead: str
+    families: tuple = ()
     torch: tuple = ()
-    torch_parts: tuple = ()
     attnlib: tuple = ()
-    python: tuple = ()
+    autograd_graph: bool = False
 
     def torch_refused(self, name: str) -> bool:
-        """Whether a torch function or ATen op of this ``name`` does the lab's job (an overload,
-        ``_softmax.default``, is its packet's name)."""
-        name = name.split(".", 1)[0]
-        return name in self.torch or any(part in name for part in self.torch_parts)
+        """Whether a torch function, ``Tensor`` attribute or ATen op of this ``name`` does the
+        lab's job (an overload, ``_softmax.default``, is its packet's name)."""
+        name = name.split(".", 1)[0].lower()
+        return name in self.torch or any(word in name for word in self.families)
+
+    def graph_refused(self, args, kwargs) -> str | None:
+        """The name to show when an ATen operation on ``args``/``kwargs`` builds autograd's
+        graph (a tensor argument requires grad and grad mode is on) in a lab that refuses it."""
+        if not self.autograd_graph or not torch.is_grad_enabled():
+            return None
+        stack = [args, kwargs or {}]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, torch.Tensor):
+                if item.requires_grad:
+                    return AUTOGRAD_GRAPH
+            elif isinstance(item, (list, tuple)):
+                stack.extend(item)
+            elif isinstance(item, dict):
+                stack.extend(item.values())
+        return None
 
     def python_refused(self, module: str, qualname: str) -> str | None:
         """The name to show when the Python function ``module.qualname`` does the lab's job."""
         q = qualname.lower()
         if module.startswith("attnlib") and not module.startswith("attnlib.exercises"):
-            if any(q == rule[1:] if rule.startswith("=") else rule in q for rule in self.attnlib):
+            if any(q == rule[1:] if rule.startswith("=") else rule in q for rule in self.attnlib + self.families):
                 import attnlib
                 return f"attnlib.{qualname}" if getattr(attnlib, qualname, None) is not None else f"{module}.{qualname}"
             return None
-        if module.startswith(("torch._decomp", "torch._refs", "torch._prims")):   # Python decompositions of ops
-            if self.torch_refused(q.rsplit(".", 1)[-1].lstrip("_")):
-                return f"{module}.{qualname}"
-        for prefix, names, shown in self.python:
-            if module.startswith(prefix) and any(q == n if not n.startswith("~") else n[1:] in q for n in names):
-                return shown.format(module=module, qualname=qualname)
+        if _in_library(module) and (q.rsplit(".", 1)[-1] in self.torch or any(w in q for w in self.families)):
+            return _shown(module, qualname)    # Python decompositions of ops (torch._decomp, _refs) included
         return None
+
+    def describe(self, tick: str = "`", short: bool = False) -> str:
+        """What this lab refuses, made from the fields above: a sentence for the book's lab
+        section, or with ``short`` a phrase for the package docstring's table, where "a name"
+        means what :data:`NAME_SCOPE` says.  ``tick`` quotes a name (```` `` ```` for
+        reStructuredText)."""
+        c = lambda s: f"{tick}{s}{tick}"  # noqa: E731
+        parts = []
+        if self.families:
+            parts.append(("names containing " if short else NAME_SCOPE.replace("`", tick) + " whose name contains ")
+                         + _or([c(w) for w in self.families]))
+        if self.torch:
+            parts.append(("names exactly " if short else "or whose name is exactly ") + _or([c(n) for n in self.torch]))
+        exact = [c(r[1:]) for r in self.attnlib if r.startswith("=")]
+        sub = [c(r) for r in self.attnlib if not r.startswith("=") and r not in self.families]
+        if exact:
+            parts.append("attnlib's " + _or(exact))
+        if sub:
+            parts.append(("attnlib names containing " if short else "attnlib's functions whose name contains ")
+                         + _or(sub))
+        if self.autograd_graph:
+            walk = f"{c('grad_fn')}, {c('next_functions')}, calling its nodes"
+            parts.append(f"building autograd's graph (an operation on a tensor that requires grad), so walking it by "
+                         f"hand ({walk})" if short else
+                         ("and " if parts else "") + "building autograd's graph at all (any operation on a tensor "
+                         f"that requires grad), so walking it by hand ({walk}) is refused too")
+        text = "; ".join(parts)
+        return text if short else (text[:1].upper() + text[1:] + "." if text else "")
 
 
 @dataclass(frozen=True)
@@ -206,12 +293,11 @@ class Lab:
         return check
 
 
-#: What every lab that is about attention refuses besides attnlib's own: PyTorch's fused
-#: attention (any ``scaled_dot_product`` or ``multi_head_attention`` op) and
-#: ``nn.MultiheadAttention``.
-READY_MADE_ATTENTION = dict(
-    torch_parts=("scaled_dot_product", "multi_head_attention"),
-    python=(("torch.nn.modules", ("multiheadattention.forward",), "torch.nn.MultiheadAttention"),))
+#: What every lab that is about attention refuses: anything whose name contains ``attention``
+#: (PyTorch's fused kernels, ``_scaled_dot_product_*``, ``_efficient_attention_forward``,
+#: ``_native_multi_head_attention``, ``nn.MultiheadAttention``; Hugging Face's
+#: ``eager_attention_forward``; attnlib's).
+READY_MADE_ATTENTION = dict(families=("attention",))
 
 #: Every lab, by checker name (filled as the lab modules are imported).
 LABS: dict = {}
@@ -219,9 +305,11 @@ LABS: dict = {}
 
 def lab_table(checkers) -> str:
     """The Markdown table of the labs named in ``checkers``: checker, what the learner writes,
-    contract (from each :class:`Lab`)."""
-    rows = ["| checker | the learner writes | contract |", "|---|---|---|"]
-    rows += [f"| :func:`{name}` | ``{LABS[name].writes}`` | {LABS[name].contract} |" for name in checkers]
+    contract, and what is refused as doing the lab's job (from each :class:`Lab` and its
+    :class:`Refusal`)."""
+    rows = ["| checker | the learner writes | contract | refused (``library_call``) |", "|---|---|---|---|"]
+    rows += [f"| :func:`{name}` | ``{LABS[name].writes}`` | {LABS[name].contract} | "
+             f"{LABS[name].refusal.describe(tick='``', short=True)} |" for name in checkers]
     return "\n".join(rows)
 
 
@@ -320,9 +408,11 @@ class _Learner:
             raise _Done(self.verdict)
         if reply.get("forbidden"):
             about, instead = self.lab.refusal.about, self.lab.refusal.instead
+            first = sorted(reply["forbidden"], key=lambda n: n == AUTOGRAD_GRAPH)[0]   # a named call first
+            uses = f"builds {first}" if first == AUTOGRAD_GRAPH else f"uses {_names([first])}"
             self.verdict = LabFeedback(
-                False, f"Your {what} calls {_names(reply['forbidden'][:1])} (seen on {case.label}). This lab is about "
-                f"{about}. {instead}", None, "library_call")
+                False, f"Your {what} {uses} (seen on {case.label}). This lab is about {about}. {instead}", None,
+                "library_call")
             raise _Done(self.verdict)
         if reply.get("matrix"):
             title, text = MISTAKES["online_softmax"]["full_matrix"]

@@ -188,13 +188,30 @@ def _python_not_allowed(module: str, qualname: str) -> str | None:
     return None
 
 
+def _func_name(func):
+    """The name a torch function mode is given: a ``Tensor`` attribute's read or write
+    (``t.grad_fn``) arrives as the descriptor's ``__get__``/``__set__``, named here by the
+    attribute's own name."""
+    name = getattr(func, "__name__", None)
+    if name in ("__get__", "__set__", "__delete__"):
+        owner = getattr(func, "__self__", None)
+        name = getattr(owner, "__name__", None) or getattr(getattr(owner, "fget", None), "__name__", None) or name
+    return name
+
+
 def _torch_name(func) -> str:
-    name = getattr(func, "__name__", None) or str(func)
+    name = _func_name(func) or str(func)
+    if getattr(func, "__name__", None) in ("__get__", "__set__", "__delete__"):
+        return f"Tensor.{name}"
     if getattr(_Tensor, name, None) is func:
         return f"Tensor.{name}"
     for modname, mod in (("torch.nn.functional", F), ("torch.special", torch.special), ("torch", torch)):
         if getattr(mod, name, None) is func:
             return f"{modname}.{name}"
+    for modname, mod in (("torch.sparse", torch.sparse), ("torch.special", torch.special)):  # aliases: _sparse_softmax
+        alias = next((n for n, v in vars(mod).items() if v is func and not n.startswith("_")), None)
+        if alias is not None:
+            return f"{modname}.{alias}"
     if getattr(torch.autograd, name, None) is func:
         return f"torch.autograd.{name}"
     if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
@@ -385,11 +402,9 @@ class _Mode(_TorchFunctionMode):
         self.watch = watch
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", None)
+        name = _func_name(func)
         if isinstance(name, str) and self.watch.refusal.torch_refused(name):
-            shown = _torch_name(func)
-            if shown not in self.watch.forbidden:
-                self.watch.forbidden.append(shown)
+            self.watch.record("forbidden", _torch_name(func))
         result = func(*args, **(kwargs or {}))
         if self.watch.spec is not None:
             for t in (result if isinstance(result, (tuple, list)) else (result,)):
@@ -416,6 +431,9 @@ class _Dispatch(TorchDispatchMode):
         name = getattr(func, "__name__", "")
         if isinstance(name, str) and self.watch.refusal.torch_refused(name):
             self.watch.record("forbidden", f"torch.ops.aten.{name.split('.', 1)[0]}")
+        graph = self.watch.refusal.graph_refused(args, kwargs)
+        if graph:
+            self.watch.record("forbidden", graph)
         result = func(*args, **(kwargs or {}))
         if self.watch.spec is not None:
             for t in (result if isinstance(result, (tuple, list)) else (result,)):

@@ -273,7 +273,7 @@ LAB = Lab(
               "nn.MultiheadAttention, attnlib's attention functions) is not accepted here",
         instead="Compute the scores q @ k.transpose(-2, -1) / sqrt(d_k), fill the masked ones with -inf, take the "
                 "softmax over the keys (torch.softmax is fine in this lab) and multiply by v.",
-        attnlib=("attention",), **READY_MADE_ATTENTION),
+        **READY_MADE_ATTENTION),
     cases=_attention_cases,
     reference=_reference_attention,
     convert=lambda got, c, expected: _attention_pair(got, c, *expected),

@@ -189,13 +189,15 @@ LAB = Lab(
               "``torch.autograd``"),
     refusal=Refusal(
         about="deriving the gradients yourself, so autograd (torch.autograd.grad, .backward(), torch.func's grad, vjp "
-              "and jacobians) is not accepted here",
-        instead="Recompute A = softmax(q k^T / sqrt(d_k)), then dA = d_out v^T, dv = A^T d_out, "
-                "dS = A * (dA - rowsum(dA * A)), dq = dS k / sqrt(d_k), dk = dS^T q / sqrt(d_k).",
-        torch=("grad", "backward", "_run_backward", "run_backward"),
-        python=(("torch.autograd", ("grad", "backward", "vjp", "jacobian"), "torch.autograd.{qualname}"),
-                ("torch._tensor", ("tensor.backward",), "Tensor.backward"),
-                ("torch._functorch", ("grad", "grad_and_value", "vjp", "jacrev", "jacfwd"), "torch.func.{qualname}"))),
+              "and Jacobians, forward-mode dual tensors, and autograd's graph walked by hand through grad_fn and "
+              "next_functions) is not accepted here",
+        instead="Work on q, k, v and d_out as they come, with no requires_grad: recompute "
+                "A = softmax(q k^T / sqrt(d_k)), then dA = d_out v^T, dv = A^T d_out, dS = A * (dA - rowsum(dA * A)), "
+                "dq = dS k / sqrt(d_k), dk = dS^T q / sqrt(d_k).",
+        families=("backward", "grad_fn", "gradient_edge", "vjp", "jvp", "jacobian", "jacrev", "jacfwd", "hessian",
+                  "make_dual", "unpack_dual", "dual_level"),
+        torch=("grad", "_grad", "grad_and_value", "linearize", "hvp", "vhp"),
+        autograd_graph=True),
     cases=_backward_cases,
     reference=_reference_backward,
     convert=_triple,

@@ -92,8 +92,8 @@ LAB = Lab(
               "and document masks, nn.Transformer.generate_square_subsequent_mask) is not accepted here",
         instead="Compare positions: i = torch.arange(T), then i[None, :] <= i[:, None]; or "
                 "torch.tril(torch.ones(T, T, dtype=torch.bool)).",
-        attnlib=("causal_mask", "causal_block", "sliding_window", "document_mask"),
-        python=(("torch.nn.modules.transformer", ("~square_subsequent_mask",), "torch.nn.{qualname}"),)),
+        families=("causal", "subsequent_mask"),
+        attnlib=("sliding_window", "document_mask")),
     cases=lambda: [_Case(f"T = {T}", (T,), {}, True) for T in _CAUSAL_TS],
     reference=lambda c: causal_mask(*c.args),
     convert=lambda got, c, expected: _as_tensor_result(got, c, "causal mask"),

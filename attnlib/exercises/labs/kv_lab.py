@@ -145,7 +145,7 @@ LAB = Lab(
               "nn.MultiheadAttention, attnlib's attention functions) and attnlib.KVCache are not accepted here",
         instead="torch.cat the new key and value onto the caches along dim=-2, then compute the scores "
                 "q_new @ cache_k.transpose(-2, -1) / sqrt(d_k), their softmax (torch.softmax is fine) and @ cache_v.",
-        attnlib=("attention", "kvcache"), **READY_MADE_ATTENTION),
+        attnlib=("kvcache",), **READY_MADE_ATTENTION),
     cases=_kv_cases,
     reference=lambda c: reference_decode_step(*(a.double() for a in c.args)),
     convert=lambda got, c, expected: _as_triple(got, c),

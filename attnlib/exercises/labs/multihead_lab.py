@@ -169,7 +169,7 @@ LAB = Lab(
         instead="Project (x @ W_q), reshape to (B, T, H, d_head) and transpose(1, 2); scores q @ k.transpose(-2, -1) / "
                 "sqrt(d_head), torch.softmax over the keys, times v; transpose back, reshape to (B, T, d_model) and "
                 "multiply by W_o.",
-        attnlib=("attention", "split_heads", "merge_heads"), **READY_MADE_ATTENTION),
+        attnlib=("split_heads", "merge_heads"), **READY_MADE_ATTENTION),
     cases=_mha_cases,
     reference=lambda c: reference_multi_head_attention(*c.args),
     convert=lambda got, c, expected: _as_tensor_result(_out_only(got), c, "multi-head attention"),

@@ -196,7 +196,7 @@ LAB = Lab(
               "online softmax (online_softmax, online_softmax_step) are not accepted here",
         instead="Loop over blocks of keys, keeping for every query a running maximum, a running sum and a running "
                 "output, rescaled by exp(m_old - m_new) when the maximum grows.",
-        attnlib=("attention", "online_softmax"), **READY_MADE_ATTENTION),
+        attnlib=("online_softmax",), **READY_MADE_ATTENTION),
     cases=_online_cases,
     reference=_reference_online,
     convert=lambda got, c, expected: _as_tensor_result(got, c, "online softmax attention"),

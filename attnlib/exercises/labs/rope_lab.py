@@ -126,7 +126,7 @@ _ROPE_REFUSAL = Refusal(
           "Face's apply_rotary_pos_emb are not accepted here",
     instead="Compute theta = 10000 ** (-2 * torch.arange(d // 2) / d), the angles positions[:, None] * theta, and "
             "rotate each pair (x[..., m], x[..., m + d // 2]) with their cos and sin.",
-    attnlib=("rope",), python=(("transformers", ("~rotary",), "{module}.{qualname}"),))
+    families=("rotary",), attnlib=("rope",))
 
 #: What the two RoPE labs share: the mistakes' list, the refusal and how results compare.
 _ROPE_SHARED = dict(key="rope", refusal=_ROPE_REFUSAL, right=_close, matches=_matches_any, usable=finite_tensor)

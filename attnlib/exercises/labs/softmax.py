@@ -109,9 +109,7 @@ LAB = Lab(
               "nn.Softmax, attnlib.softmax) is not accepted here",
         instead="Build it from torch.exp, each slice's maximum (x.amax(dim=dim, keepdim=True)) and a sum "
                 "(keepdim=True). Outside this lab, do use the library's softmax.",
-        torch=("softmax", "log_softmax", "_softmax", "_log_softmax", "softmin"),
-        attnlib=("=softmax", "=online_softmax"),
-        python=(("scipy.special", ("softmax", "log_softmax"), "scipy.special.{qualname}"),)),
+        families=("softmax", "softmin")),
     cases=_softmax_cases,
     reference=lambda c: softmax(c.args[0].double(), dim=c.kwargs["dim"]),
     convert=lambda got, c, expected: _as_tensor_result(got, c, "softmax"),
