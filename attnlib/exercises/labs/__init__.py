@@ -18,11 +18,17 @@ is masked are never used: they are outside every contract here.
 
 What a checker promises, and no more: it catches accidental use of a library function that
 does the lab's job and every mistake it names, and it closes the cheap routes around its
-watches; it runs in the learner's own kernel, so a learner set on deceiving it can.  Nothing the
-learner's function does can end, hang or change the kernel (:mod:`._sandbox`).  On Linux the
-learner's function runs in a forked child process, input after input; the references and the
-comparisons stay in the kernel, which the function never touches.  In the child, while the
-function runs, and while its result is serialised:
+watches; it runs in the learner's own kernel, so a learner set on deceiving it can.  The
+learner's function runs in a separate process, input after input: a forked child on Linux, a
+worker spawned ahead of time on macOS and Windows (:mod:`._sandbox`); the references and the
+comparisons stay in the kernel, which the function never touches.  No catchable signal, closed
+descriptor, fork or setting of the child ends the kernel or changes its state: while a check
+runs the kernel ignores every catchable signal that would end or stop it (all but ``SIGINT``,
+the reader's interrupt, and the fault signals), and at the end every process the check
+started is ended, in whatever session or group it moved to (on Linux; elsewhere those its
+process group and ``psutil`` still reach).  What no process can stop, ``SIGKILL`` and
+``SIGSTOP`` sent on purpose through ``ctypes``, is outside this promise.  In the child, while
+the function runs, and while its result is serialised:
 
 * a function of ``torch``, ``torch.Tensor``, ``torch.nn.functional``, ``numpy``, ``math``,
   ``pickle``, ``builtins`` or ``attnlib`` that it replaces or deletes is reported (diagnosis
@@ -58,14 +64,21 @@ function runs, and while its result is serialised:
 * a Tensor subclass is named and never read (its code would run while the result is read),
   and a complex result is refused (``"wrong_type"``).
 
-Each input has :data:`TIME_LIMIT_S` seconds, and a check :data:`CHECK_TIME_LIMIT_S` in all
-(``"timed_out"``; the child and everything it started are killed); ``os._exit`` or a crash end
-the child only (``"exited"``); it may take :data:`~._sandbox.CHILD_MEMORY_BYTES` of memory beyond
-the kernel's (``"memory"``); a ``KeyboardInterrupt`` or ``SystemExit`` it raises is reported,
-never raised in the kernel.  Where ``os.fork`` is missing (or with ``ATTNLIB_LAB_ISOLATION=inprocess``)
-the function runs in the kernel with the same watches and the same undoing, but without the
-time limit or protection from ``os._exit``, and the feedback says so.  A function that needs
-CUDA, which cannot start in a forked child, is run that way too.
+Each input has :data:`TIME_LIMIT_S` seconds of processor time, and a check
+:data:`CHECK_TIME_LIMIT_S` in all (``"timed_out"``; the child and everything it started are
+ended); the time a first-use import takes is not counted, so a right function is never told it
+loops because a large library loaded; a function that waits without computing (``sleep``,
+``input()``) is stopped after :data:`~._sandbox.WAIT_LIMIT_S` seconds and told so.  ``os._exit``
+or a crash end the child only (``"exited"``); on Linux it may take
+:data:`~._sandbox.CHILD_MEMORY_BYTES` of memory beyond the kernel's (``"memory"``); a
+``KeyboardInterrupt`` or ``SystemExit`` it raises is reported, never raised in the kernel.  A
+function that needs CUDA, which cannot start in a forked child, moves to a spawned worker.
+Only with ``ATTNLIB_LAB_ISOLATION=inprocess``, or where no process can be started at all (the
+feedback then says why), does the function run in the kernel itself: with the same watches,
+plus refusals of what would end the kernel there (``os._exit``, ``os.close``, signal handlers
+and timers, ``resource.setrlimit``) and the putting back of the kernel's settings, its
+``sys.path``, its working directory and the code of every ``attnlib`` function; but without a
+time or memory limit, and a crash in native code would end the kernel.
 
 Unlike the rest of :mod:`attnlib.exercises` this subpackage needs torch (it runs the
 learner's PyTorch code), so it is not shipped to the static page's Pyodide (only the
@@ -117,3 +130,9 @@ __all__ = [
 
 __doc__ = __doc__.replace("{LAB_TABLE}", lab_table([name for name in __all__ if name.startswith("check_")])).replace(
     "{NAME_SCOPE}", NAME_SCOPE.replace("`", "``"))
+
+# Where checks run in a spawned worker (macOS, Windows), start the first one now, while the
+# reader reads the lab: it imports torch in its own process, so the first check waits for nothing.
+from ._sandbox import prestart as _prestart  # noqa: E402
+
+_prestart()
