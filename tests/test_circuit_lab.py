@@ -87,8 +87,9 @@ def test_the_build_check_fails_on_an_export_of_another_model(tmp_path):
     (None, TypeError, "str of words"),
     ("", ValueError, "no words"),
     ("the " * 33, ValueError, "at most 32"),
-    ("we are met on a great battel-field", ValueError, "did you mean 'battle-field'"),
-    ("xylophone", ValueError, "'xylophone' is not in the model's vocabulary"),
+    ("we are met on a great battel-field", ValueError, "did you mean \u201cbattle-field\u201d?"),
+    ("fourscore and seven", ValueError, "did you mean \u201cscore\u201d or \u201cfour\u201d?"),
+    ("xylophone", ValueError, "^\u201cxylophone\u201d is not in the model's vocabulary \\(the 141 words and marks of the Gettysburg Address\\)$"),
 ])
 def test_read_words_names_the_problem(text, error, message):
     with pytest.raises(error, match=message):
