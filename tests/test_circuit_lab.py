@@ -87,8 +87,9 @@ def test_the_build_check_fails_on_an_export_of_another_model(tmp_path):
     (None, TypeError, "str of words"),
     ("", ValueError, "no words"),
     ("the " * 33, ValueError, "at most 32"),
-    ("we are met on a great battel-field", ValueError, "did you mean 'battle-field'"),
-    ("xylophone", ValueError, "'xylophone' is not in the model's vocabulary"),
+    ("we are met on a great battel-field", ValueError, "did you mean \u201cbattle-field\u201d?"),
+    ("fourscore and seven", ValueError, "did you mean \u201cscore\u201d or \u201cfour\u201d?"),
+    ("xylophone", ValueError, "^\u201cxylophone\u201d is not in the model's vocabulary \\(the 141 words and marks of the Gettysburg Address\\)$"),
 ])
 def test_read_words_names_the_problem(text, error, message):
     with pytest.raises(error, match=message):
@@ -422,9 +423,9 @@ def test_read_keeps_every_variant_and_quotes_a_long_word_short():
     out = circuit_lab.read(("we are met on a great battle-field we are",), _last_name(), variants)
     assert list(out["runs"][0]["loss"]) == ["intact", "off"]
     refused = circuit_lab.read(["we " + "x" * 10_000], _last_name(), variants)
-    assert refused["error"] == ("'" + "x" * 40 + "\u2026' (10,000 characters) is not in the model's vocabulary "
-                                "(the words of the Gettysburg Address)")
-    with pytest.raises(ValueError, match="'" + "x" * 40 + "' is not in"):   # 40 letters: whole
+    assert refused["error"].startswith("\u201c" + "x" * 40 + "\u2026\u201d (10,000 characters) is not in the model's "
+                                       "vocabulary (the 141 words and marks of the Gettysburg Address)"), refused["error"]
+    with pytest.raises(ValueError, match="\u201c" + "x" * 40 + "\u201d is not in"):   # 40 letters: whole
         circuit_lab.read_words("x" * 40)
 
 

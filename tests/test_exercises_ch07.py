@@ -332,7 +332,7 @@ def test_lab_answers_with_forged_losses_are_refused(name, forged):
 @pytest.mark.parametrize("answer, message", [
     ("we are met", "press Check"),
     ({"texts": ["  "]}, "empty"),
-    ({"texts": ["xylophone"], "error": "'xylophone' is not in the model's vocabulary"}, "could not read your words"),
+    ({"texts": ["xylophone"], "error": "\u201cxylophone\u201d is not in the model's vocabulary"}, "could not read your words"),
     ({"texts": ["a b"], "runs": []}, "missing"),
     (None, "could not be read"),
 ])
@@ -351,8 +351,24 @@ def test_lab_exercises_in_the_kernel_read_the_models_words():
     answer = circuit_lab.read([text], data["checkpoint"], data["variants"])
     assert check(7, "copy_wrong", answer, data).correct
     refused = circuit_lab.read(["we are met on a great battel-field"], data["checkpoint"], data["variants"])
-    assert "did you mean 'battle-field'" in refused["error"]
+    assert "did you mean \u201cbattle-field\u201d?" in refused["error"]
     assert not check(7, "copy_wrong", refused, data).correct
+
+
+@pytest.mark.parametrize("name", ["copy_wrong", "feeder_matters"])
+@pytest.mark.parametrize("text", ["fourscore and seven years ago", "we are met on a great battel-field", "gettysburg"])
+def test_an_unknown_word_gets_the_labs_own_refusal_with_its_suggestions(name, text):
+    """One definition (ch07.unknown_word): the kernel's reader raises it and the grader's
+    feedback carries it whole, "did you mean" included, and points to the vocabulary list."""
+    from attnlib import circuit_lab, corpus, induction
+    data = ch07.lab_data()
+    unknown = [w for w in corpus.words_of(text) if w not in induction.vocabulary()][0]
+    message = ch07.unknown_word(unknown, induction.vocabulary())
+    refused = circuit_lab.read([text], data["checkpoint"], data["variants"])
+    assert refused["error"] == message
+    fb = check(7, name, refused, data)
+    assert not fb.correct and fb.message == f"The model could not read your words: {message}"
+    assert "vocabulary list" in fb.hint
 
 
 def test_patching_data_is_the_chapters_tables_without_the_induction_exercises_data(monkeypatch):

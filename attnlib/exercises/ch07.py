@@ -32,7 +32,7 @@ __all__ = [
     "HALVES_OPTIONS", "halves_answer", "check_one_layer_halves",
     "patching_data", "HALF", "TABLE_OPTIONS", "table_reading", "check_patching_table",
     "PATCH_OPTIONS", "patch_band", "check_predict_patch",
-    "MIN_COPYABLE", "lab_data", "copy_kinds", "check_copy_wrong", "check_feeder_matters",
+    "MIN_COPYABLE", "unknown_word", "lab_data", "copy_kinds", "check_copy_wrong", "check_feeder_matters",
 ]
 
 
@@ -531,6 +531,30 @@ define(7, "predict_patch", kind="choice", title="Predict a patch before you run 
 #: Fewest words that copying predicts for the feeder exercise to compare two heads on them.
 MIN_COPYABLE = 3
 
+#: The longest stretch of an unknown word that :func:`unknown_word` quotes and compares.
+WORD_SHOWN = 40
+
+
+def unknown_word(word: str, vocabulary) -> str:
+    """The circuit lab's message for a word that is not in its model's vocabulary, with up to
+    three suggestions: :func:`difflib.get_close_matches` (cutoff 0.6) on the word's first
+    :data:`WORD_SHOWN` characters (a longer word is quoted by them, "…" and its length).  The one definition of the refusal: the kernel's reader
+    (:func:`attnlib.circuit_lab.read_words`) raises it, the lab's grader passes it on, and the
+    page's reader (``attnlibTiny.words`` in ``static/xp_tiny.js``) mirrors it word for word.
+
+    >>> print(unknown_word("natoin", ["nation", "war"]))
+    “natoin” is not in the model's vocabulary (the 2 words and marks of the Gettysburg Address); did you mean “nation”?
+    """
+    import difflib
+    vocabulary, word = list(vocabulary), str(word)
+    shown = word[:WORD_SHOWN]
+    near = difflib.get_close_matches(shown, vocabulary, n=3, cutoff=0.6)
+    quoted = [f"\u201c{x}\u201d" for x in near]
+    offer = "" if not quoted else quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+    named = f"\u201c{word}\u201d" if len(word) <= WORD_SHOWN else f"\u201c{shown}\u2026\u201d ({len(word):,} characters)"
+    return (f"{named} is not in the model's vocabulary (the {len(vocabulary)} words and marks of the "
+            f"Gettysburg Address)" + (f"; did you mean {offer}?" if offer else ""))
+
 
 @functools.lru_cache(maxsize=1)
 def lab_data() -> dict:
@@ -590,7 +614,8 @@ def _lab_run(answer, variants):
     if not answer["texts"][0].strip():
         return None, None, wrong("Please type some words: the box is empty.")
     if answer.get("error"):
-        return None, None, wrong(f"The model could not read your words: {str(answer['error'])[:200]}")
+        return None, None, wrong(f"The model could not read your words: {str(answer['error'])[:300]}",
+                                 hint="The circuit lab's vocabulary list shows every word the model knows.")
     runs = answer.get("runs")
     if not isinstance(runs, list) or len(runs) != 1 or not isinstance(runs[0], dict):
         return None, None, wrong("The model's reading of your words is missing; press Check again.")
@@ -680,7 +705,11 @@ def check_feeder_matters(answer, data: dict | None = None):
 
 def _lab_question(text: str):
     def question(data: dict) -> str:
-        return text.format(ind="{}.{}".format(*data["induction_head"]), prev="{}.{}".format(*data["previous_head"]),
+        # "head l.h (layer l, head h)" where a head is first named: the lab's naming
+        return text.format(ind="{0}.{1} (layer {0}, head {1})".format(*data["induction_head"]),
+                           ind_short="{}.{}".format(*data["induction_head"]),
+                           prev="{0}.{1} (layer {0}, head {1})".format(*data["previous_head"]),
+                           prev_short="{}.{}".format(*data["previous_head"]),
                            ind_score=data["induction_score"], prev_score=data["previous_score"])
     return question
 
@@ -690,16 +719,16 @@ define(7, "copy_wrong", kind="sentence", model="tiny", n_texts=1, data=lab_data,
        question=_lab_question(
            "At the end of training, head {ind} is the induction head (induction score {ind_score:.2f}). Write up to 32 "
            "words of the Gettysburg Address in which a word repeats but is followed by a <em>different</em> word the "
-           "second time, such that switching head {ind} off (zero ablation, at the last checkpoint) lowers the mean "
+           "second time, such that switching head {ind_short} off (zero ablation, at the last checkpoint) lowers the mean "
            "loss on the words that follow a repeated word but differ from what followed it before. Try it in the "
            "circuit lab first."),
        grade=check_copy_wrong)
 define(7, "feeder_matters", kind="sentence", model="tiny", n_texts=1, data=lab_data,
        title="When the feeder matters more than the induction head",
        question=_lab_question(
-           "Head {prev} of layer 0 is the previous-token head (score {prev_score:.2f}) and head {ind} of layer 1 the "
+           "Head {prev} is the previous-token head (score {prev_score:.2f}) and head {ind} the "
            "induction head. Write a sequence (up to 32 words of the Gettysburg Address) with at least 3 copyable words "
            "(words whose preceding word occurred earlier, followed there by this same word), on which switching off "
-           "head {prev} raises their mean loss, and <em>more</em> than switching off head {ind} does (zero ablation, "
+           "head {prev_short} raises their mean loss, and <em>more</em> than switching off head {ind_short} does (zero ablation, "
            "at the last checkpoint)."),
        grade=check_feeder_matters)

@@ -44,7 +44,8 @@
  *     problem: gapProblem (then every normalised score is NaN); rangeProblem: a warning when a
  *       normalised score leaves NORMALISED_RANGE, [-0.5, 1.5] (attnlib.circuit_lab.range_problem).
  *   attnlibTiny.copyTarget(words) -> the copy target's position, or null; copyProblem(words) ->
- *     the sentence, or null; rangeProblem(normalised) -> the warning, or null (the kernel's words).
+ *     the sentence, or null; rangeProblem(normalised) -> the warning, or null; unknownWord(word,
+ *     vocabulary) -> the refusal of a word outside it, with difflib's suggestions (the kernel's words).
  */
 var TINY_WORD = /[a-z]+(?:-[a-z]+)*|--|[^\sa-z]/g;  /* attnlib.corpus.words_of */
 
@@ -104,16 +105,54 @@ function rangeProblem(normalised, low, high) {
          "scores are not shares of the gap: read them as how far each patch moves the metric, in units of the gap";
 }
 
-/* Levenshtein distance, for "did you mean" (a short loop: words are short). */
-function editDistance(a, b) {
-  var prev = [], cur, i, j;
-  for (j = 0; j <= b.length; j++) prev.push(j);
-  for (i = 1; i <= a.length; i++) {
-    cur = [i];
-    for (j = 1; j <= b.length; j++) cur.push(Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1)));
-    prev = cur;
+/* difflib.SequenceMatcher(None, a, b).ratio() for short strings (b under 200 characters, so no
+ * autojunk): 2 M / (len a + len b), M the characters of the matching blocks found as difflib
+ * finds them (the longest match, then the same on each side of it). */
+function matchRatio(a, b) {
+  var b2j = {}, j;
+  for (j = 0; j < b.length; j++) (b2j[b[j]] = b2j[b[j]] || []).push(j);
+  var queue = [[0, a.length, 0, b.length]], matched = 0;
+  while (queue.length) {
+    var q = queue.pop(), alo = q[0], ahi = q[1], blo = q[2], bhi = q[3];
+    var besti = alo, bestj = blo, best = 0, j2len = {};
+    for (var i = alo; i < ahi; i++) {                /* difflib's find_longest_match */
+      var next = {}, js = b2j[a[i]] || [];
+      for (var t = 0; t < js.length; t++) {
+        j = js[t];
+        if (j < blo) continue;
+        if (j >= bhi) break;
+        var k = next[j] = (j2len[j - 1] || 0) + 1;
+        if (k > best) { besti = i - k + 1; bestj = j - k + 1; best = k; }
+      }
+      j2len = next;
+    }
+    if (!best) continue;
+    matched += best;
+    if (alo < besti && blo < bestj) queue.push([alo, besti, blo, bestj]);
+    if (besti + best < ahi && bestj + best < bhi) queue.push([besti + best, ahi, bestj + best, bhi]);
   }
-  return prev[b.length];
+  var n = a.length + b.length;
+  return n ? 2 * matched / n : 1;
+}
+
+/* difflib.get_close_matches(word, possibilities, n, cutoff): the best n by ratio, ties in
+ * reverse order of the word (Python's heapq.nlargest on (score, word)). */
+function closeMatches(word, possibilities, n, cutoff) {
+  return possibilities.map(function (x) { return [matchRatio(x, word), x]; })
+    .filter(function (p) { return p[0] >= cutoff; })
+    .sort(function (p, q) { return q[0] - p[0] || (q[1] < p[1] ? -1 : q[1] > p[1] ? 1 : 0); })
+    .slice(0, n).map(function (p) { return p[1]; });
+}
+
+/* attnlib.exercises.ch07.unknown_word: the refusal of a word outside the vocabulary, with
+ * difflib's suggestions (the kernel's words; the lab's exercises pass it on). */
+var WORD_SHOWN = 40;
+function unknownWord(word, vocab) {
+  var shown = String(word).slice(0, WORD_SHOWN);
+  var near = closeMatches(shown, vocab, 3, 0.6).map(function (x) { return "\u201c" + x + "\u201d"; });
+  var offer = near.length <= 1 ? near.join("") : near.slice(0, -1).join(", ") + " or " + near[near.length - 1];
+  return shortened(String(word)) + " is not in the model's vocabulary (the " + vocab.length +
+         " words and marks of the Gettysburg Address)" + (offer ? "; did you mean " + offer + "?" : "");
 }
 
 function tinyApi(known) {
@@ -140,11 +179,7 @@ function tinyApi(known) {
     if (found.length > d.max_len) throw new Error(found.length + " words: the model reads at most " + d.max_len);
     for (var i = 0; i < found.length; i++) {
       if (vocab.indexOf(found[i]) >= 0) continue;
-      var w = found[i].slice(0, QUOTE_CHARS), near = vocab.map(function (v) { return [editDistance(w, v), v]; })
-        .filter(function (p) { return p[0] <= Math.max(1, Math.floor(w.length / 3)); })
-        .sort(function (a, b) { return a[0] - b[0]; }).slice(0, 3).map(function (p) { return "\u201c" + p[1] + "\u201d"; });
-      throw new Error(shortened(found[i]) + " is not in the model's vocabulary (the " + vocab.length +
-                      " words of the Gettysburg Address)" + (near.length ? "; did you mean " + near.join(", ") + "?" : ""));
+      throw new Error(unknownWord(found[i], vocab));
     }
     return found;
   }
@@ -252,7 +287,7 @@ function tinyApi(known) {
   window.attnlibTiny = {available: available, load: load, info: client.info, checkpoints: checkpoints,
                         vocabulary: vocabulary, words: words, run: run, patch: patch, gapProblem: gapProblem,
                         copyTarget: copyTarget, copyProblem: copyProblem, copyMetric: copyMetric,
-                        rangeProblem: rangeProblem, NORMALISED_RANGE: NORMALISED_RANGE.slice()};
+                        rangeProblem: rangeProblem, unknownWord: unknownWord, NORMALISED_RANGE: NORMALISED_RANGE.slice()};
   return window.attnlibTiny;
 }
 
@@ -293,7 +328,8 @@ function view(root, data, uid) {
   function modelNamed(name) { return models.filter(function (m) { return m.name === name; })[0]; }
   function L() { return modelNamed(s.model).n_layers; }
 
-  var status = el("p", {"class": "xp-hint", role: "status", "aria-live": "polite", "aria-atomic": "true", "data-role": "status"});
+  var status = el("p", {"class": "xp-hint", role: "status", "aria-live": "polite", "aria-atomic": "true", "data-role": "status",
+                        id: uid + "-status", tabindex: "-1"});   /* focus lands here after Load (the button goes away) */
   var loadRow = el("div", {"class": "xp-controls"});
   var why = api.available();
   var meta = document.querySelector('meta[name="attnlib-tiny-bytes"]');
@@ -317,13 +353,15 @@ function view(root, data, uid) {
   form.appendChild(textWrap);
   form.appendChild(el("p", {"class": "xp-hint", id: uid + "-words-hint"},
                       "Up to " + data.max_len + " words and marks of the Gettysburg Address (the model's whole vocabulary: " +
-                      data.vocabulary.length + " entries).  Words that copying can predict are underlined."));
+                      data.vocabulary.length + " entries, listed under the buttons).  Words that copying can predict are underlined."));
   var buttons = el("div", {"class": "xp-controls"});
   var runButton = el("button", {type: "submit", "data-role": "run"}, "Run");
   var repeatButton = el("button", {type: "button", "data-role": "repeat"}, "Repeat it");
   var randomButton = el("button", {type: "button", "data-role": "random"}, "Random words");
   [runButton, repeatButton, randomButton].forEach(function (b) { buttons.appendChild(b); });
   form.appendChild(buttons);
+  var vocab = vocabularyList();
+  form.appendChild(vocab.box);
   root.appendChild(form);
 
   /* the model: a training step, or the control */
@@ -350,7 +388,7 @@ function view(root, data, uid) {
   /* a head's pattern */
   var pickers = el("div", {"class": "xp-controls"});
   function picker(name, label, n, value, onChange) { return indexPicker(pickers, uid, name, label, n, value, onChange); }
-  var layerSelect = picker("layer", "layer ", 2, s.layer, function (v) { s.layer = v; drawHead(); });
+  var layerSelect = picker("layer", "layer ", L(), Math.min(s.layer, L() - 1), function (v) { s.layer = v; drawHead(); });
   picker("head", "head ", H, s.head, function (v) { s.head = v; drawHead(); });
   root.appendChild(pickers);
   var headReadout = el("p", {"class": "xp-readout", "data-role": "head-readout"});
@@ -416,7 +454,89 @@ function view(root, data, uid) {
   patchBox.appendChild(tables);
   root.appendChild(patchBox);
 
-  function say(text) { status.textContent = text; }
+  /* say(text): the lab's status line; say(text, "error"): an error ("Error:" and the error style, not
+   * colour alone); fieldError(text): the words field was refused: aria-invalid, described by the message,
+   * both cleared as soon as the field reads again (fieldFixed). */
+  function say(text, kind) {
+    var error = kind === "error";
+    status.classList.toggle("xp-error", error);
+    status.classList.toggle("xp-hint", !error);
+    status.textContent = "";
+    if (error) status.appendChild(el("strong", null, "Error: "));
+    status.appendChild(document.createTextNode(text));
+    if (!error && input.getAttribute("aria-invalid") === "true") fieldFixed();
+  }
+  function fieldError(text) {
+    say(text, "error");
+    input.setAttribute("aria-invalid", "true");
+    input.setAttribute("aria-describedby", uid + "-words-hint " + status.id);
+  }
+  function fieldFixed() {
+    input.removeAttribute("aria-invalid");
+    input.setAttribute("aria-describedby", uid + "-words-hint");
+  }
+  input.addEventListener("input", function () {
+    if (input.getAttribute("aria-invalid") !== "true") return;
+    try { api.words(input.value); } catch (err) { return; }        /* still refused: the message stays */
+    fieldFixed();
+    say("These words can be read" + (s.loaded ? ": press Run." : "."));
+  });
+
+  /* the vocabulary, browsable and searchable: a word pressed (click, Enter or Space) goes in at the caret */
+  function vocabularyList() {
+    var box = el("details", {"class": "xp-vocab", "data-role": "vocab"});
+    box.appendChild(el("summary", null, "All " + data.vocabulary.length + " words and marks the model knows"));
+    var find = el("div", {"class": "xp-control xp-text"});
+    find.appendChild(el("label", {"for": uid + "-vfind"}, "Find"));
+    var filter = el("input", {type: "search", id: uid + "-vfind", "data-role": "vocab-filter", autocomplete: "off",
+                              spellcheck: "false", "aria-describedby": uid + "-vcount"});
+    find.appendChild(filter);
+    box.appendChild(find);
+    var count = el("p", {"class": "xp-hint", id: uid + "-vcount", "aria-live": "polite", "data-role": "vocab-count"});
+    box.appendChild(count);
+    var list = el("ul", {"class": "xp-vocab-list", "data-role": "vocab-list", "aria-describedby": uid + "-vcount"});
+    var items = data.vocabulary.map(function (w) {
+      var li = el("li"), b = el("button", {type: "button", "data-word": w}, w);
+      b.addEventListener("click", function () { insertWord(w); });
+      li.appendChild(b);
+      list.appendChild(li);
+      return {word: w, li: li};
+    });
+    box.appendChild(list);
+    function shown() { return items.filter(function (it) { return !it.li.hidden; }); }
+    function update() {
+      var q = filter.value.trim().toLowerCase();
+      items.forEach(function (it) { it.li.hidden = q !== "" && it.word.indexOf(q) < 0; });
+      var n = shown().length;
+      count.textContent = (q ? n + " of " + data.vocabulary.length + " match \u201c" + q + "\u201d. " : "") +
+        (n ? "Press a word to insert it at the caret in Words" + (q ? "; Enter in Find inserts the first." : ".")
+           : "No word of the vocabulary contains that.");
+    }
+    filter.addEventListener("input", update);
+    filter.addEventListener("keydown", function (event) {
+      if (event.key !== "Enter") return;
+      event.preventDefault();                      /* Enter here inserts a word, it does not run the form */
+      var first = shown()[0];
+      if (first && filter.value.trim()) insertWord(first.word);
+    });
+    update();
+    return {box: box, filter: filter, list: list};
+  }
+  function insertWord(w) {
+    var v = input.value, a = input.selectionStart, b = input.selectionEnd;
+    if (typeof a !== "number" || typeof b !== "number") { a = b = v.length; }
+    var before = v.slice(0, a), after = v.slice(b);
+    var pre = before && !/\s$/.test(before) ? " " : "", post = /^\S/.test(after) ? " " : "";
+    input.value = before + pre + w + post + after;
+    var caret = (before + pre + w).length;
+    input.setSelectionRange(caret, caret);
+    input.dispatchEvent(new Event("input", {bubbles: true}));
+    var n = (input.value.toLowerCase().match(TINY_WORD) || []).length;
+    if (input.getAttribute("aria-invalid") !== "true") {
+      say("Inserted \u201c" + w + "\u201d: " + n + " word" + (n === 1 ? "" : "s") + " in Words" +
+          (s.loaded ? "; press Run to run them." : "."));
+    }
+  }
   function needModels(what) {
     if (s.loaded || api.info()) { s.loaded = true; return false; }   /* loaded here, or by another lab or script */
     say(why ? "This view shows the run PyTorch computed. To " + what + ": " + why + "."
@@ -501,7 +621,8 @@ function view(root, data, uid) {
     ctx.lineWidth = 2; ctx.strokeStyle = accent; ctx.strokeRect(room + 1, room + s.query * cell + 1, T * cell - 2, cell - 2);
     var row = [], best = 0;
     for (var k = 0; k < T; k++) { row.push(s.attentions[base + s.query * T + k]); if (row[k] > row[best]) best = k; }
-    headReadout.textContent = "Head " + s.layer + "." + s.head + " (" + (m.control ? "one-layer control" : "step " + m.step) + "): induction score " +
+    headReadout.textContent = "Head " + s.layer + "." + s.head + " (layer " + s.layer + ", head " + s.head + "; " +
+      (m.control ? "the one-layer control" : "step " + m.step) + "): induction score " +
       fmt(m.induction[s.layer][s.head], 2) + " (uniform " + fmt(data.uniform_induction, 3) + "), previous-token score " +
       fmt(m.previous[s.layer][s.head], 2) + " (uniform " + fmt(data.uniform_previous, 3) + "). From \u201c" + s.words[s.query] +
       "\u201d (word " + s.query + ") its largest weight, " + fmt(row[best], 2) + ", is on \u201c" + s.words[best] + "\u201d (word " + best + ").";
@@ -617,19 +738,36 @@ function view(root, data, uid) {
       tables.appendChild(el("p", {"class": "xp-readout xp-lab-warning", role: "note", "data-role": "patch-warning"},
                             "Careful: " + t.rangeProblem + "."));
     }
-    function table(title, rows, rowLabel, colLabels, role) {
-      var wrap = el("div", {"class": "xp-scroll", tabindex: "0", role: "region", "aria-label": title, "data-role": role});
-      var tab = el("table", {"class": "xp-patch"});
-      tab.appendChild(el("caption", null, title));
+    /* a table in its own sideways-scrolling region; its title sits above the region, so it wraps to the
+     * column (a <caption> is as wide as its table and was cut on a phone).  changed: the column of the
+     * word the corruption changed, marked with \u25c6 and a frame (not colour alone) and scrolled into view. */
+    function table(title, rows, rowLabel, colLabels, role, changed) {
+      var titleId = uid + "-" + role + "-title", hasMark = changed !== undefined;
+      var titleEl = el("p", {"class": "xp-table-title", id: titleId, "data-role": role + "-title"}, title);
+      if (hasMark) {
+        titleEl.appendChild(el("span", {"class": "xp-table-note"}, "\u25c6 marks word " + changed + ", \u201c" + s.words[changed] +
+          "\u201d, the word the corruption changed" + (colLabels.length > 6 ? "; the table scrolls sideways to the other words." : ".")));
+      }
+      tables.appendChild(titleEl);
+      var wrap = el("div", {"class": "xp-scroll", tabindex: "0", role: "region", "aria-labelledby": titleId, "data-role": role});
+      var tab = el("table", {"class": "xp-patch", "aria-labelledby": titleId});
       var head = el("tr");
       head.appendChild(el("td", null, ""));                  /* the corner: no header */
-      colLabels.forEach(function (c) { head.appendChild(el("th", {scope: "col"}, c)); });
+      colLabels.forEach(function (c, j) {
+        var th = el("th", {scope: "col"}, c);
+        if (j === changed) {
+          th.className = "xp-changed"; th.setAttribute("data-changed", "1");
+          th.insertBefore(el("span", {"aria-hidden": "true"}, "\u25c6 "), th.firstChild);
+          th.appendChild(el("span", {"class": "xp-sr"}, " (the changed word)"));
+        }
+        head.appendChild(th);
+      });
       tab.appendChild(head);
       rows.forEach(function (row, i) {
         var tr = el("tr");
         tr.appendChild(el("th", {scope: "row"}, rowLabel(i)));
-        row.forEach(function (v) {
-          var td = el("td", null, isNaN(v) ? "off" : fmt(v, 2));       /* NaN: a head switched off (its cell is not run) */
+        row.forEach(function (v, j) {
+          var td = el("td", j === changed ? {"class": "xp-changed"} : null, isNaN(v) ? "off" : fmt(v, 2));   /* NaN: a head switched off (its cell is not run) */
           if (!isNaN(v)) td.style.background = cellColour(v);
           tr.appendChild(td);
         });
@@ -637,6 +775,10 @@ function view(root, data, uid) {
       });
       wrap.appendChild(tab);
       tables.appendChild(wrap);
+      if (hasMark) {                                 /* centre the changed column in its region (never scrolls the page) */
+        var cell = head.cells[changed + 1], box = wrap.getBoundingClientRect(), c = cell.getBoundingClientRect();
+        wrap.scrollLeft = Math.max(0, c.left - box.left + wrap.scrollLeft - (wrap.clientWidth - c.width) / 2);
+      }
     }
     var heads = []; for (var h = 0; h < H; h++) heads.push("head " + h);
     var pos = s.words.map(function (w, i) { return i + " " + w; });
@@ -646,18 +788,30 @@ function view(root, data, uid) {
     table("Heads, noising" + unit, shown.noise.heads, function (l) { return "layer " + l; }, heads, "table-noi-heads");
     function stream(l) { return l < Lm ? "into layer " + l : "after layer " + (Lm - 1); }
     table("Residual stream entering each layer, one position at a time, denoising" + unit, shown.denoise.resid,
-          stream, pos, "table-den-resid");
-    table("Residual stream, one position at a time, noising" + unit, shown.noise.resid, stream, pos, "table-noi-resid");
+          stream, pos, "table-den-resid", t.position);
+    table("Residual stream, one position at a time, noising" + unit, shown.noise.resid, stream, pos, "table-noi-resid", t.position);
   }
 
+  /* the layer menu lists the chosen model's layers only (the one-layer control has layer 0) */
+  function fillLayers() {
+    var n = L();
+    if (layerSelect.options.length !== n) {
+      layerSelect.textContent = "";
+      for (var l = 0; l < n; l++) layerSelect.appendChild(el("option", {value: String(l)}, String(l)));
+    }
+    s.layer = Math.min(s.layer, n - 1);
+    layerSelect.value = String(s.layer);
+  }
   function modelChanged() {
     if (!s.loaded) {                               /* the view shows only the run PyTorch computed */
       s.model = data.model;
       stepSlider.input.value = String(Math.max(0, twoLayer.map(function (m) { return m.name; }).indexOf(data.model)));
       controlBox.input.checked = false;
+      fillLayers();
       needModels("run another checkpoint");
       return;
     }
+    fillLayers();
     drawCurve();
     drawOffGrid();
     Object.keys(s.off).forEach(function (k) { if (parseInt(k, 10) >= L()) delete s.off[k]; });
@@ -669,7 +823,7 @@ function view(root, data, uid) {
   function rerun() {
     if (busy) { again = true; return; }
     var words;
-    try { words = api.words(input.value); } catch (err) { say(err.message + " (the view keeps the last run)."); return; }
+    try { words = api.words(input.value); } catch (err) { fieldError(err.message + " (the view keeps the last run)."); return; }
     busy = true;
     var edits = Object.keys(s.off).map(function (k) {
       var lh = k.split(".").map(Number); return {layer: lh[0], head: lh[1], mode: s.offMode};
@@ -687,7 +841,7 @@ function view(root, data, uid) {
       say("Ran " + words.length + " words at " + (modelNamed(s.model).control ? "the one-layer control" : "step " + modelNamed(s.model).step) +
           " in " + fmt(r.ms, 1) + " ms." + (edits.length ? " Heads off: " + Object.keys(s.off).join(", ") + " (" + s.offMode + ")." : ""));
       return s.corrupt ? pairMetric() : null;
-    }).catch(function (err) { say(err.message + " (the view keeps the last run)."); })
+    }).catch(function (err) { say(err.message + " (the view keeps the last run).", "error"); })
       .then(function () { busy = false; if (again) { again = false; rerun(); } });
   }
 
@@ -714,7 +868,7 @@ function view(root, data, uid) {
   });
   repeatButton.addEventListener("click", function () {
     var w;
-    try { w = api.words(input.value); } catch (err) { say(err.message); return; }
+    try { w = api.words(input.value); } catch (err) { fieldError(err.message); return; }
     var out = w.concat(w).slice(0, data.max_len);
     input.value = out.join(" ");
     say("Repeated: " + out.length + " words" + (w.length * 2 > data.max_len ? " (cut at the model's " + data.max_len + ")" : "") +
@@ -734,7 +888,7 @@ function view(root, data, uid) {
       if (needModels("measure a corrupted copy")) return;
       if (wordSelect.value === s.words[parseInt(posSelect.value, 10)]) { say("That is the same word: pick another to corrupt the sequence."); return; }
       s.table = null; drawTables();
-      pairMetric().catch(function (err) { say(err.message); });
+      pairMetric().catch(function (err) { say(err.message, "error"); });
     });
   });
   tableButton.addEventListener("click", function () {
@@ -749,7 +903,7 @@ function view(root, data, uid) {
       drawPairReadout(); drawTables();
       say(t.copyProblem ? "Not patched: " + t.copyProblem + "." :
           "Patched: " + t.runs + " runs in " + fmt(t.ms, 0) + " ms" + (t.off.length ? ", heads " + t.off.join(", ") + " off in every run." : "."));
-    }).catch(function (err) { say(err.message + " (the view keeps the last result)."); });
+    }).catch(function (err) { say(err.message + " (the view keeps the last result).", "error"); });
   });
   loadButton.addEventListener("click", function () {
     if (loadButton.getAttribute("aria-disabled") === "true") return;
@@ -759,14 +913,16 @@ function view(root, data, uid) {
     var t0 = performance.now();
     api.load(function (loaded, total) { progress.value = total ? loaded / total : 0; }).then(function () {
       s.loaded = true;
+      var hadFocus = document.activeElement === loadButton || document.activeElement === document.body || !document.activeElement;
       loadButton.hidden = true; progress.hidden = true;
       say("Loaded in " + fmt((performance.now() - t0) / 1000, 1) + " s. Type words, pick a step, switch heads off, patch.");
+      if (hadFocus) status.focus();                /* the button is gone: the next Tab goes on to Words, not to the page's top */
       root.setAttribute("data-loaded", "1");
       rerun();
     }, function (err) {
       loadButton.removeAttribute("aria-disabled");
       progress.hidden = true;
-      say("Could not load the models: " + err.message + ".");
+      say("Could not load the models: " + err.message + ".", "error");
     });
   });
 
