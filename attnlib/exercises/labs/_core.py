@@ -375,6 +375,11 @@ class _Learner:
                   "is not counted). Look for a loop that never ends, such as a `while` whose condition never "
                   "becomes false, or a loop over a list that keeps growing. Your notebook is unaffected: the check "
                   "ran your function in a separate process.", "timed_out")
+        if reply.status == "unsendable":
+            _fail(f"Your {what} could not be sent to the separate process the check runs it in ({reply['what']}). "
+                  "On this platform the check sends the function by value, with what it uses from the notebook: "
+                  "keep that to plain values (tensors, numbers, lists, modules) and create anything else (an open "
+                  "file, a lock, a ctypes library) inside the function. Your notebook is unaffected.", "exited")
         if reply.status == "exited":
             how = (f"was killed by the signal {reply['signal']}"
                    + (" (often: it ran out of memory)" if reply["signal"] == "SIGKILL" else "") if "signal" in reply

@@ -1685,7 +1685,8 @@ def _child_cpu(pid: int) -> float | None:
 
 
 class Reply(dict):
-    """One call's report: ``status`` (``"ok"``, ``"timed_out"``, ``"exited"``, ``"forged"``),
+    """One call's report: ``status`` (``"ok"``, ``"timed_out"``, ``"exited"``, ``"forged"``,
+    ``"unsendable"``: a spawned worker cannot receive the function, ``what`` says why),
     ``result`` (``("ok", encoded value)`` or ``("error", (type name, builtin bases,
     message))``), ``forbidden``, ``tampered``, ``matrix``, ``output``, ``output_chars``,
     ``cpu_s`` and ``import_s`` (CPU seconds in the function and in its first-use imports); for
@@ -1719,6 +1720,7 @@ class Sandbox:
         if self.mode not in _MODES:
             raise ValueError(f"mode is {self.mode!r}; expected one of {', '.join(_MODES)}")
         self.fallback: str | None = None
+        self.unsendable: str | None = None
         self.pid: int | None = None
         self._channel = None
         self._worker: _Worker | None = None
@@ -1761,7 +1763,8 @@ class Sandbox:
         try:
             payload = cloudpickle.dumps((self.fn, self.refusal), protocol=4)
         except Exception as err:  # noqa: BLE001 - a function that holds something unpicklable
-            return f"your function could not be sent to the worker process ({type(err).__name__}: {str(err)[:200]})"
+            self.unsendable = f"{type(err).__name__}: {str(err)[:200]}"
+            return None
         try:
             worker = _take_worker()
         except Exception as err:  # noqa: BLE001 - out of processes or memory, no interpreter to start
@@ -1779,9 +1782,8 @@ class Sandbox:
             answer = chan.receive(None)
         except (EOFError, OSError) as err:
             return f"the worker process ended while starting ({type(err).__name__})"
-        if answer != b"loaded":
-            return "the worker process could not load your function (" + answer.partition(b"\t")[2].decode(
-                "utf-8", "replace") + ")"
+        if answer != b"loaded":     # e.g. it holds an object that cannot be rebuilt in another process
+            self.unsendable = answer.partition(b"\t")[2].decode("utf-8", "replace") or "it could not be loaded there"
         return None
 
     def _open(self) -> None:
@@ -1796,6 +1798,9 @@ class Sandbox:
                 self.fallback = f"no child process could be forked ({err})"
                 self.mode = "spawn"
         problem = self._spawn()
+        if self.unsendable is not None:
+            self._end_child()
+            return
         if problem is not None:
             self._end_child()
             self.fallback = problem
@@ -1814,8 +1819,10 @@ class Sandbox:
         limit = TIME_LIMIT_S if limit_s is None else limit_s
         start = _monotonic()
         try:
-            if self.mode != "inprocess" and self._channel is None:
+            if self.mode != "inprocess" and self._channel is None and self.unsendable is None:
                 self._open()
+            if self.unsendable is not None:     # never run in the kernel instead: that needs asking for
+                return Reply(status="unsendable", what=self.unsendable)
             if self.mode == "inprocess":
                 reply = Reply(status="ok", **_loads(_run_guarded(self.fn, self.refusal, args, kwargs, matrix,
                                                                  kernel=True)))
