@@ -557,6 +557,9 @@ def test_exercise_in_jupyterlab_wrong_then_right_offline(jupyterlab):
             context.route("**/*", route)
             page = context.new_page()
             page.set_default_timeout(120_000)
+            errors = []     # jupytext's extension failed to load here once (its JupyterLab range did not hold 4.4)
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
             try:
                 _answer_wrong_then_right(page, f"{base}/lab/tree/05_masking.ipynb?token={token}")
             except Exception as err:
@@ -564,6 +567,7 @@ def test_exercise_in_jupyterlab_wrong_then_right_offline(jupyterlab):
                 raise AssertionError(f"{str(err)[:1500]}\n(see {folder / 'failure.png'} and "
                                      f"{folder / 'jupyterlab.log'})") from None
             assert not [u for u in external if CDN.search(u)], "the notebook asked a CDN for something"
+            assert not [e for e in errors if "jupytext" in e.lower()], [e for e in errors if "jupytext" in e.lower()]
         finally:
             browser.close()
 
