@@ -1650,6 +1650,10 @@ def prestart() -> None:
     ``ATTNLIB_LAB_PRESTART=0`` turns this off (the first check then waits for the start)."""
     if _SPARE or os.environ.get("ATTNLIB_LAB_PRESTART", "1") == "0":
         return
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:   # a worker itself (it imports this package): no spare of its own
+        return
     try:
         if isolation() != "spawn":
             return
