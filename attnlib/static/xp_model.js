@@ -375,7 +375,7 @@ function view(root, data, uid) {
     form.appendChild(wrap);
     return {wrap: wrap, input: input};
   }
-  function grow(input) {        /* the field's height: all of its text, never a scrollbar */
+  function grow(input) {        /* the field's height: all of its text, up to the CSS max-height (about six lines; then it scrolls) */
     if (!input.offsetParent) return;
     input.style.height = "auto";
     input.style.height = (input.scrollHeight + input.offsetHeight - input.clientHeight) + "px";
