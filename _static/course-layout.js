@@ -673,3 +673,45 @@
   if (document.readyState === "complete") name();
   else window.addEventListener("load", name);
 })();
+
+/* 6. The theme's "Back to top" pill (course-layout.css puts it in the bottom-right corner): hidden
+ *    while something the reader is reading or using is under it (a figure caption, an explorable
+ *    or lab with its readouts, a bertviz view, an exercise, a live status line) or while it would
+ *    cover the focused element.  The theme shows it (style.display) while the reader scrolls up;
+ *    this checks after the theme's handler, once a frame, with elementsFromPoint at its corners
+ *    and centre.  Focused itself (a keyboard reader), it always shows. */
+(function () {
+  "use strict";
+  var KEEP = "figcaption, .attnlib-xp, .attnlib-bertviz, .attn-exercise, [role=status], [aria-live]";
+  var frame = 0;
+  function overlaps(a, b) { return a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom; }
+  function under(btn, r) {
+    var inset = 3, xs = [r.left + inset, (r.left + r.right) / 2, r.right - inset], ys = [r.top + inset, r.bottom - inset];
+    for (var i = 0; i < xs.length; i++) for (var j = 0; j < ys.length; j++) {
+      var stack = document.elementsFromPoint(xs[i], ys[j]);
+      for (var k = 0; k < stack.length; k++) {
+        var e = stack[k];
+        if (e === btn || btn.contains(e)) continue;
+        if (e.closest && e.closest(KEEP)) return true;
+      }
+    }
+    return false;
+  }
+  function check() {
+    frame = 0;
+    var btn = document.getElementById("pst-back-to-top");
+    if (!btn) return;
+    var away = false;
+    if (btn.style.display !== "none" && btn.getClientRects().length && document.activeElement !== btn) {
+      var r = btn.getBoundingClientRect(), focused = document.activeElement;
+      away = (focused && focused !== document.body && focused !== document.documentElement &&
+              overlaps(focused.getBoundingClientRect(), r)) || under(btn, r);
+    }
+    btn.classList.toggle("course-btt-away", away);
+  }
+  function soon() { if (!frame) frame = requestAnimationFrame(check); }
+  window.addEventListener("scroll", soon, {passive: true});
+  window.addEventListener("resize", soon);
+  document.addEventListener("focusin", soon);
+  document.addEventListener("focusout", soon);
+})();

@@ -15,7 +15,14 @@ with ``html_action="return"`` and rewrite its HTML into one self-contained outpu
    (``define``, ``d3``, ``$``/``jQuery`` via ``noConflict``);
 4. bertviz's own view script, unchanged except that its ``require.config`` (the CDN
    addresses) is removed and ``require``/``requirejs`` are local stand-ins that hand it the
-   two libraries.
+   two libraries, once the view comes within 800 px of the viewport (a page of several views
+   draws none of them while it loads: chapter 9's two views are thousands of SVG elements);
+5. the view's data (bertviz's ``params``: every weight shown) moves out of the script into a
+   ``<script type="application/json">`` that is parsed only when the view is drawn, written
+   once (bertviz 1.4 also pastes it into a comment of its script, which doubled a view's
+   bytes) and, where every weight has at most a few decimals (a chapter rounds to 3), as whole
+   thousandths that the view divides back (``0.149`` is sent as ``149``: ``149 / 1000`` is the
+   same double).  :func:`params_of` reads them back.
 
 The published page does not pay for the inlined copies: ``_ext/offline_book.py`` replaces
 each inlined library by a ``<script src>`` of the vendored file (first view of a page) or
@@ -24,10 +31,14 @@ drops it (later views), with :func:`externalise`.
 from __future__ import annotations
 
 import html
+import json
 import re
+import uuid
 from importlib import resources
 
-__all__ = ["head_view", "model_view", "offline_html", "externalise", "OfflineView", "LIBRARIES"]
+from ._xp_html import safe_json
+
+__all__ = ["head_view", "model_view", "offline_html", "externalise", "params_of", "OfflineView", "LIBRARIES"]
 
 #: library name -> file in ``attnlib/static`` (and in the book's ``_static/vendor``)
 LIBRARIES = {"d3": "d3.min.js", "jquery": "jquery.min.js"}
@@ -51,11 +62,29 @@ _END = """(function () {
 })();"""
 _VIEW_PRELUDE = """(function () {
   var lib = window.__attnlibBertviz || {};
+  var box = document.currentScript;              /* the view's box: the scrolling div before this script */
+  while (box && !(box.classList && box.classList.contains("attnlib-bertviz"))) box = box.previousElementSibling;
   var require = {config: function () {}};
   var requirejs = function (names, body) {
-    return body.apply(null, names.map(function (name) { return lib[name]; }));
+    function draw() { body.apply(null, names.map(function (name) { return lib[name]; })); }
+    if (!box || !window.IntersectionObserver) return draw();
+    var near = new IntersectionObserver(function (entries) {   /* drawn when it comes near the viewport */
+      if (!entries.some(function (e) { return e.isIntersecting; })) return;
+      near.disconnect();
+      draw();
+    }, {rootMargin: "800px 0px"});
+    near.observe(box);
+  };
+  var viewParams = function (id, scale) {          /* the view's data, parsed when it is drawn */
+    var p = JSON.parse(document.getElementById(id).textContent);
+    var back = function (x) { return Array.isArray(x) ? x.map(back) : x / scale; };
+    if (scale) p.attention.forEach(function (a) { a.attn = back(a.attn); });
+    return p;
   };
 """
+_PARAMS = re.compile(r"\bconst params = ")
+#: scales tried for the weights, smallest first: 10 ** d for d decimals
+_SCALES = tuple(10 ** d for d in range(1, 7))
 _REQUIRE_SCRIPT = re.compile(r"<script\s+src=\"[^\"]*require(?:\.min)?\.js\"\s*>\s*</script>")
 _REQUIRE_CONFIG = re.compile(r"require\.config\(\{.*?\}\);", re.S)
 _VIEW_SCRIPT = re.compile(r"<script type=\"text/javascript\">(.*)</script>\s*$", re.S)
@@ -108,12 +137,76 @@ def offline_html(bertviz_html: str, name: str = "bertviz view") -> str:
     script = _SCRIPT_END.sub(r"<\\/\1", script).replace("<!--", "<\\!--")
     if n_config != 1:
         raise ValueError(f"expected one require.config(...) in bertviz's view script, found {n_config}")
+    script, data = _params_out(script)
     libs = "".join(f'<script data-attnlib-bertviz="{lib}">{_library(lib)}</script>\n' for lib in LIBRARIES)
     markup = _SELECT.sub(lambda s: f'{s.group(0)} aria-label="{SELECT_NAMES[s.group(1)]}"', body[:m.start()])
     return (_STYLE + _CUE + _BOX.format(name=html.escape(name, quote=True)) + markup + "</div>\n"
             + f'<script data-attnlib-bertviz="begin">{_BEGIN}</script>\n{libs}'
             + f'<script data-attnlib-bertviz="end">{_END}</script>\n'
+            + data
             + f'<script data-attnlib-bertviz="view">{_VIEW_PRELUDE}{script}\n}})();</script>\n')
+
+
+def _scale(attention) -> int:
+    """The smallest 10 ** d (d <= 6) at which every weight of ``attention`` is a whole number
+    whose division by 10 ** d gives back the same float; 0 when there is none."""
+    flat = []
+
+    def walk(x):
+        if isinstance(x, list):
+            for y in x:
+                walk(y)
+        else:
+            flat.append(x)
+
+    for entry in attention:
+        walk(entry["attn"])
+    for scale in _SCALES:
+        if all(isinstance(x, (int, float)) and round(x * scale) / scale == x for x in flat):
+            return scale
+    return 0
+
+
+def _params_out(script: str) -> tuple[str, str]:
+    """bertviz's view script with its ``params`` literal replaced by a read of a JSON script
+    element (returned second); the copy bertviz pastes into a comment is dropped."""
+    m = _PARAMS.search(script)
+    if m is None:
+        raise ValueError("expected bertviz 1.4's view script to define 'const params = {...}'")
+    try:
+        params, end = json.JSONDecoder().raw_decode(script, m.end())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"bertviz's params are not JSON: {err}") from None
+    literal = script[m.end():end]
+    rest = script[end:].replace(literal, "PYTHON_PARAMS", 1)          # bertviz 1.4's comment holds a copy
+    attention = params.get("attention") if isinstance(params, dict) else None
+    if not isinstance(attention, list) or not all(isinstance(a, dict) and "attn" in a for a in attention):
+        raise ValueError("expected bertviz 1.4's params: {'attention': [{'attn': ...}, ...], ...}")
+    scale = _scale(attention)
+    if scale:
+        def whole(x):
+            return [whole(y) for y in x] if isinstance(x, list) else round(x * scale)
+        params = {**params, "attention": [{**a, "attn": whole(a["attn"])} for a in attention]}
+    uid = f"attnlib-bertviz-params-{uuid.uuid4().hex[:12]}"
+    data = f'<script type="application/json" id="{uid}" data-attnlib-bertviz="params">{safe_json(params)}</script>\n'
+    return script[:m.end()] + f'viewParams("{uid}", {scale})' + rest, data
+
+
+def params_of(view_html: str) -> list[dict]:
+    """The ``params`` of each view in ``view_html`` as bertviz wrote them (weights as floats),
+    read back from the JSON script elements :func:`offline_html` writes."""
+    out = []
+    for m in re.finditer(r'<script type="application/json" id="([^"]+)" data-attnlib-bertviz="params">(.*?)</script>',
+                         view_html, re.S):
+        params = json.loads(m.group(2))
+        call = re.search(r'viewParams\("' + re.escape(m.group(1)) + r'", (\d+)\)', view_html)
+        scale = int(call.group(1)) if call else 0
+        if scale:
+            def back(x):
+                return [back(y) for y in x] if isinstance(x, list) else x / scale
+            params["attention"] = [{**a, "attn": back(a["attn"])} for a in params["attention"]]
+        out.append(params)
+    return out
 
 
 def externalise(page_html: str, to_static) -> str:

@@ -701,7 +701,9 @@ def test_every_page_loads_offline_with_a_clean_console(book, browser):
             found = {"console": visit.errors, "external": visit.external, "failed": visit.failed}
             if any(found.values()):
                 problems[rel] = {k: v[:5] for k, v in found.items() if v}
-            if "bertviz-" in page.read_text(encoding="utf-8"):
+            if "bertviz-" in page.read_text(encoding="utf-8"):   # a view is drawn when it comes near the viewport
+                visit.page.evaluate("async () => { for (const d of document.querySelectorAll('div[id^=bertviz-]')) {"
+                                    " d.scrollIntoView(); await new Promise(r => setTimeout(r, 200)); } }")
                 visit.page.wait_for_function(
                     "() => [...document.querySelectorAll('div[id^=bertviz-]')].every(d => d.querySelectorAll('svg *').length > 20)",
                     timeout=20000)

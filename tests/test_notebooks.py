@@ -318,6 +318,68 @@ def test_a_wide_bertviz_view_scrolls_with_the_arrow_keys_in_the_books_layout(ber
         browser.close()
 
 
+def test_a_bertviz_views_data_is_written_once_and_compactly_and_read_back_exactly(bertviz_views):
+    """Issue 45 item 2: bertviz 1.4 pastes a view's params (every weight) into its script twice,
+    once as the value and once into a comment, and writes 0.149 as "0.149, ": chapter 9's two
+    views were 553 KB of its 1.14 MB of HTML.  The data is written once, as whole thousandths in a
+    JSON script element, and reads back to bertviz's own params."""
+    import attnlib
+    import bertviz
+    from attnlib import corpus
+    from attnlib.bertviz_offline import params_of
+    pair = attnlib.encoder.get_attentions(*corpus.PAIR)
+    shown = tuple(a.double().round(decimals=3).cpu() for a in pair.attentions)
+    made = [bertviz.head_view(shown, pair.tokens, sentence_b_start=pair.sentence_b_start, layer=1, heads=[9], html_action="return").data,
+            bertviz.model_view(shown, pair.tokens, sentence_b_start=pair.sentence_b_start, include_layers=[0, 1], html_action="return").data]
+    for view, raw in zip(bertviz_views, made):
+        at = raw.index("const params = ") + len("const params = ")
+        want, _ = json.JSONDecoder().raw_decode(raw, at)
+        (got,) = params_of(view.html)
+        assert {**got, "root_div_id": None} == {**want, "root_div_id": None}
+        assert view.html.count('"root_div_id"') == 1, "the params are written more than once"
+        assert '0.149' not in view.html.split('data-attnlib-bertviz="params">')[1].split("</script>")[0]
+        assert len(re.sub(r'<script data-attnlib-bertviz="(d3|jquery)">.*?</script>', "", view.html, flags=re.S)) < 0.4 * len(raw)
+
+
+def test_a_bertviz_view_is_drawn_when_it_comes_near_and_shows_the_exact_weights(bertviz_views, tmp_path):
+    """A page of several views drew them all while it loaded (thousands of SVG elements on chapter
+    9, in the load's long tasks).  A view below the fold is drawn when it comes within 800 px of
+    the viewport, and the head view's lines carry bertviz's weights exactly (read back from the
+    thousandths)."""
+    _browser_or_skip()
+    import attnlib
+    from attnlib import corpus
+    from attnlib.bertviz_offline import externalise
+    from playwright.sync_api import sync_playwright
+    from test_browser import FLAGS, Visit, find_chromium, serve
+    folder = tmp_path / "bv"
+    (folder / "_static" / "vendor").mkdir(parents=True)
+    for lib in ("d3", "jquery"):
+        shutil.copytree(ROOT / "_static" / "vendor" / lib, folder / "_static" / "vendor" / lib)
+    views = externalise("".join(v.html for v in bertviz_views), lambda p: "_static/" + p)
+    (folder / "index.html").write_text(
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>bertviz</title></head><body>'
+        f'<div style="height: 3000px">Above the views.</div>{views}</body></html>', encoding="utf-8")
+    pair = attnlib.encoder.get_attentions(*corpus.PAIR)
+    want = pair.attentions[1][0].double().round(decimals=3).tolist()            # layer 1: (H, T, T)
+    drawn = "() => [...document.querySelectorAll('div[id^=bertviz-]')].map(d => d.querySelectorAll('svg *').length)"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=find_chromium(), args=FLAGS, headless=True)
+        try:
+            visit = Visit(browser, serve(str(folder)) + "index.html")
+            page = visit.page
+            page.wait_for_timeout(500)
+            assert page.evaluate(drawn) == [0, 0], "a view out of sight was drawn while the page loaded"
+            page.evaluate("() => document.querySelector('.attnlib-bertviz').scrollIntoView()")
+            page.wait_for_function("() => [...document.querySelectorAll('div[id^=bertviz-]')].every(d => d.querySelectorAll('svg *').length > 20)")
+            got = page.evaluate("""() => [...document.querySelector('.attnlib-bertviz #attention').querySelectorAll('g.headAttention')]
+              .map(g => [...g.querySelectorAll('g.tokenAttention')].map(t => [...t.querySelectorAll('line')].map(l => l.__data__)))""")
+            assert got == want
+            assert visit.errors == [] and visit.external == []
+        finally:
+            browser.close()
+
+
 def test_offline_html_refuses_unknown_layouts():
     from attnlib.bertviz_offline import offline_html
     with pytest.raises(ValueError, match="require.js"):

@@ -132,9 +132,11 @@ def test_lab_runs_a_readers_minimal_pair_and_ablation(lab):
     page.select_option(f"{root} [data-role=head]", "4")
     readout = page.inner_text(f"{root} [data-role=readout-0]")
     assert "looks most at" in readout and "sums to 1.000" in readout
-    # the page's readout names the strongest key PyTorch finds for the same query
+    # the page's readout names the strongest key PyTorch finds for the same query (the word that
+    # differs, "bears" at position 2, is the query the readout opens on)
+    assert readout.startswith("Query \u201cbears\u201d (position 2)"), readout
     r = encoder.run("The bears ate the honey.")
-    row = r.head("pattern", 1, 4)[1]
+    row = r.head("pattern", 1, 4)[2]
     assert f"\u201c{r.tokens[int(row.argmax())]}\u201d (position {int(row.argmax())})" in readout
     page.click(f"{root} [data-role=ablate]")
     page.wait_for_function(f"() => document.querySelector('{root} [data-role=ablation]').textContent.includes('ranks')")
@@ -619,12 +621,12 @@ def test_lab_speaks_through_one_polite_status_and_its_heatmap_names_head_and_str
     page.select_option(f"{root} [data-role=layer]", "1")
     page.select_option(f"{root} [data-role=head]", "4")
     r = encoder.run("The bears ate the honey.")
-    row = r.head("pattern", 1, 4)[1]
+    row = r.head("pattern", 1, 4)[2]                   # the query the lab opens on: "bears", the word that differs
     strongest = f"\u201c{r.tokens[int(row.argmax())]}\u201d (position {int(row.argmax())}"
     said = page.inner_text(f"{root} [data-role=status]")
     assert "head 4" in said and strongest in said, said
     alt = page.get_attribute(f"{root} [data-role=map-0] canvas", "aria-label")
-    assert "layer 1, head 4" in alt and "\u201cthe\u201d (position 1)" in alt and strongest in alt, alt
+    assert "layer 1, head 4" in alt and "\u201cbears\u201d (position 2)" in alt and strongest in alt, alt
     # the progress bar and the radio group carry visible labels
     labelled = page.evaluate("""(sel) => { const p = document.querySelector(sel + ' [data-role=progress]');
       return [p.labels.length ? p.labels[0].textContent : '', document.querySelector(sel + ' fieldset legend').textContent]; }""", root)
@@ -739,7 +741,12 @@ def test_a_509_token_heatmap_paints_only_its_window_and_keeps_its_labels_in_view
         visit.close()
 
 
-SHARE = re.compile(r"previous token: (-?\d+\.\d+) here, (-?\d+\.\d+) on the (\d+) reference sentences")
+SHARE = re.compile(r"previous token: (-?\d+\.\d+) \| this sentence \(T = \d+\); (-?\d+\.\d+) \| (\d+) reference sentences")
+#: the baselines table read cell by cell: "row header: value | its column's header; ..."
+BASELINE_CELLS = """(sel) => { const t = document.querySelector(sel + ' [data-role=baselines] table');
+  const cols = [...t.querySelectorAll('thead th')].map(th => th.textContent);
+  return [...t.querySelectorAll('tbody tr')].map(tr => tr.querySelector('th').textContent + ': ' +
+    [...tr.querySelectorAll('td')].map((td, i) => td.textContent + ' | ' + cols[i + 1]).join('; ')).join('\\n'); }"""
 
 
 def _share(weights, tokens, offset):
@@ -798,7 +805,7 @@ def test_the_baselines_readout_does_not_grow_with_the_sentences_length(lab):
         page.select_option(f"{root} [data-role=layer]", "0")
         page.select_option(f"{root} [data-role=head]", "2")
         said = page.inner_text(f"{root} [data-role=baselines]")
-        m = SHARE.search(said)
+        m = SHARE.search(page.evaluate(BASELINE_CELLS, root))
         assert m, said
         got = page_run(page, text)
         assert float(m.group(1)) == pytest.approx(_share(got["all"][0][0, 2], got["tokens"], -1), abs=0.006), said
@@ -806,6 +813,99 @@ def test_the_baselines_readout_does_not_grow_with_the_sentences_length(lab):
         assert "1/T" in said, said
         seen.append(float(m.group(1)))
     assert seen[0] > 0.95 and abs(seen[0] - seen[1]) < 0.02, seen
+
+
+# Issue 45 item 2: the lab on a phone.
+CLIPPED_FIELDS = """(sel) => [...document.querySelectorAll(sel + ' [data-role^=text-]')].filter(f => f.offsetParent)
+  .map(f => ({role: f.dataset.role, tag: f.tagName, scrollW: f.scrollWidth, clientW: f.clientWidth,
+              scrollH: f.scrollHeight, clientH: f.clientHeight, right: f.getBoundingClientRect().right,
+              page: document.documentElement.clientWidth}))"""
+PAIR_LONG = ("The dog chased the ball because it was fast.", "The dog chased the ball because it was bored.")
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_a_minimal_pairs_two_sentences_show_whole_on_a_phone(browser, themed, theme):  # noqa: F811
+    """A one-line field showed "The dog chased the ball because" in both A and B at 390 px: the
+    word that differs was out of sight.  Each field now shows all of its sentence (no hidden
+    text either way), it still runs with Enter, and it grows as the reader types."""
+    visit = ScreenVisit(browser, themed + f"{theme}-column.html", "phone", theme)
+    try:
+        page = visit.page
+        root = _lab_run(page, *PAIR_LONG)
+        fields = page.evaluate(CLIPPED_FIELDS, root)
+        assert [f["role"] for f in fields] == ["text-a", "text-b"], fields
+        for f in fields:
+            assert f["scrollW"] <= f["clientW"] and f["scrollH"] <= f["clientH"] + 1, f"part of the sentence is hidden: {f}"
+            assert f["right"] <= f["page"], f
+        shown = [page.input_value(f"{root} [data-role={r}]") for r in ("text-a", "text-b")]
+        assert shown == list(PAIR_LONG)
+        before = page.evaluate(CLIPPED_FIELDS, root)[0]["clientH"]
+        page.fill(f"{root} [data-role=text-a]", " ".join([PAIR_LONG[0]] * 3))
+        grown = page.evaluate(CLIPPED_FIELDS, root)[0]
+        assert grown["clientH"] > before and grown["scrollH"] <= grown["clientH"] + 1, (before, grown)
+        page.fill(f"{root} [data-role=text-a]", "The cat sat on the mat.")   # Enter runs, and adds no line break
+        page.evaluate("(sel) => { document.querySelector(sel).textContent = ''; }", f"{root} [data-role=status]")
+        page.focus(f"{root} [data-role=text-a]")
+        page.keyboard.press("Enter")
+        page.wait_for_function("(sel) => document.querySelector(sel).textContent.startsWith('Ran in the browser')",
+                               arg=f"{root} [data-role=status]", timeout=60_000)
+        assert page.input_value(f"{root} [data-role=text-a]") == "The cat sat on the mat."
+        assert visit.errors == [] and visit.external == []
+    finally:
+        visit.close()
+
+
+@pytest.mark.parametrize("texts, query, b_query", [
+    (("The cat sat on the mat.", "The idea sat on the mat."), "cat", "idea"),       # a minimal pair: the word that differs
+    (PAIR_LONG, "fast", "bored"),
+    (("\u201cRun!\u201d she said.", None), "run", None),                           # punctuation first: the first word
+    (("The dog chased the ball.", None), "dog", None),                             # not "the"
+])
+def test_the_readout_opens_on_the_query_a_reader_would_pick(lab, texts, query, b_query):
+    """After every run the readout opened on position 1 ("looks most at [CLS] 1.000" for many
+    heads).  It opens on the first word that differs in a minimal pair (and its counterpart in B),
+    else the first content word."""
+    page = lab.page
+    root = _lab_run(page, *texts)
+    readout = page.inner_text(f"{root} [data-role=readout-0]")
+    assert readout.startswith(f"Query \u201c{query}\u201d"), readout
+    shown = page.evaluate("(sel) => { const q = document.querySelector(sel); return q.options[q.selectedIndex].text; }",
+                          f"{root} [data-role=query]")
+    assert shown.endswith(": " + query), shown
+    if b_query:
+        b = page.inner_text(f"{root} [data-role=readout-1]")
+        assert b.startswith(f"Query \u201c{b_query}\u201d") and f"in place of A\u2019s \u201c{query}\u201d" in b, b
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_baselines_are_a_labelled_table_that_fits_a_phone(browser, themed, theme):  # noqa: F811
+    """The baselines were one 70-word sentence in which "here" named two numbers.  They are a
+    table: a caption that gives the scale, a header cell over each column of numbers, a row
+    header for each offset, and it fits the lab's column at 390 px."""
+    visit = ScreenVisit(browser, themed + f"{theme}-column.html", "phone", theme)
+    try:
+        page = visit.page
+        root = _lab_run(page, PAIR_12[0])
+        page.select_option(f"{root} [data-role=layer]", "0")
+        page.select_option(f"{root} [data-role=head]", "2")
+        got = page.evaluate("""(sel) => { const b = document.querySelector(sel + ' [data-role=baselines]'),
+            t = b.querySelector('table'), lab = document.querySelector(sel);
+          if (!t) return null;
+          return {caption: t.caption ? t.caption.textContent : '',
+                  cols: [...t.querySelectorAll('thead th[scope=col]')].map(th => th.textContent),
+                  rows: [...t.querySelectorAll('tbody tr')].map(tr => [tr.querySelector('th[scope=row]').textContent,
+                          ...[...tr.querySelectorAll('td')].map(td => td.textContent)]),
+                  right: t.getBoundingClientRect().right, labRight: lab.getBoundingClientRect().right,
+                  scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth}; }""", root)
+        assert got is not None, "the baselines are not a table"
+        assert "1/T" in got["caption"] and "layer 0, head 2" in got["caption"], got["caption"]
+        assert got["cols"] == ["key", "this sentence (T = 13)", "18 reference sentences"], got["cols"]
+        assert [r[0] for r in got["rows"]] == ["previous token", "itself", "next token"], got["rows"]
+        assert all(len(r) == 3 and all(re.fullmatch(r"-?\d\.\d\d", x) for x in r[1:]) for r in got["rows"]), got["rows"]
+        assert got["right"] <= got["labRight"] and got["scroll"] <= got["client"], got
+        assert visit.errors == [] and visit.external == []
+    finally:
+        visit.close()
 
 
 SWEEP_WATCH = """(sel) => { window.__said = []; window.__calls = [];

@@ -110,6 +110,41 @@ function alignTokens(a, b) {
   }
   return out;
 }
+/* The query the readout opens on after a run: in a minimal pair (two runs), the first token of
+ * A that the alignment leaves unmatched (the word that differs); else the first content word,
+ * that is the first token that starts a word, is not [CLS]/[SEP]/[PAD] nor punctuation, and is
+ * not one of a few function words (the, a, of, ...); else the first ordinary token; else 0.
+ * Position 1 (usually "the") read "looks most at [CLS] 1.000" and taught nothing (issue 45). */
+var FUNCTION_WORDS = {"the": 1, "a": 1, "an": 1, "and": 1, "or": 1, "but": 1, "of": 1, "to": 1, "in": 1,
+                      "on": 1, "at": 1, "for": 1, "with": 1, "by": 1, "from": 1, "as": 1, "is": 1,
+                      "are": 1, "was": 1, "were": 1, "be": 1, "been": 1, "this": 1, "that": 1};
+function ordinaryToken(t) { return !SPECIAL[t] && /[\p{L}\p{N}]/u.test(t); }   /* a letter or digit: not punctuation */
+function openingQuery(runs) {
+  var A = runs[0].tokens, i;
+  if (runs.length > 1) {
+    var matched = {}, al = alignTokens(A, runs[1].tokens);
+    for (i = 0; i < al.length; i++) matched[al[i][0]] = 1;
+    for (i = 0; i < A.length; i++) if (!matched[i] && ordinaryToken(A[i])) return A[i].slice(0, 2) === "##" ? wordStart(A, i) : i;
+  }
+  for (i = 0; i < A.length; i++) {
+    if (ordinaryToken(A[i]) && A[i].slice(0, 2) !== "##" && !FUNCTION_WORDS[A[i].toLowerCase()]) return i;
+  }
+  for (i = 0; i < A.length; i++) if (ordinaryToken(A[i])) return i;
+  return 0;
+}
+function wordStart(tokens, i) { while (i > 0 && tokens[i].slice(0, 2) === "##") i--; return i; }
+/* A token's counterpart across a minimal pair: its aligned partner, or, for a word swapped for
+ * another (an unmatched stretch of A between two aligned anchors facing an unmatched stretch of B
+ * of the same length), the token in its place: "cat" in A faces "idea" in B.  null otherwise
+ * (a word only one sentence has).  from = 0: i is in A, from = 1: i is in B. */
+function counterpart(al, i, from, nA, nB) {
+  var to = 1 - from, n = [nA, nB], prev = [-1, -1], next = [n[0], n[1]];
+  for (var k = 0; k < al.length; k++) {
+    if (al[k][from] === i) return al[k][to];
+    if (al[k][from] < i) prev = al[k]; else { next = al[k]; break; }
+  }
+  return next[from] - prev[from] === next[to] - prev[to] ? prev[to] + (i - prev[from]) : null;
+}
 function cosineDistance(x, y) {
   var dot = 0, nx = 0, ny = 0;
   for (var i = 0; i < x.length; i++) { dot += x[i] * y[i]; nx += x[i] * x[i]; ny += y[i] * y[i]; }
@@ -261,13 +296,14 @@ function view(root, data, uid) {
    * beside the build's sentence B, which the reader had not chosen.  "a minimal pair" brings
    * B back, with the build's sentence in it.  Where nothing can run (a notebook), the form
    * shows what the cell ran. */
-  var s = {layer: data.layer, head: data.head, query: 1, mode: why ? data.mode : "one",
+  var s = {layer: data.layer, head: data.head, query: 0, mode: why ? data.mode : "one",
            runs: data.runs.map(function (r) {
              return {tokens: r.tokens, typeIds: r.typeIds, sentenceBStart: r.sentenceBStart,
                      attentions: r.attentions instanceof Float32Array ? r.attentions : new Float32Array(r.attentions)};
            }),
            shown: {mode: data.mode, a: data.textA, b: data.mode === "one" ? null : data.textB},
            ablation: null, busy: false, sweep: null};
+  s.query = openingQuery(s.runs);
   s.shown.key = s.shown.mode + "\u0000" + s.shown.a + "\u0000" + (s.shown.b === null ? "" : s.shown.b);
   if (data.ablation) {
     s.ablation = {text: s.shown.key, change: data.ablation.change, measured: data.ablation.change.length,
@@ -324,20 +360,38 @@ function view(root, data, uid) {
     var wrap = el("div", {"class": "xp-control xp-text"});
     var id = uid + "-" + name;
     wrap.appendChild(el("label", {"for": id}, label));
-    var input = el("input", {type: "text", id: id, "data-role": name, maxlength: "20000", autocomplete: "off",
-                             spellcheck: "false"});
+    /* a textarea that grows with its sentence: a one-line field showed a phone reader the same
+     * first words in A and B and hid the word that differs (issue 45); Enter still runs */
+    var input = el("textarea", {id: id, "data-role": name, rows: "1", maxlength: "20000", autocomplete: "off",
+                                spellcheck: "false"});
     input.value = value || "";
+    input.addEventListener("input", function () { grow(input); });
+    input.addEventListener("keydown", function (event) {
+      if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+      event.preventDefault();
+      if (form.requestSubmit) form.requestSubmit(runButton); else runButton.click();
+    });
     wrap.appendChild(input);
     form.appendChild(wrap);
     return {wrap: wrap, input: input};
   }
+  function grow(input) {        /* the field's height: all of its text, up to the CSS max-height (about six lines; then it scrolls) */
+    if (!input.offsetParent) return;
+    input.style.height = "auto";
+    input.style.height = (input.scrollHeight + input.offsetHeight - input.clientHeight) + "px";
+  }
+  function growAll() { grow(fieldA.input); grow(fieldB.input); }
   var fieldA = textField("text-a", "Sentence A", data.textA);
   var fieldB = textField("text-b", "Sentence B", data.textB);
   var runButton = el("button", {type: "submit", "data-role": "run"}, "Run");
   if (why) runButton.hidden = true;
   form.appendChild(runButton);
   root.appendChild(form);
-  function showB() { fieldB.wrap.hidden = s.mode === "one"; }
+  function showB() { fieldB.wrap.hidden = s.mode === "one"; growAll(); }
+  if (window.ResizeObserver) {     /* a new column width (a phone turned, a window resized) rewraps the text */
+    var formWidth = 0;
+    new ResizeObserver(function () { if (form.clientWidth !== formWidth) { formWidth = form.clientWidth; growAll(); } }).observe(form);
+  }
   showB();
 
   /* layer, head and query pickers */
@@ -421,9 +475,7 @@ function view(root, data, uid) {
   }
   function mapQuery(iB) {  /* a query picked in B -> the aligned query of A (null: none) */
     if (s.runs.length < 2) return iB;
-    var al = aligned();
-    for (var k = 0; k < al.length; k++) if (al[k][1] === iB) return al[k][0];
-    return null;
+    return counterpart(aligned(), iB, 1, s.runs[0].tokens.length, s.runs[1].tokens.length);
   }
   /* Say the selected head's strongest key(s) in the status line (the one live region). */
   function announce() {
@@ -439,7 +491,7 @@ function view(root, data, uid) {
     var width = columnWidth(root);
     var two = s.runs.length > 1;
     var A = s.runs[0];
-    if (s.query >= A.tokens.length) s.query = Math.min(1, A.tokens.length - 1);
+    if (s.query >= A.tokens.length) s.query = openingQuery(s.runs);
     if (kept.menuFor !== A) {                    /* the query menu: rebuilt for new tokens only */
       kept.menuFor = A;
       while (querySelect.firstChild) querySelect.removeChild(querySelect.firstChild);
@@ -448,7 +500,7 @@ function view(root, data, uid) {
     querySelect.value = String(s.query);
     var al = aligned();
     var queryB = null;
-    if (two) al.forEach(function (p) { if (p[0] === s.query) queryB = p[1]; });
+    if (two) queryB = counterpart(al, s.query, 0, A.tokens.length, s.runs[1].tokens.length);
     panels.forEach(function (p, k) { p.panel.hidden = k === 1 && !two; });  /* lay out both before measuring */
     var rowsA = null;
     panels.forEach(function (p, k) {
@@ -478,24 +530,38 @@ function view(root, data, uid) {
       var top = topKeys(row, r.tokens, 3).map(function (t) {
         return "\u201c" + t.token + "\u201d (position " + t.j + ") " + fmt(t.w, 3);
       });
-      p.readout.textContent = "Query \u201c" + r.tokens[q] + "\u201d (position " + q + ") looks most at " +
+      var swapped = k === 1 && r.tokens[q] !== A.tokens[s.query] ? ", in place of A\u2019s \u201c" + A.tokens[s.query] + "\u201d" : "";
+      p.readout.textContent = "Query \u201c" + r.tokens[q] + "\u201d (position " + q + swapped + ") looks most at " +
         top.join(", ") + ". Its row sums to " + fmt(total, 3) + "; uniform would give each key " +
         fmt(1 / T, 3) + ", so the strongest key gets " + fmt(row[best] * T, 1) + " times uniform.";
     });
     /* baselines: each offset's preference on this sentence against the reference sentences,
-     * both on a scale whose ends do not depend on the length (offsetShare) */
-    var parts = [], share = data.offset_share;
+     * both on a scale whose ends do not depend on the length (offsetShare); a table, each number
+     * under a header that says whose it is */
+    var share = data.offset_share, TA = A.tokens.length;
+    while (baselines.firstChild) baselines.removeChild(baselines.firstChild);
+    var table = el("table", {"class": "xp-pair xp-baselines"});
+    table.appendChild(el("caption", null, "Offset preference of layer " + s.layer + ", head " + s.head +
+      ": 0 is the uniform weight 1/T, 1 is all of a query\u2019s weight on that key, " +
+      fmt(-1 / (TA - 1), 2) + " is none at all on this sentence (\u22121/(T \u2212 1)); special tokens left out."));
+    var headRow = el("tr", null);
+    headRow.appendChild(el("th", {scope: "col"}, "key"));
+    headRow.appendChild(el("th", {scope: "col"}, "this sentence (T = " + TA + ")"));
+    headRow.appendChild(el("th", {scope: "col"}, share.n_texts + " reference sentences"));
+    var thead = el("thead", null); thead.appendChild(headRow); table.appendChild(thead);
+    var tbody = el("tbody", null);
     share.offsets.forEach(function (o, k) {
       var mine = offsetShare(rowsA, A.tokens, o);
       var ref = share.values[(s.layer * H + s.head) * share.offsets.length + k];
       var name = o === -1 ? "previous token" : o === 1 ? "next token" : o === 0 ? "itself" : "offset " + o;
-      parts.push(name + ": " + (mine === null ? "n/a" : fmt(mine, 2)) + " here, " + fmt(ref, 2) +
-                 (k ? " there" : " on the " + share.n_texts + " reference sentences"));
+      var tr = el("tr", {"data-offset": String(o)});
+      tr.appendChild(el("th", {scope: "row"}, name));
+      tr.appendChild(el("td", null, mine === null ? "n/a" : fmt(mine, 2)));
+      tr.appendChild(el("td", null, fmt(ref, 2)));
+      tbody.appendChild(tr);
     });
-    baselines.textContent = "Preference for each offset, on a scale whose ends do not move with the length T " +
-      "(0: the uniform weight 1/T, no preference; 1: all of a query's weight on that key; no weight there at all: " +
-      "\u22121/(T \u2212 1), here " + fmt(-1 / (A.tokens.length - 1), 2) + "; special tokens left out) \u2014 " +
-      parts.join("; ") + ".";
+    table.appendChild(tbody);
+    baselines.appendChild(table);
     pairTableFor(rowsA);
     showAblation();
   }
@@ -658,7 +724,7 @@ function view(root, data, uid) {
         return {tokens: r.tokens, typeIds: r.typeIds, sentenceBStart: r.sentenceBStart, attentions: r.attentions};
       });
       s.ablation = null;
-      s.query = Math.min(1, s.runs[0].tokens.length - 1);
+      s.query = openingQuery(s.runs);
       panels.forEach(function (p) { p.scroller.scrollTop = 0; p.scroller.scrollLeft = 0; });
       setBusy(false, "Ran in the browser: " + results.map(function (r) { return r.tokens.length + " tokens, " +
                      Math.round(r.ms) + " ms"; }).join("; ") + ".");
