@@ -424,10 +424,10 @@ def read_words(text) -> list:
         TypeError: ``text`` not a str.
         ValueError: empty, longer than the model's context (``SEQ_LEN`` words), or a word not in
             the vocabulary (the message names it and suggests the closest words:
-            :func:`attnlib.exercises.ch07.unknown_word`).
+            :func:`attnlib.exercises.core.unknown_word`).
     """
     from . import corpus
-    from .exercises.ch07 import unknown_word
+    from .exercises.core import unknown_word
     if not isinstance(text, str):
         raise TypeError(f"text must be a str of words, got {type(text).__name__}")
     found = corpus.words_of(text)

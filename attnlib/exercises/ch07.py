@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import math
 
-from .core import checker, grade_choice, grade_number, parse_token, right, wrong
+from .core import WORD_SHOWN, checker, grade_choice, grade_number, parse_token, right, unknown_word, wrong
 from .registry import define
 
 __all__ = [
@@ -530,31 +530,6 @@ define(7, "predict_patch", kind="choice", title="Predict a patch before you run 
 
 #: Fewest words that copying predicts for the feeder exercise to compare two heads on them.
 MIN_COPYABLE = 3
-
-#: The longest stretch of an unknown word that :func:`unknown_word` quotes and compares.
-WORD_SHOWN = 40
-
-
-def unknown_word(word: str, vocabulary) -> str:
-    """The circuit lab's message for a word that is not in its model's vocabulary, with up to
-    three suggestions: :func:`difflib.get_close_matches` (cutoff 0.6) on the word's first
-    :data:`WORD_SHOWN` characters (a longer word is quoted by them, "…" and its length).  The one definition of the refusal: the kernel's reader
-    (:func:`attnlib.circuit_lab.read_words`) raises it, the lab's grader passes it on, and the
-    page's reader (``attnlibTiny.words`` in ``static/xp_tiny.js``) mirrors it word for word.
-
-    >>> print(unknown_word("natoin", ["nation", "war"]))
-    “natoin” is not in the model's vocabulary (the 2 words and marks of the Gettysburg Address); did you mean “nation”?
-    """
-    import difflib
-    vocabulary, word = list(vocabulary), str(word)
-    shown = word[:WORD_SHOWN]
-    near = difflib.get_close_matches(shown, vocabulary, n=3, cutoff=0.6)
-    quoted = [f"\u201c{x}\u201d" for x in near]
-    offer = "" if not quoted else quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
-    named = f"\u201c{word}\u201d" if len(word) <= WORD_SHOWN else f"\u201c{shown}\u2026\u201d ({len(word):,} characters)"
-    return (f"{named} is not in the model's vocabulary (the {len(vocabulary)} words and marks of the "
-            f"Gettysburg Address)" + (f"; did you mean {offer}?" if offer else ""))
-
 
 @functools.lru_cache(maxsize=1)
 def lab_data() -> dict:

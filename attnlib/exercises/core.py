@@ -25,6 +25,7 @@ __all__ = [
     "parse_choice", "parse_token", "grade_choice", "grade_number", "as_plain",
     "parse_model_answer", "head_key", "strongest", "align_tokens", "pair_flips", "CLOSE_CALL", "excerpt", "EXCERPT_CHARS",
     "read_number", "Reading", "BYTE_UNITS", "COUNT_WORDS", "MAX_NUMBER_CHARS", "finite_real",
+    "unknown_word", "WORD_SHOWN",
 ]
 
 #: Feedback quotes at most this many characters of a learner's answer (:func:`excerpt`).
@@ -796,3 +797,30 @@ def align_tokens(a, b) -> list:
         else:
             j += 1
     return out
+
+
+# ------------------------------------------------------------------ the circuit lab's words
+
+#: The longest stretch of an unknown word that :func:`unknown_word` quotes and compares.
+WORD_SHOWN = 40
+
+
+def unknown_word(word: str, vocabulary) -> str:
+    """The circuit lab's message for a word that is not in its model's vocabulary, with up to
+    three suggestions: :func:`difflib.get_close_matches` (cutoff 0.6) on the word's first
+    :data:`WORD_SHOWN` characters (a longer word is quoted by them, "…" and its length).  The one definition of the refusal: the kernel's reader
+    (:func:`attnlib.circuit_lab.read_words`) raises it, the lab's grader passes it on, and the
+    page's reader (``attnlibTiny.words`` in ``static/xp_tiny.js``) mirrors it word for word.
+
+    >>> print(unknown_word("natoin", ["nation", "war"]))
+    “natoin” is not in the model's vocabulary (the 2 words and marks of the Gettysburg Address); did you mean “nation”?
+    """
+    import difflib
+    vocabulary, word = list(vocabulary), str(word)
+    shown = word[:WORD_SHOWN]
+    near = difflib.get_close_matches(shown, vocabulary, n=3, cutoff=0.6)
+    quoted = [f"\u201c{x}\u201d" for x in near]
+    offer = "" if not quoted else quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+    named = f"\u201c{word}\u201d" if len(word) <= WORD_SHOWN else f"\u201c{shown}\u2026\u201d ({len(word):,} characters)"
+    return (f"{named} is not in the model's vocabulary (the {len(vocabulary)} words and marks of the "
+            f"Gettysburg Address)" + (f"; did you mean {offer}?" if offer else ""))

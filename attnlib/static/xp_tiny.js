@@ -144,7 +144,7 @@ function closeMatches(word, possibilities, n, cutoff) {
     .slice(0, n).map(function (p) { return p[1]; });
 }
 
-/* attnlib.exercises.ch07.unknown_word: the refusal of a word outside the vocabulary, with
+/* attnlib.exercises.core.unknown_word: the refusal of a word outside the vocabulary, with
  * difflib's suggestions (the kernel's words; the lab's exercises pass it on). */
 var WORD_SHOWN = 40;
 function unknownWord(word, vocab) {

@@ -115,7 +115,8 @@ from .backward import check_attention_backward
 from .causal import check_causal_mask
 from .heads import check_split_heads
 from .kv_lab import check_decode_step
-from .mistakes import MISTAKES, mistakes_markdown
+from ._core import mistakes_markdown
+from .mistakes import MISTAKES
 from .multihead_lab import check_multi_head_attention
 from .online import check_online_softmax_attention
 from .rope_lab import check_apply_rope, check_rope_attention

@@ -5,7 +5,7 @@ import math
 
 import torch
 
-__all__ = ["MISTAKES", "mistakes_markdown"]
+__all__ = ["MISTAKES"]
 
 #: ``log`` of the largest float32 / float64: ``exp`` of anything larger is ``inf``.
 _EXP_LIMIT32 = math.log(torch.finfo(torch.float32).max)
@@ -267,23 +267,3 @@ MISTAKES: dict[str, dict[str, tuple[str, str]]] = {
         "no_scaling": ("No scaling", "the scores are `q k^T`, not `q k^T / sqrt(d_k)`."),
     },
 }
-
-
-def mistakes_markdown(lab: str) -> str:
-    """The mistakes the checker of ``lab`` recognises, as a Markdown bullet list, followed by a
-    paragraph on what it refuses as doing the lab's job (its :class:`~._core.Refusal`'s
-    ``describe()``), for the book's lab sections, so that neither can drift from the checker.
-
-    Raises:
-        KeyError: no such lab; the message lists the labs.
-    """
-    if lab not in MISTAKES:
-        raise KeyError(f"no lab {lab!r}; known: {sorted(MISTAKES)}")
-    from ._core import LABS
-
-    text = "\n".join(f"- **{title}**: {text}" for title, text in MISTAKES[lab].values())
-    refused = list(dict.fromkeys(spec.refusal.describe() for spec in LABS.values() if spec.key == lab))
-    for line in refused:   # the two RoPE labs share one refusal: said once
-        text += ("\n\n**Refused**, because it would do the lab's job for you (`library_call`): "
-                 f"{line[:1].lower()}{line[1:]}")
-    return text
