@@ -297,6 +297,11 @@ def _ms(x) -> str:
     return "-" if x is None else f"{x:,.0f}"
 
 
+def _s(ms: float) -> str:
+    """A duration given in ms, as a reader reads it: ms under a second, else seconds."""
+    return f"{ms:,.0f} ms" if ms < 1000 else f"{ms / 1e3:.1f} s"
+
+
 def report(r: dict) -> str:
     m = r["machine"]
     lines = [
@@ -337,16 +342,19 @@ def report(r: dict) -> str:
     desk, phone = r["settings"].get("desktop 1280 px", {}), r["settings"].get("phone 390 px, CPU 4x slower", {})
     if "before" in desk and "after" in desk:
         b, a = desk["before"]["summary"], desk["after"]["summary"]
-        lines += ["", f"Desktop: the first verdict came {a['first_verdict_ms'] / 1e3:.1f} s after the click (median; worst "
-                  f"{a['first_verdict_max_ms'] / 1e3:.1f} s) instead of {b['first_verdict_ms'] / 1e3:.1f} s (worst "
-                  f"{b['first_verdict_max_ms'] / 1e3:.1f} s); the checker was ready {a['ready_after_load_ms'] / 1e3:.1f} s "
+        slower = a["longest_task_10s_ms"] > b["longest_task_10s_ms"]
+        busy = max(a["load_1min"][1], b["load_1min"][1]) > m["cpus"]
+        lines += ["", f"Desktop: the first verdict came {_s(a['first_verdict_ms'])} after the click (median; worst "
+                  f"{_s(a['first_verdict_max_ms'])}) instead of {_s(b['first_verdict_ms'])} (worst "
+                  f"{_s(b['first_verdict_max_ms'])}); the checker was ready {_s(a['ready_after_load_ms'])} "
                   f"after the load event.  exercises.js itself never ran a script of more than "
-                  f"{max(v['summary']['checker_script_max_ms'] for v in desk.values()):.0f} ms; the longest main-thread "
-                  f"task in the first 10 s was {a['longest_task_10s_ms']:.0f} ms with the preload and "
-                  f"{b['longest_task_10s_ms']:.0f} ms without (total blocking {a['blocking_10s_ms']:.0f} ms against "
-                  f"{b['blocking_10s_ms']:.0f} ms): the page's own work (MathJax, the layout pass in idle time) "
-                  f"slowed by the worker compiling Pyodide on the same {m['cpus']} cores, with the load average above "
-                  f"the core count."]
+                  f"{max(v['summary']['checker_script_max_ms'] for v in desk.values()):.0f} ms (0: none of 5 ms or more "
+                  f"in a long frame); the longest main-thread task in the first 10 s was "
+                  f"{a['longest_task_10s_ms']:.0f} ms with the preload and {b['longest_task_10s_ms']:.0f} ms without "
+                  f"(total blocking {a['blocking_10s_ms']:.0f} ms against {b['blocking_10s_ms']:.0f} ms)"
+                  + (f": the page's own work (MathJax, the layout pass in idle time) slowed by the worker compiling "
+                     f"Pyodide on the same {m['cpus']} cores" + (", with the load average above the core count" if busy else "")
+                     + "." if slower else ": the preload added no longer task.")]
     reading = [k for k in phone if k.startswith("after, ") and k.endswith("reading")]
     if reading and "before" in phone:
         rb = next(k for k in phone if k.startswith("before, ") and k.endswith("reading"))
@@ -356,7 +364,7 @@ def report(r: dict) -> str:
                   f"{a['first_verdict_ms'] / 1e3:.2f} s after it (median; worst {a['first_verdict_max_ms'] / 1e3:.2f} s) "
                   f"instead of {b['first_verdict_ms'] / 1e3:.1f} s; a click at the very moment of the scroll waits "
                   f"{phone['after']['summary']['first_verdict_ms'] / 1e3:.1f} s ({phone['before']['summary']['first_verdict_ms'] / 1e3:.1f} s "
-                  f"before: both start at the click, so the difference is the busy machine's).  Started when the page is quiet instead ('after, idle (not near)'), the 4x-throttled page "
+                  f"before: both start at the click).  Started when the page is quiet instead ('after, idle (not near)'), the 4x-throttled page "
                   f"is never quiet for 1 s within 5 s of its load, so the start comes at the 5 s cap, no sooner than "
                   f"the reader's scroll here; started at the first idle period (an earlier version, "
                   f"same machine, load average 4.8-7.6) it raised the total blocking time of the first 10 s from "
