@@ -87,7 +87,7 @@ html:
 	@touch $(JCACHE)
 
 unit: setup
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) --dist loadfile --doctest-modules -rs -m "not book" tests attnlib
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) --dist loadfile --doctest-modules -rs --durations=25 -m "not book" tests attnlib
 
 # Three passes (the phases CI times, bench/bench_ci.py): the unit tests in parallel; the book
 # built once, exactly as `make book` builds it (tests/test_book.py); then the checks of that
@@ -118,7 +118,7 @@ book-tests: setup
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -rs -m book tests/test_book.py
 
 page-tests: setup
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) --dist loadfile -rs -m book tests --ignore=tests/test_book.py
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(JOBS) --dist loadfile -rs --durations=25 -m book tests --ignore=tests/test_book.py
 
 # For authors, a few minutes: the unit tests of the files you changed (git: uncommitted changes,
 # plus the commits since BASE when it is given, e.g. make check BASE=origin/main), chosen by
